@@ -1,0 +1,51 @@
+//! The raw kernel ABI: `#[repr(C)]` layouts, command numbers and ids, declared once.
+//!
+//! Everything here mirrors a uapi header (named in each item's doc) and is checked
+//! against the installed headers by `uverbs/tests/layout.rs`. The safe API in the
+//! rest of the crate builds on these; nothing here does I/O.
+
+#[macro_use]
+pub mod layout;
+pub mod ids;
+pub mod ioctl;
+pub mod mlx5;
+pub mod verbs;
+pub mod write;
+
+pub use ioctl::{IoctlAttr, IoctlHdr};
+pub use write::{CmdHdr, ExCmdHdr};
+
+use layout::{CLayout, Const, Layout};
+
+/// Every ABI struct this crate declares, for the header comparison test.
+pub fn layouts() -> Vec<Layout> {
+    use verbs::*;
+    vec![
+        IoctlHdr::LAYOUT, IoctlAttr::LAYOUT, CmdHdr::LAYOUT, ExCmdHdr::LAYOUT,
+        GetContext::LAYOUT, GetContextResp::LAYOUT, QueryDevice::LAYOUT, QueryDeviceResp::LAYOUT,
+        ExQueryDevice::LAYOUT, ExQueryDeviceResp::LAYOUT, QueryPort::LAYOUT, QueryPortResp::LAYOUT,
+        QueryPortRespEx::LAYOUT, GidEntry::LAYOUT, AllocPd::LAYOUT, AllocPdResp::LAYOUT,
+        DeallocPd::LAYOUT, RegMr::LAYOUT, RegMrResp::LAYOUT, DeregMr::LAYOUT,
+        CreateCompChannel::LAYOUT, CreateCompChannelResp::LAYOUT, CompEventDesc::LAYOUT,
+        AsyncEventDesc::LAYOUT, CreateCq::LAYOUT, CreateCqResp::LAYOUT, DestroyCq::LAYOUT,
+        DestroyCqResp::LAYOUT, QpCap::LAYOUT, CreateQp::LAYOUT, CreateQpResp::LAYOUT,
+        ExCreateQp::LAYOUT, ExCreateQpResp::LAYOUT, QpDest::LAYOUT, ModifyQp::LAYOUT,
+        ExModifyQp::LAYOUT, ExModifyQpResp::LAYOUT, QueryQp::LAYOUT, QueryQpResp::LAYOUT,
+        DestroyQp::LAYOUT, DestroyQpResp::LAYOUT,
+        mlx5::AllocUcontextReqV2::LAYOUT, mlx5::AllocUcontextReq::LAYOUT,
+        mlx5::AllocUcontextResp::LAYOUT, mlx5::AllocPdResp::LAYOUT, mlx5::QueryDeviceResp::LAYOUT,
+        mlx5::CreateCq::LAYOUT, mlx5::CreateCqResp::LAYOUT, mlx5::CreateQp::LAYOUT,
+        mlx5::CreateQpResp::LAYOUT, mlx5::ModifyQp::LAYOUT, mlx5::ModifyQpResp::LAYOUT,
+        mlx5::ClockInfo::LAYOUT,
+    ]
+}
+
+/// Every ABI constant this crate declares, for the header comparison test.
+pub fn consts() -> Vec<Const> {
+    let mut v = ioctl::ioctl_consts();
+    v.extend(write::write_consts());
+    v.extend(ids::id_consts());
+    v.extend(verbs::verbs_consts());
+    v.extend(mlx5::mlx5_consts());
+    v
+}
