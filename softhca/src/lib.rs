@@ -1,1 +1,3 @@
 //! softhca
+pub mod uaccess;
+pub mod wire;
