@@ -1,1 +1,4 @@
 //! provider
+pub mod cqe;
+pub mod opcode;
+pub mod wqe;

@@ -1,0 +1,189 @@
+//! Inline data: the payload copied into the WQE itself instead of gathered by DMA.
+//!
+//! Layout: a 4-byte big-endian header `INLINE_SEG | byte_count` (`struct
+//! mlx5_wqe_inl_data_seg`), immediately followed by the bytes, the whole thing padded
+//! to a multiple of 16 bytes. The header always starts on a 16-byte boundary, but the
+//! bytes may run past the end of the SQ buffer: the device continues at the start of
+//! the ring, so the copy must wrap too ([`copy_wrapping`]).
+
+use zerocopy::byteorder::big_endian::U32;
+use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
+
+use super::DS_SIZE;
+
+/// The header bit that marks inline data (`MLX5_INLINE_SEG`).
+pub const INLINE_SEG: u32 = 0x8000_0000;
+
+/// Size of the inline header in bytes.
+pub const INLINE_HDR_SIZE: u32 = 4;
+
+/// The 4-byte inline header.
+#[repr(C)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    FromBytes,
+    IntoBytes,
+    KnownLayout,
+    Immutable,
+    Unaligned,
+)]
+pub struct InlineHeader {
+    pub byte_count: U32,
+}
+
+const _: () = assert!(core::mem::size_of::<InlineHeader>() == INLINE_HDR_SIZE as usize);
+
+impl InlineHeader {
+    /// `len` must fit in 31 bits (it is at most the QP's inline limit, < 1 KiB).
+    #[inline(always)]
+    pub const fn new(len: u32) -> Self {
+        Self {
+            byte_count: U32::new(INLINE_SEG | len),
+        }
+    }
+
+    /// The 4 header bytes as they appear in the WQE.
+    #[inline(always)]
+    pub const fn to_bytes(self) -> [u8; 4] {
+        self.byte_count.get().to_be_bytes()
+    }
+
+    /// Parses a header; `None` if the inline bit is clear (then the 16 bytes are a
+    /// data segment, whose byte count never has bit 31 set).
+    pub fn parse(bytes: [u8; 4]) -> Option<u32> {
+        let v = u32::from_be_bytes(bytes);
+        (v & INLINE_SEG != 0).then_some(v & !INLINE_SEG)
+    }
+}
+
+/// DS units taken by `len` bytes of inline data, header and padding included.
+/// Zero bytes take no segment at all: libmlx5 then writes no header, and the WQE
+/// carries no payload.
+#[inline(always)]
+pub const fn inline_ds(len: u32) -> u32 {
+    if len == 0 {
+        0
+    } else {
+        (len + INLINE_HDR_SIZE).div_ceil(DS_SIZE)
+    }
+}
+
+/// Copies `src` into the ring `buf` starting at byte `offset`, continuing at the
+/// start of `buf` when the end is reached. Returns the offset after the last byte
+/// (`buf.len()` wraps to 0).
+///
+/// Panics if `offset > buf.len()` or `src` is longer than `buf` (a WQE never is: the
+/// writer checks that the whole WQE fits in the ring first).
+#[inline(always)]
+pub fn copy_wrapping(buf: &mut [u8], offset: usize, src: &[u8]) -> usize {
+    let room = buf.len() - offset;
+    if src.len() < room {
+        buf[offset..offset + src.len()].copy_from_slice(src);
+        offset + src.len()
+    } else {
+        let (head, tail) = src.split_at(room);
+        buf[offset..].copy_from_slice(head);
+        buf[..tail.len()].copy_from_slice(tail);
+        tail.len()
+    }
+}
+
+/// Writes an inline segment gathering `data` into the SQ ring `buf` (the whole SQ
+/// buffer, a power-of-two multiple of 16 bytes) at byte `offset` (16-byte aligned),
+/// wrapping at the end of the buffer, and zero-fills the padding up to the next
+/// 16-byte boundary. Returns the DS count (see [`inline_ds`]); nothing is written
+/// when the total length is zero.
+///
+/// The caller bounds the total length by the QP's inline limit; this function only
+/// requires that the segment is not longer than `buf`.
+pub fn write_inline(buf: &mut [u8], offset: usize, data: &[&[u8]]) -> u32 {
+    debug_assert!(offset & (DS_SIZE as usize - 1) == 0 && offset < buf.len());
+    let len: usize = data.iter().map(|d| d.len()).sum();
+    if len == 0 {
+        return 0;
+    }
+    buf[offset..offset + INLINE_HDR_SIZE as usize]
+        .copy_from_slice(&InlineHeader::new(len as u32).to_bytes());
+    let mut at = offset + INLINE_HDR_SIZE as usize;
+    for chunk in data {
+        at = copy_wrapping(buf, at, chunk);
+    }
+    // The padding stays inside the 16-byte unit holding the last byte, which never
+    // straddles the end of the ring (the ring is a multiple of 16 bytes).
+    let pad = (DS_SIZE as usize - at % DS_SIZE as usize) % DS_SIZE as usize;
+    buf[at..at + pad].fill(0);
+    inline_ds(len as u32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_golden() {
+        assert_eq!(InlineHeader::new(150).to_bytes(), [0x80, 0x00, 0x00, 0x96]);
+        assert_eq!(InlineHeader::parse([0x80, 0, 1, 0]), Some(256));
+        assert_eq!(InlineHeader::parse([0x00, 0, 1, 0]), None);
+    }
+
+    #[test]
+    fn ds_rule() {
+        assert_eq!(inline_ds(0), 0);
+        assert_eq!(inline_ds(1), 1);
+        assert_eq!(inline_ds(12), 1);
+        assert_eq!(inline_ds(13), 2);
+        assert_eq!(inline_ds(28), 2);
+        assert_eq!(inline_ds(29), 3);
+        assert_eq!(inline_ds(150), 10);
+    }
+
+    #[test]
+    fn copy_wraps() {
+        let mut buf = [0u8; 8];
+        assert_eq!(copy_wrapping(&mut buf, 5, &[1, 2, 3, 4, 5]), 2);
+        assert_eq!(buf, [4, 5, 0, 0, 0, 1, 2, 3]);
+        assert_eq!(copy_wrapping(&mut buf, 2, &[9, 9, 9, 9, 9, 9]), 0);
+        assert_eq!(buf, [4, 5, 9, 9, 9, 9, 9, 9]);
+        assert_eq!(copy_wrapping(&mut buf, 8, &[7]), 1);
+        assert_eq!(buf[0], 7);
+    }
+
+    #[test]
+    fn inline_golden_single_unit() {
+        let mut buf = [0xeeu8; 32];
+        let ds = write_inline(&mut buf, 16, &[&[1, 2, 3], &[4, 5]]);
+        assert_eq!(ds, 1);
+        assert_eq!(&buf[..16], &[0xee; 16]);
+        assert_eq!(
+            &buf[16..],
+            &[0x80, 0, 0, 5, 1, 2, 3, 4, 5, 0, 0, 0, 0, 0, 0, 0]
+        );
+    }
+
+    #[test]
+    fn inline_zero_length_writes_nothing() {
+        let mut buf = [0xeeu8; 32];
+        assert_eq!(write_inline(&mut buf, 0, &[&[], &[]]), 0);
+        assert_eq!(buf, [0xee; 32]);
+    }
+
+    #[test]
+    fn inline_wraps_and_pads() {
+        // Header in the last unit, data running over the end into unit 0.
+        let mut buf = [0xeeu8; 32];
+        let data: Vec<u8> = (1..=20).collect();
+        let ds = write_inline(&mut buf, 16, &[&data]);
+        assert_eq!(ds, 2);
+        let mut expect = [0u8; 32];
+        expect[16..20].copy_from_slice(&[0x80, 0, 0, 20]);
+        expect[20..32].copy_from_slice(&data[..12]);
+        expect[0..8].copy_from_slice(&data[12..]);
+        // bytes 8..16 are padding, zeroed
+        assert_eq!(buf, expect);
+    }
+}
