@@ -82,6 +82,12 @@ impl<'a> Ioctl<'a> {
         self.push(Self::attr(id, b.len(), u64::from_ne_bytes(w)))
     }
 
+    /// A CONST_IN attribute: the kernel accepts only an 8-byte inline value, whatever
+    /// the constant's type (`uverbs_get_const` then range-checks it).
+    pub fn in_const(&mut self, id: u16, value: u64) -> AttrIdx {
+        self.push(Self::attr(id, 8, value))
+    }
+
     /// Enum input: `elem` selects the variant, `bytes` its data.
     pub fn in_enum(&mut self, id: u16, elem: u8, bytes: &'a [u8]) -> AttrIdx {
         let i = self.in_bytes(id, bytes);
@@ -183,14 +189,14 @@ mod tests {
     fn layout_of_a_built_call() {
         let mut port = crate::sys::verbs::QueryPortRespEx::default();
         let mut c = Ioctl::new(0, 2);
-        c.in_value(0, 1u8);
+        c.in_const(0, 1);
         c.out_struct(1, &mut port);
         let b = c.as_bytes().to_vec();
         assert_eq!(b.len(), 24 + 2 * 16);
         // header: length 56, object 0, method 2, num_attrs 2
         assert_eq!(&b[0..8], &[56, 0, 0, 0, 2, 0, 2, 0]);
-        // attr 0: id 0, len 1, flags MANDATORY, data inline 0x01
-        assert_eq!(&b[24..40], &[0, 0, 1, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0]);
+        // attr 0: id 0, len 8 (CONST_IN), flags MANDATORY, data inline 0x01
+        assert_eq!(&b[24..40], &[0, 0, 8, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0]);
         // attr 1: id 1, len 48, flags MANDATORY, data = pointer
         assert_eq!(&b[40..46], &[1, 0, 48, 0, 1, 0]);
         assert_eq!(u64::from_ne_bytes(b[48..56].try_into().unwrap()), &port as *const _ as u64);

@@ -105,6 +105,27 @@ impl<'a> WriteCmd<'a> {
         }
     }
 
+    /// Runs the command through the ioctl `UVERBS_METHOD_INVOKE_WRITE`, as rdma-core
+    /// does for legacy commands when the ioctl path works: the core structs travel as
+    /// CORE_IN/CORE_OUT attributes (the `response` word in CORE_IN is ignored), the
+    /// driver data as UHW_IN/UHW_OUT, and bit 31 of the command selects an extended one.
+    pub fn run_invoke(&mut self, dev: &Device) -> Result<()> {
+        use crate::sys::ids::{device, object, UVERBS_ATTR_UHW_IN, UVERBS_ATTR_UHW_OUT};
+        let mut c = crate::ioctl::Ioctl::new(object::DEVICE, device::INVOKE_WRITE);
+        c.in_const(device::ATTR_WRITE_CMD, self.command as u64);
+        c.in_bytes(device::ATTR_CORE_IN, self.core_in);
+        if !self.core_out.is_empty() {
+            c.out_bytes(device::ATTR_CORE_OUT, self.core_out);
+        }
+        if !self.drv_in.is_empty() {
+            c.in_bytes(UVERBS_ATTR_UHW_IN, self.drv_in);
+        }
+        if !self.drv_out.is_empty() {
+            c.out_bytes(UVERBS_ATTR_UHW_OUT, self.drv_out);
+        }
+        c.run(dev)
+    }
+
     /// Runs the command as a legacy write().
     pub fn run_legacy(&mut self, dev: &Device) -> Result<()> {
         self.run(dev, false)

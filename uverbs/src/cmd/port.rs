@@ -13,7 +13,7 @@ use crate::{Device, Result};
 pub fn query_port_ioctl(dev: &Device, port: u8) -> Result<QueryPortRespEx> {
     let mut resp = QueryPortRespEx::default();
     let mut c = Ioctl::new(object::DEVICE, device::QUERY_PORT);
-    c.in_value(device::ATTR_QUERY_PORT_PORT_NUM, port);
+    c.in_const(device::ATTR_QUERY_PORT_PORT_NUM, port as u64);
     c.out_struct(device::ATTR_QUERY_PORT_RESP, &mut resp);
     c.run(dev)?;
     Ok(resp)
@@ -29,8 +29,8 @@ pub fn query_port_write(dev: &Device, port: u8) -> Result<QueryPortResp> {
 pub fn query_gid_entry(dev: &Device, port: u32, index: u32) -> Result<GidEntry> {
     let mut e = GidEntry::default();
     let mut c = Ioctl::new(object::DEVICE, device::QUERY_GID_ENTRY);
-    c.in_value(device::ATTR_QUERY_GID_ENTRY_PORT, port);
-    c.in_value(device::ATTR_QUERY_GID_ENTRY_GID_INDEX, index);
+    c.in_const(device::ATTR_QUERY_GID_ENTRY_PORT, port as u64);
+    c.in_const(device::ATTR_QUERY_GID_ENTRY_GID_INDEX, index as u64);
     c.in_value(device::ATTR_QUERY_GID_ENTRY_FLAGS, 0u32);
     c.out_struct(device::ATTR_QUERY_GID_ENTRY_RESP_ENTRY, &mut e);
     c.run(dev)?;
@@ -43,7 +43,7 @@ pub fn query_gid_table(dev: &Device, max: usize) -> Result<Vec<GidEntry>> {
     let mut n = 0u64;
     let esize = std::mem::size_of::<GidEntry>() as u64;
     let mut c = Ioctl::new(object::DEVICE, device::QUERY_GID_TABLE);
-    c.in_value(device::ATTR_QUERY_GID_TABLE_ENTRY_SIZE, esize);
+    c.in_const(device::ATTR_QUERY_GID_TABLE_ENTRY_SIZE, esize);
     c.in_value(device::ATTR_QUERY_GID_TABLE_FLAGS, 0u32);
     c.out_bytes(device::ATTR_QUERY_GID_TABLE_RESP_ENTRIES, entries.as_mut_bytes());
     c.out_struct(device::ATTR_QUERY_GID_TABLE_RESP_NUM_ENTRIES, &mut n);

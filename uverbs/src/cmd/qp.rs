@@ -53,7 +53,7 @@ pub fn create_qp_ioctl(dev: &Device, a: &QpArgs, uhw_in: &[u8], uhw_out: &mut [u
     }
     c.in_value(qp::ATTR_CREATE_USER_HANDLE, a.user_handle);
     c.in_struct(qp::ATTR_CREATE_CAP, &a.cap);
-    c.in_value(qp::ATTR_CREATE_TYPE, a.qp_type);
+    c.in_const(qp::ATTR_CREATE_TYPE, a.qp_type as u64);
     if flags != 0 {
         c.in_value(qp::ATTR_CREATE_FLAGS, flags);
     }
