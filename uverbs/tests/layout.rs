@@ -13,6 +13,7 @@ const HEADERS: &[&str] = &[
     "rdma/ib_user_ioctl_cmds.h",
     "rdma/mlx5-abi.h",
     "rdma/mlx5_user_ioctl_cmds.h",
+    "rdma/mlx5_user_ioctl_verbs.h",
 ];
 
 fn c_program() -> (String, Vec<String>) {

@@ -21,11 +21,13 @@ pub struct CqArgs {
     pub comp_channel: Option<i32>,
     /// `ib_uverbs_ex_create_cq_flags`.
     pub flags: u32,
+    /// The async event fd that receives this CQ's error events (ioctl path only).
+    pub event_fd: Option<i32>,
 }
 
 impl Default for CqArgs {
     fn default() -> Self {
-        CqArgs { cqe: 0, user_handle: 0, comp_vector: 0, comp_channel: None, flags: 0 }
+        CqArgs { cqe: 0, user_handle: 0, comp_vector: 0, comp_channel: None, flags: 0, event_fd: None }
     }
 }
 
@@ -44,6 +46,11 @@ pub fn create_cq_ioctl(dev: &Device, a: &CqArgs, uhw_in: &[u8], uhw_out: &mut [u
         c.in_value(cq::ATTR_CREATE_FLAGS, a.flags);
     }
     c.out_struct(cq::ATTR_CREATE_RESP_CQE, &mut resp_cqe);
+    if let Some(fd) = a.event_fd {
+        // rdma-core sends it optional: older kernels may not know the attribute.
+        let i = c.fd(cq::ATTR_CREATE_EVENT_FD, fd);
+        c.optional(i);
+    }
     if !uhw_in.is_empty() {
         c.in_bytes(UVERBS_ATTR_UHW_IN, uhw_in);
     }

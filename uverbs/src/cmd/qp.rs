@@ -24,6 +24,8 @@ pub struct QpArgs {
     pub user_handle: u64,
     /// `ib_uverbs_qp_create_flags`.
     pub create_flags: u32,
+    /// The async event fd that receives this QP's events (ioctl path only).
+    pub event_fd: Option<i32>,
 }
 
 /// What QP creation returns.
@@ -56,6 +58,9 @@ pub fn create_qp_ioctl(dev: &Device, a: &QpArgs, uhw_in: &[u8], uhw_out: &mut [u
     c.in_const(qp::ATTR_CREATE_TYPE, a.qp_type as u64);
     if flags != 0 {
         c.in_value(qp::ATTR_CREATE_FLAGS, flags);
+    }
+    if let Some(fd) = a.event_fd {
+        c.fd(qp::ATTR_CREATE_EVENT_FD, fd);
     }
     c.out_struct(qp::ATTR_CREATE_RESP_CAP, &mut cap_out);
     c.out_struct(qp::ATTR_CREATE_RESP_QP_NUM, &mut qpn);

@@ -28,6 +28,13 @@ pub mod object {
         pub const AH: u16 = 6 => "UVERBS_OBJECT_AH";
         pub const MR: u16 = 7 => "UVERBS_OBJECT_MR";
         pub const MW: u16 = 8 => "UVERBS_OBJECT_MW";
+        pub const FLOW: u16 = 9 => "UVERBS_OBJECT_FLOW";
+        pub const XRCD: u16 = 10 => "UVERBS_OBJECT_XRCD";
+        pub const RWQ_IND_TBL: u16 = 11 => "UVERBS_OBJECT_RWQ_IND_TBL";
+        pub const WQ: u16 = 12 => "UVERBS_OBJECT_WQ";
+        pub const FLOW_ACTION: u16 = 13 => "UVERBS_OBJECT_FLOW_ACTION";
+        pub const DM: u16 = 14 => "UVERBS_OBJECT_DM";
+        pub const COUNTERS: u16 = 15 => "UVERBS_OBJECT_COUNTERS";
         pub const ASYNC_EVENT: u16 = 16 => "UVERBS_OBJECT_ASYNC_EVENT";
         /// mlx5 driver objects (mlx5_user_ioctl_cmds.h).
         pub const MLX5_DEVX: u16 = 0x1000 => "MLX5_IB_OBJECT_DEVX";
@@ -58,6 +65,13 @@ pub mod device {
 
         pub const ATTR_GET_CONTEXT_NUM_COMP_VECTORS: u16 = 0 => "UVERBS_ATTR_GET_CONTEXT_NUM_COMP_VECTORS";
         pub const ATTR_GET_CONTEXT_CORE_SUPPORT: u16 = 1 => "UVERBS_ATTR_GET_CONTEXT_CORE_SUPPORT";
+
+        pub const ATTR_QUERY_CONTEXT_NUM_COMP_VECTORS: u16 = 0 => "UVERBS_ATTR_QUERY_CONTEXT_NUM_COMP_VECTORS";
+        pub const ATTR_QUERY_CONTEXT_CORE_SUPPORT: u16 = 1 => "UVERBS_ATTR_QUERY_CONTEXT_CORE_SUPPORT";
+
+        pub const ATTR_INFO_OBJECT_ID: u16 = 0 => "UVERBS_ATTR_INFO_OBJECT_ID";
+        pub const ATTR_INFO_TOTAL_HANDLES: u16 = 1 => "UVERBS_ATTR_INFO_TOTAL_HANDLES";
+        pub const ATTR_INFO_HANDLES_LIST: u16 = 2 => "UVERBS_ATTR_INFO_HANDLES_LIST";
 
         pub const ATTR_QUERY_GID_TABLE_ENTRY_SIZE: u16 = 0 => "UVERBS_ATTR_QUERY_GID_TABLE_ENTRY_SIZE";
         pub const ATTR_QUERY_GID_TABLE_FLAGS: u16 = 1 => "UVERBS_ATTR_QUERY_GID_TABLE_FLAGS";
@@ -152,6 +166,30 @@ pub mod mr {
     }
 }
 
+/// Objects whose only ioctl method is a destroy taking one handle (AH, MW, FLOW, XRCD,
+/// RWQ_IND_TBL), and the SRQ/WQ destroys (handle plus a response).
+pub mod destroy {
+    abi_consts! {
+        fn consts;
+        pub const AH_DESTROY: u16 = 0 => "UVERBS_METHOD_AH_DESTROY";
+        pub const ATTR_AH_HANDLE: u16 = 0 => "UVERBS_ATTR_DESTROY_AH_HANDLE";
+        pub const MW_DESTROY: u16 = 0 => "UVERBS_METHOD_MW_DESTROY";
+        pub const ATTR_MW_HANDLE: u16 = 0 => "UVERBS_ATTR_DESTROY_MW_HANDLE";
+        pub const FLOW_DESTROY: u16 = 0 => "UVERBS_METHOD_FLOW_DESTROY";
+        pub const ATTR_FLOW_HANDLE: u16 = 0 => "UVERBS_ATTR_DESTROY_FLOW_HANDLE";
+        pub const XRCD_DESTROY: u16 = 0 => "UVERBS_METHOD_XRCD_DESTROY";
+        pub const ATTR_XRCD_HANDLE: u16 = 0 => "UVERBS_ATTR_DESTROY_XRCD_HANDLE";
+        pub const RWQ_IND_TBL_DESTROY: u16 = 0 => "UVERBS_METHOD_RWQ_IND_TBL_DESTROY";
+        pub const ATTR_RWQ_IND_TBL_HANDLE: u16 = 0 => "UVERBS_ATTR_DESTROY_RWQ_IND_TBL_HANDLE";
+        pub const SRQ_DESTROY: u16 = 1 => "UVERBS_METHOD_SRQ_DESTROY";
+        pub const ATTR_SRQ_HANDLE: u16 = 0 => "UVERBS_ATTR_DESTROY_SRQ_HANDLE";
+        pub const ATTR_SRQ_RESP: u16 = 1 => "UVERBS_ATTR_DESTROY_SRQ_RESP";
+        pub const WQ_DESTROY: u16 = 1 => "UVERBS_METHOD_WQ_DESTROY";
+        pub const ATTR_WQ_HANDLE: u16 = 0 => "UVERBS_ATTR_DESTROY_WQ_HANDLE";
+        pub const ATTR_WQ_RESP: u16 = 1 => "UVERBS_ATTR_DESTROY_WQ_RESP";
+    }
+}
+
 /// ASYNC_EVENT object: the fd that carries async events (port up, QP fatal, ...).
 pub mod async_event {
     abi_consts! {
@@ -179,6 +217,17 @@ pub mod mlx5 {
         pub const ATTR_DEVX_OBJ_CREATE_CMD_OUT: u16 = 0x1002 => "MLX5_IB_ATTR_DEVX_OBJ_CREATE_CMD_OUT";
         pub const UAR_OBJ_ALLOC: u16 = 0x1000 => "MLX5_IB_METHOD_UAR_OBJ_ALLOC";
         pub const UAR_OBJ_DESTROY: u16 = 0x1001 => "MLX5_IB_METHOD_UAR_OBJ_DESTROY";
+        pub const ATTR_UAR_OBJ_ALLOC_HANDLE: u16 = 0x1000 => "MLX5_IB_ATTR_UAR_OBJ_ALLOC_HANDLE";
+        pub const ATTR_UAR_OBJ_ALLOC_TYPE: u16 = 0x1001 => "MLX5_IB_ATTR_UAR_OBJ_ALLOC_TYPE";
+        pub const ATTR_UAR_OBJ_ALLOC_MMAP_OFFSET: u16 = 0x1002 => "MLX5_IB_ATTR_UAR_OBJ_ALLOC_MMAP_OFFSET";
+        pub const ATTR_UAR_OBJ_ALLOC_MMAP_LENGTH: u16 = 0x1003 => "MLX5_IB_ATTR_UAR_OBJ_ALLOC_MMAP_LENGTH";
+        pub const ATTR_UAR_OBJ_ALLOC_PAGE_ID: u16 = 0x1004 => "MLX5_IB_ATTR_UAR_OBJ_ALLOC_PAGE_ID";
+        pub const ATTR_UAR_OBJ_DESTROY_HANDLE: u16 = 0x1000 => "MLX5_IB_ATTR_UAR_OBJ_DESTROY_HANDLE";
+        /// mlx5's extra output of `UVERBS_METHOD_QUERY_CONTEXT`: the context response again.
+        pub const ATTR_QUERY_CONTEXT_RESP_UCTX: u16 = 0x1000 => "MLX5_IB_ATTR_QUERY_CONTEXT_RESP_UCTX";
+        /// `MLX5_IB_UAPI_UAR_ALLOC_TYPE_*`: a BlueFlame (write-combining) or non-cached page.
+        pub const UAR_ALLOC_TYPE_BF: u32 = 0 => "MLX5_IB_UAPI_UAR_ALLOC_TYPE_BF";
+        pub const UAR_ALLOC_TYPE_NC: u32 = 1 => "MLX5_IB_UAPI_UAR_ALLOC_TYPE_NC";
     }
 }
 
@@ -186,7 +235,7 @@ pub mod mlx5 {
 pub fn id_consts() -> Vec<crate::sys::layout::Const> {
     let mut v = ns_consts();
     for f in [object::consts, device::consts, pd::consts, cq::consts, qp::consts, mr::consts,
-              async_event::consts, mlx5::consts] {
+              async_event::consts, mlx5::consts, destroy::consts] {
         v.extend(f());
     }
     v

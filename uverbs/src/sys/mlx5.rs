@@ -179,6 +179,15 @@ abi_struct! {
     }
 }
 
+abi_struct! {
+    /// `struct mlx5_ib_create_ah_resp`: CREATE_AH driver output with the resolved MAC.
+    pub struct CreateAhResp = "struct mlx5_ib_create_ah_resp" {
+        response_length: u32,
+        dmac: [u8; 6],
+        reserved: [u8; 6],
+    }
+}
+
 abi_consts! {
     fn mlx5_consts;
     pub const MMAP_REGULAR_PAGE: u32 = 0 => "MLX5_IB_MMAP_REGULAR_PAGE";
@@ -202,6 +211,22 @@ abi_consts! {
     pub const QP_FLAG_UAR_PAGE_INDEX: u32 = 1 << 10 => "MLX5_QP_FLAG_UAR_PAGE_INDEX";
     pub const CREATE_CQ_FLAGS_CQE_128B_PAD: u16 = 1 << 0 => "MLX5_IB_CREATE_CQ_FLAGS_CQE_128B_PAD";
     pub const CREATE_CQ_FLAGS_UAR_PAGE_INDEX: u16 = 1 << 1 => "MLX5_IB_CREATE_CQ_FLAGS_UAR_PAGE_INDEX";
+    pub const CREATE_CQ_FLAGS_REAL_TIME_TS: u16 = 1 << 2 => "MLX5_IB_CREATE_CQ_FLAGS_REAL_TIME_TS";
+    pub const QP_FLAG_TUNNEL_OFFLOADS: u32 = 1 << 2 => "MLX5_QP_FLAG_TUNNEL_OFFLOADS";
+    pub const QP_FLAG_TYPE_DCT: u32 = 1 << 4 => "MLX5_QP_FLAG_TYPE_DCT";
+    pub const QP_FLAG_TYPE_DCI: u32 = 1 << 5 => "MLX5_QP_FLAG_TYPE_DCI";
+    pub const QP_FLAG_TIR_ALLOW_SELF_LB_UC: u32 = 1 << 6 => "MLX5_QP_FLAG_TIR_ALLOW_SELF_LB_UC";
+    pub const QP_FLAG_TIR_ALLOW_SELF_LB_MC: u32 = 1 << 7 => "MLX5_QP_FLAG_TIR_ALLOW_SELF_LB_MC";
+    pub const QP_FLAG_PACKET_BASED_CREDIT_MODE: u32 = 1 << 9 => "MLX5_QP_FLAG_PACKET_BASED_CREDIT_MODE";
+    pub const QP_FLAG_DCI_STREAM: u32 = 1 << 11 => "MLX5_QP_FLAG_DCI_STREAM";
+    pub const CQE_RES_FORMAT_HASH: u8 = 1 << 0 => "MLX5_IB_CQE_RES_FORMAT_HASH";
+    pub const CQE_RES_FORMAT_CSUM: u8 = 1 << 1 => "MLX5_IB_CQE_RES_FORMAT_CSUM";
+    pub const CQE_RES_FORMAT_CSUM_STRIDX: u8 = 1 << 2 => "MLX5_IB_CQE_RES_FORMAT_CSUM_STRIDX";
+    pub const QUERY_DEV_RESP_FLAGS_CQE_128B_COMP: u32 = 1 << 0 => "MLX5_IB_QUERY_DEV_RESP_FLAGS_CQE_128B_COMP";
+    pub const QUERY_DEV_RESP_FLAGS_CQE_128B_PAD: u32 = 1 << 1 => "MLX5_IB_QUERY_DEV_RESP_FLAGS_CQE_128B_PAD";
+    pub const QUERY_DEV_RESP_FLAGS_SCAT2CQE_DCT: u32 = 1 << 3 => "MLX5_IB_QUERY_DEV_RESP_FLAGS_SCAT2CQE_DCT";
+    pub const CLOCK_INFO_V1: u32 = 0 => "MLX5_IB_CLOCK_INFO_V1";
+    pub const MMAP_GET_CONTIGUOUS_PAGES: u32 = 1 => "MLX5_IB_MMAP_GET_CONTIGUOUS_PAGES";
 }
 
 /// The mmap page offset mlx5_ib decodes: `(cmd << 8) | index`, in pages.

@@ -457,6 +457,65 @@ abi_struct! {
     pub struct DestroyQpResp = "struct ib_uverbs_destroy_qp_resp" { events_reported: u32 }
 }
 
+abi_struct! {
+    /// `struct ib_uverbs_ah_attr` with its `ib_uverbs_global_route` flattened: an address
+    /// vector as CREATE_AH carries it.
+    pub struct AhAttr = "struct ib_uverbs_ah_attr" {
+        dgid: [u8; 16] => "grh.dgid",
+        flow_label: u32 => "grh.flow_label",
+        sgid_index: u8 => "grh.sgid_index",
+        hop_limit: u8 => "grh.hop_limit",
+        traffic_class: u8 => "grh.traffic_class",
+        grh_reserved: u8 => "grh.reserved",
+        dlid: u16,
+        sl: u8,
+        src_path_bits: u8,
+        static_rate: u8,
+        is_global: u8,
+        port_num: u8,
+        reserved: u8,
+    }
+}
+abi_struct! {
+    /// `struct ib_uverbs_create_ah` (56 bytes).
+    pub struct CreateAh = "struct ib_uverbs_create_ah" {
+        response: u64,
+        user_handle: u64,
+        pd_handle: u32,
+        reserved: u32,
+        attr: AhAttr,
+    }
+}
+abi_struct! {
+    /// `struct ib_uverbs_create_ah_resp`; mlx5 appends the resolved destination MAC.
+    pub struct CreateAhResp = "struct ib_uverbs_create_ah_resp" { ah_handle: u32 }
+}
+abi_struct! {
+    /// `struct ib_uverbs_destroy_ah`.
+    pub struct DestroyAh = "struct ib_uverbs_destroy_ah" { ah_handle: u32 }
+}
+abi_struct! {
+    /// `struct ib_uverbs_ex_create_cq` (extended command body).
+    pub struct ExCreateCq = "struct ib_uverbs_ex_create_cq" {
+        user_handle: u64,
+        cqe: u32,
+        comp_vector: u32,
+        comp_channel: i32,
+        comp_mask: u32,
+        /// `ib_uverbs_ex_create_cq_flags`.
+        flags: u32,
+        reserved: u32,
+    }
+}
+abi_struct! {
+    /// `struct ib_uverbs_ex_create_cq_resp`.
+    pub struct ExCreateCqResp = "struct ib_uverbs_ex_create_cq_resp" {
+        base: CreateCqResp,
+        comp_mask: u32,
+        response_length: u32,
+    }
+}
+
 abi_consts! {
     fn verbs_consts;
     // enum ib_uverbs_qp_type
@@ -464,6 +523,20 @@ abi_consts! {
     pub const QPT_UC: u8 = 3 => "IB_UVERBS_QPT_UC";
     pub const QPT_UD: u8 = 4 => "IB_UVERBS_QPT_UD";
     pub const QPT_RAW_PACKET: u8 = 8 => "IB_UVERBS_QPT_RAW_PACKET";
+    pub const QPT_XRC_INI: u8 = 9 => "IB_UVERBS_QPT_XRC_INI";
+    pub const QPT_XRC_TGT: u8 = 10 => "IB_UVERBS_QPT_XRC_TGT";
+    // enum ib_uverbs_qp_create_flags
+    pub const QP_CREATE_BLOCK_MULTICAST_LOOPBACK: u32 = 1 << 1 => "IB_UVERBS_QP_CREATE_BLOCK_MULTICAST_LOOPBACK";
+    pub const QP_CREATE_SCATTER_FCS: u32 = 1 << 8 => "IB_UVERBS_QP_CREATE_SCATTER_FCS";
+    pub const QP_CREATE_CVLAN_STRIPPING: u32 = 1 << 9 => "IB_UVERBS_QP_CREATE_CVLAN_STRIPPING";
+    pub const QP_CREATE_PCI_WRITE_END_PADDING: u32 = 1 << 11 => "IB_UVERBS_QP_CREATE_PCI_WRITE_END_PADDING";
+    pub const QP_CREATE_SQ_SIG_ALL: u32 = 1 << 12 => "IB_UVERBS_QP_CREATE_SQ_SIG_ALL";
+    // enum ib_uverbs_ex_create_cq_flags
+    pub const CQ_FLAGS_TIMESTAMP_COMPLETION: u32 = 1 << 0 => "IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION";
+    pub const CQ_FLAGS_IGNORE_OVERRUN: u32 = 1 << 1 => "IB_UVERBS_CQ_FLAGS_IGNORE_OVERRUN";
+    // enum ib_uverbs_query_port_cap_flags / ib_uverbs_query_port_flags
+    pub const PCF_CM_SUP: u32 = 1 << 16 => "IB_UVERBS_PCF_CM_SUP";
+    pub const QPF_GRH_REQUIRED: u8 = 1 << 0 => "IB_UVERBS_QPF_GRH_REQUIRED";
     pub const QPT_DRIVER: u8 = 0xff => "IB_UVERBS_QPT_DRIVER";
     // enum ib_uverbs_access_flags
     pub const ACCESS_LOCAL_WRITE: u32 = 1 << 0 => "IB_UVERBS_ACCESS_LOCAL_WRITE";
