@@ -1,0 +1,278 @@
+//! What one softhca instance looks like from the outside: its address, identity and port.
+//!
+//! Each instance is a "host" with its own address. By default that is a loopback address
+//! `127.0.0.N`: the first instance in a machine binds UDP `127.0.0.1:4791`, the next finds
+//! that taken and binds `127.0.0.2:4791`, and so on, so separate processes are separate
+//! hosts on one wire. `DOORBELL_SOFTHCA_ADDR=IP` forces an address (inside network
+//! namespaces, where a veth address is the host's identity).
+//!
+//! Everything else derives from the address, the way a ConnectX-5 derives its identity
+//! from its MAC: node GUID `00:02:c9:03:00:xx:xx:xx` (Mellanox OUI, last three address
+//! bytes), MAC `00:02:c9:xx:xx:xx`, and the RoCE GID table of an mlx5 port with one IPv4
+//! address: the link-local GID from the MAC, then the IPv4-mapped GID, each listed once as
+//! RoCE v1 and once as RoCE v2 (indexes 0-3).
+
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
+use std::os::fd::AsRawFd;
+
+use uverbs::sys::verbs::{mtu, GID_TYPE_ROCE_V1, GID_TYPE_ROCE_V2};
+
+/// The RoCEv2 UDP port.
+pub const ROCE_V2_PORT: u16 = 4791;
+/// Environment variable that forces the instance's address.
+pub const ADDR_ENV: &str = "DOORBELL_SOFTHCA_ADDR";
+/// Mellanox's IEEE OUI.
+pub const MELLANOX_OUI: [u8; 3] = [0x00, 0x02, 0xc9];
+
+/// A GID index at or past the table's length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutOfTable;
+
+/// One row of the GID table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Gid {
+    pub gid: [u8; 16],
+    /// `IB_UVERBS_GID_TYPE_ROCE_V1` or `_V2`.
+    pub gid_type: u32,
+}
+
+/// The identity and capabilities of one instance.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// Device name (`ibv_devices`), e.g. "softhca0".
+    pub name: String,
+    /// The port's IP address; RoCEv2 packets leave from `addr:4791`.
+    pub addr: IpAddr,
+    /// Node GUID bytes in wire order (`ib_uverbs_query_device_resp.node_guid`).
+    pub node_guid: [u8; 8],
+    /// System image GUID bytes; equal to the node GUID on a single-port adapter.
+    pub sys_image_guid: [u8; 8],
+    /// The port's MAC address.
+    pub mac: [u8; 6],
+    /// Firmware version (major, minor, subminor): printed as 16.35.1012.
+    pub fw_ver: (u16, u16, u16),
+    /// PCI vendor id of the adapter (0x02c9 as mlx5 reports it).
+    pub vendor_id: u32,
+    /// PCI device id: 4119 (0x1017) for a ConnectX-5.
+    pub vendor_part_id: u32,
+    pub hw_ver: u32,
+    /// `enum ibv_mtu` codes of the port.
+    pub max_mtu: u8,
+    pub active_mtu: u8,
+    /// IB width and speed codes (`2` = 4X, `32` = EDR: 100 Gb/s).
+    pub active_width: u8,
+    pub active_speed: u8,
+    /// Completion vectors (EQs) offered to CQs.
+    pub num_comp_vectors: u32,
+    /// Rows of the GID table (`roce_address_table_size`).
+    pub gid_tbl_len: u32,
+    /// Interface index of the netdev carrying `addr` (0 if none was found).
+    pub netdev_ifindex: u32,
+    /// Frequency of the free-running timer, in kHz.
+    pub core_clock_khz: u64,
+    /// Whether the application may use BlueFlame (write-combining) UARs: mlx5 then reports
+    /// `bf_reg_size` 512 and accepts BlueFlame UAR allocations.
+    pub write_combining: bool,
+}
+
+impl Config {
+    /// The configuration of an instance at `addr`.
+    pub fn for_addr(addr: IpAddr) -> Config {
+        let tail = match addr {
+            IpAddr::V4(a) => {
+                let o = a.octets();
+                [o[1], o[2], o[3]]
+            }
+            IpAddr::V6(a) => {
+                let o = a.octets();
+                [o[13], o[14], o[15]]
+            }
+        };
+        let [a, b, c] = MELLANOX_OUI;
+        let node_guid = [a, b, c, 0x03, 0x00, tail[0], tail[1], tail[2]];
+        let mac = [a, b, c, tail[0], tail[1], tail[2]];
+        Config {
+            name: "softhca0".to_string(),
+            addr,
+            node_guid,
+            sys_image_guid: node_guid,
+            mac,
+            fw_ver: (16, 35, 1012),
+            vendor_id: 0x02c9,
+            vendor_part_id: 0x1017,
+            hw_ver: 0,
+            max_mtu: mtu::MTU_4096,
+            active_mtu: mtu::MTU_4096,
+            active_width: 2,
+            active_speed: 32,
+            num_comp_vectors: std::thread::available_parallelism().map(|n| n.get() as u32).unwrap_or(1).min(64),
+            gid_tbl_len: 256,
+            netdev_ifindex: ifindex_of(addr),
+            core_clock_khz: 156_250,
+            write_combining: true,
+        }
+    }
+
+    /// `fw_ver` packed as `ib_uverbs_query_device_resp.fw_ver`.
+    pub fn fw_ver_u64(&self) -> u64 {
+        ((self.fw_ver.0 as u64) << 32) | ((self.fw_ver.1 as u64) << 16) | self.fw_ver.2 as u64
+    }
+
+    /// The GID a peer addresses this instance by: the IPv4-mapped address (or the IPv6
+    /// address itself).
+    pub fn ip_gid(&self) -> [u8; 16] {
+        match self.addr {
+            IpAddr::V4(a) => a.to_ipv6_mapped().octets(),
+            IpAddr::V6(a) => a.octets(),
+        }
+    }
+
+    /// The link-local GID: fe80::/64 with the modified EUI-64 of the MAC.
+    pub fn link_local_gid(&self) -> [u8; 16] {
+        let m = self.mac;
+        let mut g = [0u8; 16];
+        g[0] = 0xfe;
+        g[1] = 0x80;
+        g[8..16].copy_from_slice(&[m[0] ^ 0x02, m[1], m[2], 0xff, 0xfe, m[3], m[4], m[5]]);
+        g
+    }
+
+    /// The filled rows of the GID table, in index order starting at 0.
+    pub fn gids(&self) -> Vec<Gid> {
+        let mut v = Vec::new();
+        let mut both = |gid| {
+            v.push(Gid { gid, gid_type: GID_TYPE_ROCE_V1 });
+            v.push(Gid { gid, gid_type: GID_TYPE_ROCE_V2 });
+        };
+        both(self.link_local_gid());
+        let ll = matches!(self.addr, IpAddr::V6(a) if a.segments()[0] & 0xffc0 == 0xfe80);
+        if !ll {
+            both(self.ip_gid());
+        }
+        v.truncate(self.gid_tbl_len as usize);
+        v
+    }
+
+    /// The row at `index`: `Ok(None)` for an empty row inside the table, an error past it.
+    pub fn gid(&self, index: u32) -> Result<Option<Gid>, OutOfTable> {
+        if index >= self.gid_tbl_len {
+            return Err(OutOfTable);
+        }
+        Ok(self.gids().get(index as usize).copied())
+    }
+}
+
+/// The interface index of the netdev that has `addr`, or 0.
+fn ifindex_of(addr: IpAddr) -> u32 {
+    let Ok(addrs) = nix::ifaddrs::getifaddrs() else { return 0 };
+    for ifa in addrs {
+        let Some(sa) = ifa.address else { continue };
+        let matches = match addr {
+            IpAddr::V4(a) => sa.as_sockaddr_in().map(|s| s.ip() == a).unwrap_or(false),
+            IpAddr::V6(a) => sa.as_sockaddr_in6().map(|s| s.ip() == a).unwrap_or(false),
+        };
+        if matches {
+            return nix::net::if_::if_nametoindex(ifa.interface_name.as_str()).unwrap_or(0);
+        }
+    }
+    // Every 127/8 address belongs to the loopback device even when only 127.0.0.1 is listed.
+    match addr {
+        IpAddr::V4(a) if a.is_loopback() => nix::net::if_::if_nametoindex("lo").unwrap_or(0),
+        _ => 0,
+    }
+}
+
+/// Binds the RoCEv2 socket at `addr:4791` with `IP_MTU_DISCOVER = IP_PMTUDISC_DO`: the
+/// wire module rebuilds the IPv4 header for the ICRC and needs DF set and a zero
+/// identification (see `crate::wire::icrc`).
+pub fn bind_roce_socket(addr: IpAddr) -> io::Result<UdpSocket> {
+    let sock = UdpSocket::bind(SocketAddr::new(addr, ROCE_V2_PORT))?;
+    let (level, name, value) = match addr {
+        IpAddr::V4(_) => (libc::IPPROTO_IP, libc::IP_MTU_DISCOVER, libc::IP_PMTUDISC_DO),
+        IpAddr::V6(_) => (libc::IPPROTO_IPV6, libc::IPV6_MTU_DISCOVER, libc::IPV6_PMTUDISC_DO),
+    };
+    // SAFETY: setsockopt on a socket we own with a pointer to a live c_int and its size.
+    let r = unsafe {
+        libc::setsockopt(sock.as_raw_fd(), level, name, (&value as *const libc::c_int).cast(),
+                         std::mem::size_of::<libc::c_int>() as libc::socklen_t)
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(sock)
+}
+
+/// The address `DOORBELL_SOFTHCA_ADDR` forces, if set. An unparsable value is an error.
+pub fn forced_addr() -> io::Result<Option<IpAddr>> {
+    match std::env::var(ADDR_ENV) {
+        Ok(s) => s.trim().parse::<IpAddr>().map(Some).map_err(|e| {
+            io::Error::new(io::ErrorKind::InvalidInput, format!("{ADDR_ENV}={s}: {e}"))
+        }),
+        Err(_) => Ok(None),
+    }
+}
+
+/// Picks this instance's address and binds its socket: the forced address, or the first
+/// free `127.0.0.N` (N = 1 ... 254).
+pub fn bind_default() -> io::Result<(IpAddr, UdpSocket)> {
+    if let Some(a) = forced_addr()? {
+        return bind_roce_socket(a).map(|s| (a, s));
+    }
+    let mut last = io::Error::from(io::ErrorKind::AddrInUse);
+    for n in 1..=254u8 {
+        let a = IpAddr::V4(Ipv4Addr::new(127, 0, 0, n));
+        match bind_roce_socket(a) {
+            Ok(s) => return Ok((a, s)),
+            Err(e) if e.kind() == io::ErrorKind::AddrInUse => last = e,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last)
+}
+
+impl Default for Config {
+    /// The configuration for `127.0.0.1` (no socket is bound by this call).
+    fn default() -> Config {
+        Config::for_addr(IpAddr::V4(Ipv4Addr::LOCALHOST))
+    }
+}
+
+/// `::` as a GID, for tests.
+pub const ZERO_GID: [u8; 16] = Ipv6Addr::UNSPECIFIED.octets();
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identity_derives_from_the_address() {
+        let c = Config::for_addr("127.0.0.5".parse().unwrap());
+        assert_eq!(c.node_guid, [0x00, 0x02, 0xc9, 0x03, 0x00, 0x00, 0x00, 0x05]);
+        assert_eq!(c.mac, [0x00, 0x02, 0xc9, 0x00, 0x00, 0x05]);
+        assert_eq!(c.fw_ver_u64(), (16 << 32) | (35 << 16) | 1012);
+        let g = c.gids();
+        assert_eq!(g.len(), 4);
+        assert_eq!(g[0].gid[..2], [0xfe, 0x80]);
+        assert_eq!(g[0].gid[8..], [0x02, 0x02, 0xc9, 0xff, 0xfe, 0x00, 0x00, 0x05]);
+        assert_eq!((g[0].gid_type, g[1].gid_type), (GID_TYPE_ROCE_V1, GID_TYPE_ROCE_V2));
+        assert_eq!(g[3].gid, [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 5]);
+        assert_eq!(g[3].gid_type, GID_TYPE_ROCE_V2);
+        assert_eq!(c.gid(3), Ok(Some(g[3])));
+        assert_eq!(c.gid(4), Ok(None));
+        assert_eq!(c.gid(256), Err(OutOfTable));
+        assert_ne!(c.netdev_ifindex, 0, "127/8 is on lo");
+    }
+
+    #[test]
+    fn sockets_get_distinct_loopback_addresses() {
+        if forced_addr().unwrap().is_some() {
+            eprintln!("SKIP: {ADDR_ENV} forces one address");
+            return;
+        }
+        let (a, _s1) = bind_default().unwrap();
+        let (b, _s2) = bind_default().unwrap();
+        assert_ne!(a, b);
+        assert!(matches!(a, IpAddr::V4(v) if v.is_loopback()));
+    }
+}

@@ -1,0 +1,181 @@
+//! Memory registration: REG_MR (write/INVOKE_WRITE), DEREG_MR / MR_DESTROY, QUERY_MR and
+//! REG_DMABUF_MR.
+//!
+//! REG_DMABUF_MR: a ConnectX DMAs straight into the exporter's memory (GPU memory through
+//! PCIe peer-to-peer). softhca is a CPU program, so it can only serve a dma-buf whose
+//! exporter supports mmap: it checks the fd the way `dma_buf_get` does (EBADF for a bad
+//! fd, EINVAL for a file that is not a dma-buf, recognised by the `exp_name` line of its
+//! /proc fdinfo), checks the range against the buffer's size (EINVAL), then maps the whole
+//! buffer shared; an exporter without mmap (typical for GPU memory) gives EOPNOTSUPP.
+
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use nix::errno::Errno;
+use zerocopy::IntoBytes;
+
+use uverbs::sys::ids::mr as ids;
+use uverbs::sys::verbs::{
+    DeregMr, RegMr, RegMrResp, ACCESS_LOCAL_WRITE, ACCESS_MW_BIND, ACCESS_ON_DEMAND, ACCESS_OPTIONAL_RANGE,
+    ACCESS_RELAXED_ORDERING, ACCESS_REMOTE_ATOMIC, ACCESS_REMOTE_READ, ACCESS_REMOTE_WRITE,
+};
+
+use crate::hca::Hca;
+use crate::kernel::ioctl::Call;
+use crate::kernel::pin::{page_range, pin};
+use crate::kernel::uobject::{ObjType, Uobj};
+use crate::kernel::write::WCall;
+use crate::kernel::Result;
+use crate::objects::{Kind, Live, Mr, MrBacking, Pd};
+
+/// `IB_ACCESS_SUPPORTED`: bits 0..7 and the optional range.
+const ACCESS_SUPPORTED: u32 = ((1 << 8) - 1) | ACCESS_OPTIONAL_RANGE;
+
+/// `ib_check_mr_access`: remote write/atomic need local write; no unknown bits; no ODP
+/// (this device has no on-demand paging).
+pub(crate) fn check_mr_access(flags: u32) -> Result<()> {
+    if flags & (ACCESS_REMOTE_ATOMIC | ACCESS_REMOTE_WRITE) != 0 && flags & ACCESS_LOCAL_WRITE == 0 {
+        return Err(Errno::EINVAL);
+    }
+    if flags & !ACCESS_SUPPORTED != 0 {
+        return Err(Errno::EINVAL);
+    }
+    if flags & ACCESS_ON_DEMAND != 0 {
+        return Err(Errno::EINVAL);
+    }
+    Ok(())
+}
+
+fn writable(access: u32) -> bool {
+    access & (ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE | ACCESS_REMOTE_ATOMIC | ACCESS_MW_BIND) != 0
+}
+
+/// Makes the MKey: allocates a key, counts the PD use, enters the MR in the HCA table.
+fn make_mr(hca: &Hca, pd: Arc<Pd>, addr: u64, length: u64, iova: u64, access: u32, backing: MrBacking) -> Result<Arc<Mr>> {
+    let key = hca.alloc_mkey().ok_or(Errno::ENOMEM)?;
+    pd.usecnt.fetch_add(1, Ordering::SeqCst);
+    let mr = Arc::new(Mr {
+        pd, lkey: key, rkey: key, addr, length, iova, access, backing,
+        _live: Live::new(hca.live_counts(), Kind::Mr),
+    });
+    hca.insert_mr(&mr);
+    Ok(mr)
+}
+
+fn pd_of(o: Uobj) -> Result<Arc<Pd>> {
+    match o {
+        Uobj::Pd(pd) => Ok(pd),
+        _ => Err(Errno::EINVAL),
+    }
+}
+
+/// REG_MR (write 9).
+pub(crate) fn reg_mr(c: &mut WCall<'_>) -> Result<()> {
+    let cmd: RegMr = c.request()?;
+    if (cmd.start ^ cmd.hca_va) & 0xfff != 0 {
+        return Err(Errno::EINVAL);
+    }
+    let h = c.alloc(ObjType::Mr)?;
+    check_mr_access(cmd.access_flags)?;
+    let pd = pd_of(c.st.table.lookup(cmd.pd_handle as i64, ObjType::Pd)?)?;
+    pin(cmd.start, cmd.length, writable(cmd.access_flags))?;
+    let mr = make_mr(c.hca, pd, cmd.start, cmd.length, cmd.hca_va, cmd.access_flags, MrBacking::User)?;
+    let resp = RegMrResp { mr_handle: h, lkey: mr.lkey, rkey: mr.rkey };
+    c.st.table.fill(h, Uobj::Mr(mr));
+    c.response(resp.as_bytes())
+}
+
+/// DEREG_MR (write 13).
+pub(crate) fn dereg_mr(c: &mut WCall<'_>) -> Result<()> {
+    let cmd: DeregMr = c.request()?;
+    c.st.destroy(c.hca, cmd.mr_handle as i64, ObjType::Mr).map(|_| ())
+}
+
+/// `UVERBS_METHOD_QUERY_MR`.
+pub(crate) fn query_mr(c: &mut Call<'_>) -> Result<()> {
+    let Some(Uobj::Mr(mr)) = c.b.obj(ids::ATTR_QUERY_HANDLE).cloned() else { return Err(Errno::EINVAL) };
+    c.b.copy_to(ids::ATTR_QUERY_RESP_LKEY, mr.lkey.as_bytes())?;
+    c.b.copy_to(ids::ATTR_QUERY_RESP_RKEY, mr.rkey.as_bytes())?;
+    c.b.copy_to(ids::ATTR_QUERY_RESP_LENGTH, mr.length.as_bytes())?;
+    c.b.copy_to_opt(ids::ATTR_QUERY_RESP_IOVA, mr.iova.as_bytes())
+}
+
+/// The size of a dma-buf, or EBADF/EINVAL as `dma_buf_get` would answer.
+fn dmabuf_size(fd: i32) -> Result<u64> {
+    if fd < 0 {
+        return Err(Errno::EBADF);
+    }
+    nix::sys::stat::fstat(fd).map_err(|_| Errno::EBADF)?;
+    let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}")).map_err(|_| Errno::EBADF)?;
+    if !info.lines().any(|l| l.starts_with("exp_name:")) {
+        return Err(Errno::EINVAL);
+    }
+    info.lines()
+        .find_map(|l| l.strip_prefix("size:"))
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .ok_or(Errno::EINVAL)
+}
+
+/// `UVERBS_METHOD_REG_DMABUF_MR`.
+pub(crate) fn reg_dmabuf_mr(c: &mut Call<'_>) -> Result<()> {
+    let pd = pd_of(c.b.obj(ids::ATTR_REG_DMABUF_PD_HANDLE).cloned().ok_or(Errno::EINVAL)?)?;
+    let offset: u64 = c.b.copy_from(ids::ATTR_REG_DMABUF_OFFSET)?;
+    let length: u64 = c.b.copy_from(ids::ATTR_REG_DMABUF_LENGTH)?;
+    let iova: u64 = c.b.copy_from(ids::ATTR_REG_DMABUF_IOVA)?;
+    if (offset ^ iova) & 0xfff != 0 {
+        return Err(Errno::EINVAL);
+    }
+    let fd: u32 = c.b.copy_from(ids::ATTR_REG_DMABUF_FD)?;
+    let access = c.b.get_flags32(ids::ATTR_REG_DMABUF_ACCESS_FLAGS,
+        (ACCESS_LOCAL_WRITE | ACCESS_REMOTE_READ | ACCESS_REMOTE_WRITE | ACCESS_REMOTE_ATOMIC | ACCESS_RELAXED_ORDERING) as u64)?;
+    check_mr_access(access)?;
+    // ib_umem_dmabuf_get
+    let end = offset.checked_add(length).ok_or(Errno::EINVAL)?;
+    let size = dmabuf_size(fd as i32)?;
+    if size < end {
+        return Err(Errno::EINVAL);
+    }
+    page_range(offset, length)?;
+    let dup = nix::unistd::dup(fd as i32).map_err(|_| Errno::EBADF)?;
+    // SAFETY: `dup` returned a new fd owned by nobody else.
+    let dup = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(dup) };
+    let map_len = usize::try_from(size).map_err(|_| Errno::EINVAL)?;
+    // SAFETY: a new shared mapping of the dma-buf chosen by the kernel; it overlaps
+    // nothing and is unmapped when the MR is dropped.
+    let map = unsafe {
+        libc::mmap(std::ptr::null_mut(), map_len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, dup.as_raw_fd(), 0)
+    };
+    if map == libc::MAP_FAILED {
+        return Err(Errno::EOPNOTSUPP);
+    }
+    let backing = MrBacking::Dmabuf { fd: dup, map: map as u64, map_len };
+    let mr = make_mr(c.hca, pd, map as u64 + offset, length, iova, access, backing)?;
+    let (lkey, rkey) = (mr.lkey, mr.rkey);
+    c.fill_new(ids::ATTR_REG_DMABUF_HANDLE, Uobj::Mr(mr))?;
+    c.b.copy_to(ids::ATTR_REG_DMABUF_RESP_LKEY, lkey.as_bytes())?;
+    c.b.copy_to(ids::ATTR_REG_DMABUF_RESP_RKEY, rkey.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn access_rules() {
+        assert_eq!(check_mr_access(ACCESS_REMOTE_WRITE), Err(Errno::EINVAL));
+        assert_eq!(check_mr_access(ACCESS_REMOTE_ATOMIC), Err(Errno::EINVAL));
+        assert_eq!(check_mr_access(ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE | ACCESS_REMOTE_ATOMIC), Ok(()));
+        assert_eq!(check_mr_access(ACCESS_REMOTE_READ | ACCESS_RELAXED_ORDERING), Ok(()));
+        assert_eq!(check_mr_access(1 << 30), Err(Errno::EINVAL));
+        assert_eq!(check_mr_access(ACCESS_ON_DEMAND | ACCESS_LOCAL_WRITE), Err(Errno::EINVAL));
+    }
+
+    #[test]
+    fn dmabuf_detection() {
+        assert_eq!(dmabuf_size(-1), Err(Errno::EBADF));
+        assert_eq!(dmabuf_size(999_999), Err(Errno::EBADF));
+        let f = nix::sys::memfd::memfd_create(c"not-a-dmabuf", nix::sys::memfd::MemFdCreateFlag::MFD_CLOEXEC).unwrap();
+        assert_eq!(dmabuf_size(f.as_raw_fd()), Err(Errno::EINVAL));
+    }
+}

@@ -1,0 +1,210 @@
+//! The HCA's device memory: the pages an application maps from the uverbs fd.
+//!
+//! A ConnectX exposes doorbell pages (UARs) and its clock through PCI BARs; the kernel
+//! maps those pages into the application. softhca backs them with one sparse shared
+//! memory file (memfd): page [`CLOCK_PAGE`] holds the free-running timer,
+//! [`CLOCK_INFO_PAGE`] the `mlx5_ib_clock_info` conversion record, and the rest are UAR
+//! pages handed out one by one. The application's mmap maps a page of the file; the HCA
+//! keeps its own mapping of the whole file, so the device half sees every doorbell write
+//! without any copy.
+//!
+//! Access rules: the application writes doorbells with plain (write-combining) stores in
+//! another thread, so the device half must read pages with volatile loads
+//! ([`DevicePages::read_u64`]) and must not form Rust references into them.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::ptr::NonNull;
+use std::sync::Mutex;
+
+use nix::errno::Errno;
+
+/// Page size of every device page (mlx5 UARs are 4 KiB with `uar_4k`).
+pub const PAGE_SIZE: usize = 4096;
+/// The page whose first 8 bytes are the HCA's free-running timer (`internal_timer_h`
+/// big-endian at +0, `internal_timer_l` at +4), mapped by MLX5_IB_MMAP_CORE_CLOCK.
+pub const CLOCK_PAGE: u32 = 0;
+/// The page holding `struct mlx5_ib_clock_info`, mapped by MLX5_IB_MMAP_CLOCK_INFO.
+pub const CLOCK_INFO_PAGE: u32 = 1;
+/// First page available for UARs.
+pub const FIRST_UAR_PAGE: u32 = 2;
+
+/// The memfd and the HCA's mapping of it.
+#[derive(Debug)]
+pub struct DevicePages {
+    fd: OwnedFd,
+    base: NonNull<u8>,
+    npages: u32,
+    free: Mutex<Vec<bool>>,
+}
+
+// SAFETY: the mapping is shared memory that lives as long as this value; all accesses
+// go through volatile reads/writes of plain integers, never references, so concurrent
+// use from several threads (and by the application) cannot violate Rust's aliasing rules.
+unsafe impl Send for DevicePages {}
+// SAFETY: as above.
+unsafe impl Sync for DevicePages {}
+
+impl DevicePages {
+    /// A file of `npages` pages (sparse: untouched pages cost nothing).
+    pub fn new(npages: u32) -> io::Result<DevicePages> {
+        let len = npages as usize * PAGE_SIZE;
+        let fd = nix::sys::memfd::memfd_create(c"softhca-device-pages", nix::sys::memfd::MemFdCreateFlag::MFD_CLOEXEC)?;
+        nix::unistd::ftruncate(&fd, len as i64)?;
+        // SAFETY: a fresh shared mapping of a file we own; the kernel picks the address,
+        // so it overlaps nothing. It is unmapped in Drop.
+        let p = unsafe {
+            libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED,
+                       fd.as_raw_fd(), 0)
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let base = NonNull::new(p.cast::<u8>()).ok_or_else(|| io::Error::from(Errno::ENOMEM))?;
+        let mut free = vec![true; npages as usize];
+        for p in free.iter_mut().take(FIRST_UAR_PAGE as usize) {
+            *p = false;
+        }
+        Ok(DevicePages { fd, base, npages, free: Mutex::new(free) })
+    }
+
+    /// Number of pages in the file.
+    pub fn npages(&self) -> u32 {
+        self.npages
+    }
+
+    /// Takes the lowest free UAR page, zeroed. None when all are in use.
+    pub fn alloc(&self) -> Option<u32> {
+        let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
+        let i = free.iter().position(|f| *f)?;
+        free[i] = false;
+        let page = i as u32;
+        self.zero(page);
+        Some(page)
+    }
+
+    /// Returns a UAR page. Pages below [`FIRST_UAR_PAGE`] are never freed.
+    pub fn free(&self, page: u32) {
+        if page < FIRST_UAR_PAGE || page >= self.npages {
+            return;
+        }
+        let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(f) = free.get_mut(page as usize) {
+            *f = true;
+        }
+    }
+
+    /// UAR pages currently handed out.
+    pub fn in_use(&self) -> usize {
+        let free = self.free.lock().unwrap_or_else(|p| p.into_inner());
+        free.iter().skip(FIRST_UAR_PAGE as usize).filter(|f| !**f).count()
+    }
+
+    fn zero(&self, page: u32) {
+        for off in (0..PAGE_SIZE).step_by(8) {
+            self.write_u64(page, off, 0);
+        }
+    }
+
+    /// The HCA's address of byte `off` of `page`, for 8-byte aligned accesses.
+    fn slot(&self, page: u32, off: usize) -> Option<*mut u64> {
+        if page >= self.npages || off & 7 != 0 || off > PAGE_SIZE - 8 {
+            return None;
+        }
+        // SAFETY: page < npages and off + 8 <= PAGE_SIZE keep the result inside the
+        // mapping of npages * PAGE_SIZE bytes; the base is page aligned, so the result
+        // is 8-byte aligned.
+        Some(unsafe { self.base.as_ptr().add(page as usize * PAGE_SIZE + off) }.cast::<u64>())
+    }
+
+    /// Reads the 8 bytes at `off` (a multiple of 8) of `page` as the application stored
+    /// them (native byte order of the stored bytes: doorbells are big-endian data).
+    /// Returns 0 outside the file.
+    pub fn read_u64(&self, page: u32, off: usize) -> u64 {
+        match self.slot(page, off) {
+            // SAFETY: `slot` returns an aligned pointer inside our live mapping; a
+            // volatile read of an integer tolerates concurrent writers.
+            Some(p) => unsafe { std::ptr::read_volatile(p) },
+            None => 0,
+        }
+    }
+
+    /// Writes 8 bytes at `off` (a multiple of 8) of `page`. Ignored outside the file.
+    pub fn write_u64(&self, page: u32, off: usize, v: u64) {
+        if let Some(p) = self.slot(page, off) {
+            // SAFETY: as in `read_u64`; the page is shared memory meant to be written.
+            unsafe { std::ptr::write_volatile(p, v) };
+        }
+    }
+
+    /// Copies `bytes` (a multiple of 8 long) to `off` of `page` with 8-byte volatile stores.
+    pub fn write_bytes(&self, page: u32, off: usize, bytes: &[u8]) {
+        for (i, chunk) in bytes.chunks(8).enumerate() {
+            let mut w = [0u8; 8];
+            w[..chunk.len()].copy_from_slice(chunk);
+            self.write_u64(page, off.saturating_add(i * 8), u64::from_ne_bytes(w));
+        }
+    }
+
+    /// Maps `page` into the application as mmap() on the uverbs fd would: `len` must be
+    /// one page; `prot` and `flags` are the application's (MAP_SHARED required by the
+    /// caller); `addr` is its address hint. Returns the mapping's address.
+    pub fn map_to_user(&self, page: u32, addr: u64, len: usize, prot: i32, flags: i32) -> Result<u64, Errno> {
+        if page >= self.npages {
+            return Err(Errno::EINVAL);
+        }
+        let off = page as libc::off_t * PAGE_SIZE as libc::off_t;
+        // SAFETY: mmap of our memfd with the application's own address hint and flags:
+        // this is the mapping the application asked for, exactly as the kernel would
+        // create it; it does not touch memory Rust code owns unless the application
+        // passed MAP_FIXED over its own memory, which is the application's contract.
+        let p = unsafe { libc::mmap(addr as *mut libc::c_void, len, prot, flags, self.fd.as_raw_fd(), off) };
+        if p == libc::MAP_FAILED {
+            return Err(Errno::last());
+        }
+        Ok(p as u64)
+    }
+
+    /// A duplicate of the memfd (tests and tools that map pages themselves).
+    pub fn dup_fd(&self) -> io::Result<OwnedFd> {
+        let fd = nix::unistd::dup(self.fd.as_raw_fd())?;
+        // SAFETY: `dup` returned a new fd that nothing else owns.
+        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    }
+}
+
+impl Drop for DevicePages {
+    fn drop(&mut self) {
+        // SAFETY: base/len describe the mapping made in `new`, owned by this value.
+        unsafe { libc::munmap(self.base.as_ptr().cast(), self.npages as usize * PAGE_SIZE) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn alloc_free_and_user_mapping() {
+        let p = DevicePages::new(8).unwrap();
+        let a = p.alloc().unwrap();
+        let b = p.alloc().unwrap();
+        assert_eq!((a, b), (FIRST_UAR_PAGE, FIRST_UAR_PAGE + 1));
+        assert_eq!(p.in_use(), 2);
+        p.free(a);
+        assert_eq!(p.alloc(), Some(a));
+        let user = p.map_to_user(b, 0, PAGE_SIZE, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED).unwrap();
+        // SAFETY: `user` is a fresh mapping of one page we own in this test.
+        unsafe { std::ptr::write_volatile((user as *mut u64).add(0x100), 0x1122_3344_5566_7788) };
+        assert_eq!(p.read_u64(b, 0x800), 0x1122_3344_5566_7788);
+        p.write_u64(b, 8, 7);
+        // SAFETY: as above.
+        assert_eq!(unsafe { std::ptr::read_volatile((user as *const u64).add(1)) }, 7);
+        // SAFETY: unmapping the test's own mapping.
+        unsafe { libc::munmap(user as *mut libc::c_void, PAGE_SIZE) };
+        assert_eq!(p.read_u64(99, 0), 0);
+        assert_eq!(p.read_u64(b, 4095), 0);
+        while p.alloc().is_some() {}
+        assert_eq!(p.in_use(), 6);
+    }
+}
