@@ -1,0 +1,30 @@
+//! Arming a CQ for one completion event (`ibv_req_notify_cq`): no kernel command, just
+//! the arm word in the doorbell record and the arm doorbell in the UAR page.
+
+use super::Cq;
+use crate::{barrier, doorbell};
+
+impl Cq {
+    /// Requests an event on the completion channel for the next CQE (or only the
+    /// next solicited one).
+    pub fn req_notify(&mut self, solicited_only: bool) {
+        let sn = self.arm_sn & 3;
+        let ci = self.ci & 0xff_ffff;
+        let cmd = if solicited_only { 1 << 24 } else { 0 };
+        let word = (sn << 28) | cmd | ci;
+        // SAFETY: word 1 of the CQ's doorbell record is live while the CQ is.
+        unsafe { doorbell::publish(self.inner.dbrec.word(1), word) };
+        let db = ((word as u64) << 32) | self.inner.cqn as u64;
+        barrier::wc_start();
+        // SAFETY: the arm register at +0x20 of the CQ's UAR page is mapped while the
+        // CQ holds the page.
+        unsafe { std::ptr::write_volatile(self.inner.uar.base().add(uverbs::sys::mlx5::UAR_CQ_ARM_OFFSET).cast::<u64>(), db.to_be()) };
+        barrier::wc_flush();
+    }
+
+    /// Records that an event for this CQ was consumed (`ibv_ack_cq_events` plus the
+    /// mlx5 arm sequence bump): the next arm uses the next sequence number.
+    pub fn ack_event(&mut self) {
+        self.arm_sn = self.arm_sn.wrapping_add(1);
+    }
+}

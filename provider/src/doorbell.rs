@@ -1,0 +1,63 @@
+//! Ringing the doorbell: the two-step hand-off of new work to the device.
+//!
+//! 1. the producer counter goes into the doorbell record in memory, big-endian, after
+//!    a release fence so the WQEs it covers are visible first;
+//! 2. the device is poked through its UAR register: either an 8-byte store of the
+//!    first 8 bytes of the last WQE's control segment, or (BlueFlame) a copy of the
+//!    whole WQE, which saves the device the trip to fetch it. Each BlueFlame register
+//!    has two halves used alternately, so back-to-back copies never overlap.
+//!
+//! The record is what the device trusts (it is read again after a lost doorbell, and
+//! it is what softhca watches); the register write is what makes a real NIC look now.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use crate::barrier;
+
+/// Publishes a 16-bit producer counter in a doorbell record word.
+///
+/// # Safety
+/// `word` must point at a live, 4-byte-aligned doorbell record word.
+#[inline(always)]
+pub unsafe fn publish(word: *mut u32, counter: u32) {
+    barrier::to_device();
+    // SAFETY: the caller promises a live aligned word; the device reads it
+    // concurrently, so the store is atomic (a plain `mov` on x86-64).
+    unsafe { AtomicU32::from_ptr(word) }.store(counter.to_be(), Ordering::Release);
+}
+
+/// An 8-byte doorbell store: the first 8 bytes of the control segment
+/// (opmod_idx_opcode and qpn_ds, already big-endian) to the register.
+///
+/// # Safety
+/// `reg` must point at a mapped, 8-byte-aligned UAR register.
+#[inline(always)]
+pub unsafe fn ring_db(reg: *mut u8, ctrl_first8: [u8; 8]) {
+    barrier::wc_start();
+    // SAFETY: the caller promises a mapped aligned register. Device memory is
+    // written with a volatile store so the compiler neither drops nor splits it.
+    unsafe { std::ptr::write_volatile(reg.cast::<u64>(), u64::from_ne_bytes(ctrl_first8)) };
+    barrier::wc_flush();
+}
+
+/// A BlueFlame copy of `chunks` (64-byte WQE blocks, in order) to the register, as
+/// 8-byte stores in address order.
+///
+/// # Safety
+/// `reg` must point at a mapped BlueFlame buffer of at least `64 * chunks.len()` bytes.
+#[inline(always)]
+pub unsafe fn ring_bf(reg: *mut u8, chunks: &[&[u8; 64]]) {
+    barrier::wc_start();
+    let mut dst = reg.cast::<u64>();
+    for c in chunks {
+        for i in 0..8 {
+            let w = u64::from_ne_bytes(c[i * 8..i * 8 + 8].try_into().unwrap());
+            // SAFETY: within the buffer the caller vouched for; volatile as above.
+            unsafe {
+                std::ptr::write_volatile(dst, w);
+                dst = dst.add(1);
+            }
+        }
+    }
+    barrier::wc_flush();
+}

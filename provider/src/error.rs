@@ -1,0 +1,46 @@
+//! Provider errors: which verb failed and the errno the device gave.
+
+use nix::errno::Errno;
+
+/// A failed verb: the operation and the errno, as `ibv_*` would report it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// The device (kernel or softhca) refused a command.
+    #[error("{op}: {errno} ({})", errno.desc())]
+    Device { op: &'static str, errno: Errno },
+    /// The request is invalid before anything reaches the device.
+    #[error("{op}: {why}")]
+    Invalid { op: &'static str, why: String },
+    /// A named device does not exist.
+    #[error("no RDMA device named {0:?} (try `doorbell devinfo` to list them)")]
+    NoDevice(String),
+}
+
+impl Error {
+    /// The errno behind this error (EINVAL for requests rejected locally).
+    pub fn errno(&self) -> Errno {
+        match self {
+            Error::Device { errno, .. } => *errno,
+            Error::Invalid { .. } => Errno::EINVAL,
+            Error::NoDevice(_) => Errno::ENODEV,
+        }
+    }
+}
+
+/// Provider result.
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// Attaches the verb name to a device errno.
+pub(crate) trait Op<T> {
+    fn op(self, op: &'static str) -> Result<T>;
+}
+
+impl<T> Op<T> for std::result::Result<T, Errno> {
+    fn op(self, op: &'static str) -> Result<T> {
+        self.map_err(|errno| Error::Device { op, errno })
+    }
+}
+
+pub(crate) fn invalid<T>(op: &'static str, why: impl Into<String>) -> Result<T> {
+    Err(Error::Invalid { op, why: why.into() })
+}

@@ -1,0 +1,90 @@
+//! Memory regions: registered memory the device may read and write, named by keys.
+
+use std::sync::Arc;
+
+use uverbs::cmd::mr as mrcmd;
+
+use crate::error::{invalid, Op, Result};
+use crate::pd::{Pd, PdInner};
+
+bitflags::bitflags! {
+    /// `ibv_access_flags`.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct Access: u32 {
+        const LOCAL_WRITE = 1 << 0;
+        const REMOTE_WRITE = 1 << 1;
+        const REMOTE_READ = 1 << 2;
+        const REMOTE_ATOMIC = 1 << 3;
+        const RELAXED_ORDERING = 1 << 20;
+    }
+}
+
+/// A registered memory region. The memory must stay mapped while the MR exists: the
+/// device (real or soft) reads and writes it behind the program's back.
+pub struct Mr {
+    pd: Arc<PdInner>,
+    handle: u32,
+    lkey: u32,
+    rkey: u32,
+    addr: u64,
+    len: usize,
+}
+
+impl Pd {
+    /// `ibv_reg_mr` of `len` bytes at `addr`.
+    ///
+    /// # Safety
+    /// `[addr, addr + len)` must stay mapped, and not be freed or reused for other
+    /// data the program reads, until the returned [`Mr`] is dropped: the device may
+    /// access it at any time while registered (remote peers too, as `access` allows).
+    pub unsafe fn reg_mr_raw(&self, addr: *mut u8, len: usize, access: Access) -> Result<Mr> {
+        if access.intersects(Access::REMOTE_WRITE | Access::REMOTE_ATOMIC) && !access.contains(Access::LOCAL_WRITE) {
+            return invalid("reg_mr", "remote write/atomic access requires LOCAL_WRITE");
+        }
+        let a = addr as u64;
+        let r = mrcmd::reg_mr(&self.inner.ctx.dev, self.inner.handle, a, len as u64, a, access.bits()).op("reg_mr")?;
+        tracing::debug!(target: "provider::mr", lkey = format_args!("{:#x}", r.lkey), addr = format_args!("{a:#x}"), len, "reg_mr");
+        Ok(Mr { pd: self.inner.clone(), handle: r.mr_handle, lkey: r.lkey, rkey: r.rkey, addr: a, len })
+    }
+
+    /// Registers a buffer the caller keeps alive at least as long as the MR.
+    pub fn reg_mr(&self, buf: &'static mut [u8], access: Access) -> Result<Mr> {
+        // SAFETY: a 'static exclusive borrow is never freed nor reused by safe code.
+        unsafe { self.reg_mr_raw(buf.as_mut_ptr(), buf.len(), access) }
+    }
+}
+
+impl Mr {
+    /// Local key (for scatter/gather entries).
+    pub fn lkey(&self) -> u32 {
+        self.lkey
+    }
+
+    /// Remote key (for peers' RDMA).
+    pub fn rkey(&self) -> u32 {
+        self.rkey
+    }
+
+    /// Start address.
+    pub fn addr(&self) -> u64 {
+        self.addr
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True for an empty region.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl Drop for Mr {
+    fn drop(&mut self) {
+        if let Err(e) = mrcmd::destroy_mr_ioctl(&self.pd.ctx.dev, self.handle) {
+            tracing::warn!(handle = self.handle, errno = %e, "dereg_mr failed");
+        }
+    }
+}

@@ -1,0 +1,249 @@
+//! Queue pairs: creation (buffer layout and driver data as libmlx5 does it),
+//! state changes, and (in `post`) the send path where a verb becomes a WQE.
+//!
+//! The QP buffer holds the RQ at offset 0 and the SQ right after it; the doorbell
+//! record holds the RQ head in word 0 and the SQ producer counter in word 1; the
+//! BlueFlame register comes from the context's UAR pool.
+
+pub mod attr;
+pub mod post;
+pub mod sizing;
+
+use std::sync::atomic::{AtomicU32, AtomicU64};
+use std::sync::Arc;
+
+use uverbs::cmd::qp::{self as qpcmd, QpArgs};
+use uverbs::sys::mlx5::{CreateQp as Mlx5CreateQp, CreateQpResp as Mlx5CreateQpResp, QP_FLAG_SCATTER_CQE, QP_FLAG_UAR_PAGE_INDEX};
+use uverbs::sys::verbs::{self as sysverbs, QpCap as SysQpCap};
+use zerocopy::IntoBytes;
+
+use crate::buf::DmaBuf;
+use crate::cq::{Cq, CqInner};
+use crate::dbrec::Dbrec;
+use crate::error::{Error, Op, Result};
+use crate::pd::{Pd, PdInner};
+use crate::uar::Bfreg;
+use crate::wqe::size::{QpTransport, SendOps};
+
+pub use attr::{Ah, QpAttr, QpState};
+pub use sizing::{Geometry, QpCap};
+
+/// Transport service.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QpType {
+    Rc,
+    Ud,
+}
+
+/// What `ibv_create_qp` takes.
+#[derive(Clone, Copy)]
+pub struct QpInit<'a> {
+    pub send_cq: &'a Cq,
+    pub recv_cq: &'a Cq,
+    pub cap: QpCap,
+    pub qp_type: QpType,
+    /// Every send WR generates a CQE, whatever its flags.
+    pub sq_sig_all: bool,
+    /// Restrict the operations the SQ will carry (like `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`):
+    /// a smaller per-WQE header leaves more room for inline data.
+    pub send_ops: Option<SendOps>,
+}
+
+/// Completion-side state shared by the poster and the CQ poller: the wr_id of every
+/// posted WQE. Written before the doorbell (release) and read after seeing its CQE
+/// (acquire), so relaxed atomics suffice.
+#[derive(Debug)]
+pub(crate) struct QpShared {
+    /// wr_id of the WQE starting at each SQ WQEBB index.
+    pub(crate) sq_wrid: Box<[AtomicU64]>,
+    /// Producer index after the WQE starting at each WQEBB index: where the SQ tail
+    /// moves when that WQE completes.
+    pub(crate) sq_next: Box<[AtomicU32]>,
+    /// SQ WQEBBs consumed by the device (advanced by the poller).
+    pub(crate) sq_tail: AtomicU32,
+    pub(crate) rq_wrid: Box<[AtomicU64]>,
+    /// Receives completed (advanced by the poller).
+    pub(crate) rq_tail: AtomicU32,
+}
+
+/// A queue pair.
+pub struct Qp {
+    pub(crate) pd: Arc<PdInner>,
+    /// Held so the CQs outlive the QP (the device refuses to destroy a CQ in use).
+    #[allow(dead_code)]
+    pub(crate) send_cq: Arc<CqInner>,
+    #[allow(dead_code)]
+    pub(crate) recv_cq: Arc<CqInner>,
+    pub(crate) handle: u32,
+    pub(crate) qpn: u32,
+    pub(crate) uidx: u32,
+    pub(crate) qp_type: QpType,
+    pub(crate) buf: DmaBuf,
+    pub(crate) dbrec: Dbrec,
+    pub(crate) bfreg: Bfreg,
+    pub(crate) geo: Geometry,
+    pub(crate) cap: QpCap,
+    pub(crate) sq_sig_all: bool,
+    pub(crate) shared: Arc<QpShared>,
+    /// Next free WQEBB index (the SQ producer counter, wraps at 2^16).
+    pub(crate) sq_cur_post: u16,
+    /// Next RQ slot to fill (the RQ head).
+    pub(crate) rq_head: u32,
+    /// Which half of the BlueFlame register the next copy goes to.
+    pub(crate) bf_offset: usize,
+}
+
+impl Pd {
+    /// `ibv_create_qp`.
+    pub fn create_qp(&self, init: &QpInit) -> Result<Qp> {
+        let ctx = &self.inner.ctx;
+        let u = ctx.ucontext();
+        let lim = sizing::Limits {
+            max_sq_desc_sz: u.max_sq_desc_sz as u32,
+            max_rq_desc_sz: u.max_rq_desc_sz as u32,
+            max_send_wqebb: u.max_send_wqebb,
+            max_recv_wr: u.max_recv_wr,
+        };
+        let transport = match init.qp_type { QpType::Rc => QpTransport::Rc, QpType::Ud => QpTransport::Ud };
+        let ops = init.send_ops.unwrap_or(SendOps::default_for(transport));
+        let geo = sizing::compute(&init.cap, transport, ops, &lim, false)
+            .map_err(|e| Error::Invalid { op: "create_qp", why: e.0 })?;
+        let buf = DmaBuf::new((geo.rq_size + geo.sq_size) as usize).op("create_qp")?;
+        let dbrec = ctx.dbrecs.alloc()?;
+        let dynamic = ctx.uars.lock().unwrap().is_dynamic();
+        let dyn_bfreg = if dynamic { Some(ctx.uars.lock().unwrap().take(&ctx.dev)?) } else { None };
+        let uidx = if u.cqe_version == 1 { ctx.alloc_uidx() } else { 0xff_ffff };
+        let mut flags = QP_FLAG_SCATTER_CQE;
+        if dynamic {
+            flags |= QP_FLAG_UAR_PAGE_INDEX;
+        }
+        let req = Mlx5CreateQp {
+            buf_addr: buf.addr(),
+            db_addr: dbrec.addr(),
+            sq_wqe_count: geo.sq_wqe_cnt,
+            rq_wqe_count: geo.rq_wqe_cnt,
+            rq_wqe_shift: geo.rq_wqe_shift,
+            flags,
+            uidx,
+            bfreg_index: dyn_bfreg.as_ref().map(|b| b.index).unwrap_or(0),
+            ..Default::default()
+        };
+        let mut resp = Mlx5CreateQpResp::default();
+        let args = QpArgs {
+            pd: self.inner.handle,
+            send_cq: init.send_cq.inner.handle,
+            recv_cq: init.recv_cq.inner.handle,
+            srq: None,
+            cap: SysQpCap {
+                max_send_wr: init.cap.max_send_wr,
+                max_recv_wr: init.cap.max_recv_wr,
+                max_send_sge: init.cap.max_send_sge,
+                max_recv_sge: init.cap.max_recv_sge,
+                // libmlx5 tells the device the inline size the WQE stride really allows.
+                max_inline_data: geo.max_inline,
+            },
+            qp_type: match init.qp_type { QpType::Rc => sysverbs::QPT_RC, QpType::Ud => sysverbs::QPT_UD },
+            sq_sig_all: init.sq_sig_all,
+            user_handle: buf.addr(),
+            create_flags: 0,
+            event_fd: Some(ctx.async_fd()),
+        };
+        let created = qpcmd::create_qp_ioctl(&ctx.dev, &args, req.as_bytes(), resp.as_mut_bytes());
+        let created = match created {
+            Ok(c) => c,
+            Err(errno) => {
+                if let Some(b) = dyn_bfreg {
+                    ctx.uars.lock().unwrap().give_back(b);
+                }
+                if uidx != 0xff_ffff {
+                    ctx.free_uidx(uidx);
+                }
+                return Err(Error::Device { op: "create_qp", errno });
+            }
+        };
+        let bfreg = match dyn_bfreg {
+            Some(b) => b,
+            None => ctx.uars.lock().unwrap().legacy_bfreg(resp.bfreg_index).ok_or(Error::Invalid {
+                op: "create_qp",
+                why: format!("device assigned unknown bfreg {}", resp.bfreg_index),
+            })?,
+        };
+        let wrids = |n: u32| (0..n).map(|_| AtomicU64::new(0)).collect::<Box<[_]>>();
+        let shared = Arc::new(QpShared {
+            sq_wrid: wrids(geo.sq_wqe_cnt),
+            sq_next: (0..geo.sq_wqe_cnt).map(|_| AtomicU32::new(0)).collect(),
+            sq_tail: AtomicU32::new(0),
+            rq_wrid: wrids(geo.rq_wqe_cnt),
+            rq_tail: AtomicU32::new(0),
+        });
+        ctx.register_qp(uidx, created.qpn, shared.clone());
+        tracing::debug!(target: "provider::qp", qpn = created.qpn, sq_wqebbs = geo.sq_wqe_cnt, rq_wqes = geo.rq_wqe_cnt,
+                        inline = geo.max_inline, "create_qp");
+        Ok(Qp {
+            pd: self.inner.clone(),
+            send_cq: init.send_cq.inner.clone(),
+            recv_cq: init.recv_cq.inner.clone(),
+            handle: created.handle,
+            qpn: created.qpn,
+            uidx,
+            qp_type: init.qp_type,
+            buf,
+            dbrec,
+            bfreg,
+            geo,
+            cap: QpCap {
+                max_send_wr: geo.sq_max_post,
+                max_recv_wr: geo.rq_wqe_cnt,
+                max_send_sge: created.cap.max_send_sge,
+                max_recv_sge: geo.rq_max_gs,
+                max_inline_data: created.cap.max_inline_data,
+            },
+            sq_sig_all: init.sq_sig_all,
+            shared,
+            sq_cur_post: 0,
+            rq_head: 0,
+            bf_offset: 0,
+        })
+    }
+}
+
+impl Qp {
+    /// The QP number peers address.
+    pub fn qpn(&self) -> u32 {
+        self.qpn
+    }
+
+    /// The capabilities granted (what `ibv_query_qp(IBV_QP_CAP)` reports).
+    pub fn cap(&self) -> QpCap {
+        self.cap
+    }
+
+    /// The queue geometry.
+    pub fn geometry(&self) -> Geometry {
+        self.geo
+    }
+
+    /// The transport.
+    pub fn qp_type(&self) -> QpType {
+        self.qp_type
+    }
+
+    /// The PD this QP belongs to.
+    pub fn pd_handle(&self) -> u32 {
+        self.pd.handle
+    }
+}
+
+impl Drop for Qp {
+    fn drop(&mut self) {
+        let ctx = &self.pd.ctx;
+        if let Err(e) = qpcmd::destroy_qp_ioctl(&ctx.dev, self.handle) {
+            tracing::warn!(handle = self.handle, errno = %e, "destroy_qp failed");
+        }
+        ctx.unregister_qp(self.uidx, self.qpn);
+        if self.uidx != 0xff_ffff {
+            ctx.free_uidx(self.uidx);
+        }
+        ctx.uars.lock().unwrap().give_back(self.bfreg.clone());
+    }
+}
