@@ -1,0 +1,113 @@
+//! `uverbs-conformance`: plays the conformance table on one device and prints
+//! `case <name> <errno-or-OK>` per case.
+//!
+//! ```text
+//! uverbs-conformance --device rxe0     a kernel device, found through uverbs::discovery
+//!                                      (also checks discovery against the real sysfs)
+//! uverbs-conformance --softhca         softhca in-process (needs the `softhca` feature)
+//! uverbs-conformance --list            the table: name, expectation, what it checks
+//! ```
+//! Options: `--profile rxe|mlx5|mlx5-static` overrides the driver profile chosen from
+//! the device's driver. Exit status 0 when every case gave its expected result, 1 when
+//! one did not, 2 on a usage error.
+
+use std::process::ExitCode;
+
+use conformance::{check_discovery, outcome_label, table, Mlx5Profile, Profile, RxeProfile};
+use uverbs::sys::verbs::{RDMA_DRIVER_MLX5, RDMA_DRIVER_RXE};
+
+fn usage() -> ExitCode {
+    eprintln!("usage: uverbs-conformance (--device NAME | --softhca | --list) [--profile rxe|mlx5|mlx5-static]");
+    ExitCode::from(2)
+}
+
+fn profile_named(name: &str) -> Option<Box<dyn Profile>> {
+    match name {
+        "rxe" => Some(Box::new(RxeProfile)),
+        "mlx5" => Some(Box::new(Mlx5Profile::default())),
+        "mlx5-static" => Some(Box::new(Mlx5Profile::static_uars())),
+        _ => None,
+    }
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut device = None;
+    let mut softhca = false;
+    let mut profile_arg = None;
+    let mut i = 0;
+    while i < args.len() {
+        match args[i].as_str() {
+            "--device" if i + 1 < args.len() => {
+                device = Some(args[i + 1].clone());
+                i += 1;
+            }
+            "--profile" if i + 1 < args.len() => {
+                profile_arg = Some(args[i + 1].clone());
+                i += 1;
+            }
+            "--softhca" => softhca = true,
+            "--list" => {
+                for c in table::cases() {
+                    println!("{:40} {:16} {}", c.name, c.expect.label(), c.what);
+                }
+                return ExitCode::SUCCESS;
+            }
+            _ => return usage(),
+        }
+        i += 1;
+    }
+    if device.is_some() == softhca {
+        return usage();
+    }
+
+    let mut all_ok = true;
+    let results = if let Some(name) = device {
+        // uverbs' own discovery against this machine's sysfs and /dev.
+        let d = check_discovery(&name);
+        println!("case discovery {}{}", outcome_label(&d),
+                 match &d { Err(conformance::Fail::Bad(why)) => format!(" ({why})"), _ => String::new() });
+        all_ok &= d.is_ok();
+        let info = uverbs::discovery::list().into_iter().find(|d| d.name == name);
+        let default_profile = match info.as_ref().map(|i| i.driver_id()) {
+            Some(RDMA_DRIVER_RXE) => "rxe",
+            Some(RDMA_DRIVER_MLX5) => "mlx5",
+            _ => "rxe",
+        };
+        let Some(profile) = profile_named(profile_arg.as_deref().unwrap_or(default_profile)) else { return usage() };
+        println!("# device {name} ({}), profile {}", info.map(|i| i.driver).unwrap_or_default(), profile.name());
+        let open = || uverbs::discovery::open(&name);
+        conformance::run(&open, profile.as_ref())
+    } else {
+        match softhca_results(profile_arg.as_deref()) {
+            Ok(r) => r,
+            Err(msg) => {
+                eprintln!("uverbs-conformance: {msg}");
+                return ExitCode::from(2);
+            }
+        }
+    };
+
+    let mut bad = 0;
+    for r in &results {
+        println!("{r}");
+        if !r.matched() {
+            bad += 1;
+        }
+    }
+    println!("# {} cases, {} as expected, {} not", results.len(), results.len() - bad, bad);
+    all_ok &= bad == 0;
+    if all_ok { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+}
+
+#[cfg(feature = "softhca")]
+fn softhca_results(profile: Option<&str>) -> Result<Vec<conformance::CaseResult>, String> {
+    let profile = profile_named(profile.unwrap_or("mlx5")).ok_or("unknown profile")?;
+    println!("# device softhca0 (in-process), profile {}", profile.name());
+    conformance::softhca_target::run_on_softhca(profile.as_ref()).map_err(|e| format!("softhca: {e}"))
+}
+
+#[cfg(not(feature = "softhca"))]
+fn softhca_results(_profile: Option<&str>) -> Result<Vec<conformance::CaseResult>, String> {
+    Err("built without the `softhca` feature (cargo build -p conformance --features softhca)".into())
+}
