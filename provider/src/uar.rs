@@ -22,8 +22,12 @@ use uverbs::{Device, Mapping};
 use crate::buf::page_size;
 use crate::error::{Op, Result};
 
-/// BlueFlame registers per 4 KiB UAR (libmlx5's NUM_BFREGS_PER_UAR).
+/// BlueFlame registers per 4 KiB UAR (libmlx5's NUM_BFREGS_PER_UAR): the numbering
+/// `bfreg_index` uses.
 pub const BFREGS_PER_UAR: u32 = 4;
+/// Registers per UAR the kernel actually hands out (MLX5_NUM_NON_FP_BFREGS_PER_UAR):
+/// `tot_bfregs` counts these, so a context has `tot_bfregs / 2` static pages.
+pub const NON_FP_BFREGS_PER_UAR: u32 = 2;
 
 /// A mapped UAR page.
 #[derive(Debug)]
@@ -122,7 +126,10 @@ impl UarPool {
         if pool.dynamic {
             pool.nc = Some(Arc::new(UarPage::alloc_dynamic(dev, mlx5::UAR_ALLOC_TYPE_NC)?));
         } else {
-            for i in 0..resp.tot_bfregs.div_ceil(BFREGS_PER_UAR) {
+            // tot_bfregs counts the 2 usable registers of each page, while bfreg_index
+            // numbers 4 per page: 16 bfregs are 8 pages, and CREATE_QP may name any of them.
+            let per_page = resp.num_uars_per_page.max(1) * NON_FP_BFREGS_PER_UAR;
+            for i in 0..resp.tot_bfregs.div_ceil(per_page) {
                 let page = Arc::new(UarPage::map_legacy(dev, i)?);
                 pool.pages.push(page);
             }

@@ -15,6 +15,10 @@
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
+use std::path::PathBuf;
+
+use crate::device::fault::FaultSpec;
+use crate::device::trace::PCAP_ENV;
 
 use uverbs::sys::verbs::{mtu, GID_TYPE_ROCE_V1, GID_TYPE_ROCE_V2};
 
@@ -74,6 +78,17 @@ pub struct Config {
     /// Whether the application may use BlueFlame (write-combining) UARs: mlx5 then reports
     /// `bf_reg_size` 512 and accepts BlueFlame UAR allocations.
     pub write_combining: bool,
+    /// Whether contexts may use dynamic UARs (`MLX5_LIB_CAP_DYN_UAR`, UAR objects
+    /// allocated through the ioctl interface). `false` behaves like a kernel that predates
+    /// them: every context gets static UARs mapped at open (`tot_bfregs > 0`), which is the
+    /// only mode libmlx5 can use when the device answers no ioctl at all (write() only).
+    pub dynamic_uars: bool,
+    /// Faults to inject into transmitted packets (tests); `DOORBELL_FAULT` sets it for
+    /// every instance of a process (see [`crate::device::fault`]).
+    pub fault: Option<FaultSpec>,
+    /// Capture every sent and received packet to this pcap file; `DOORBELL_PCAP` sets it
+    /// (`{addr}` in the path becomes the instance's address, see [`crate::device::trace`]).
+    pub pcap: Option<PathBuf>,
 }
 
 impl Config {
@@ -111,6 +126,9 @@ impl Config {
             netdev_ifindex: ifindex_of(addr),
             core_clock_khz: 156_250,
             write_combining: true,
+            dynamic_uars: true,
+            fault: FaultSpec::from_env(),
+            pcap: std::env::var_os(PCAP_ENV).filter(|p| !p.is_empty()).map(PathBuf::from),
         }
     }
 

@@ -187,8 +187,8 @@ impl Hca {
         let hca = Hca {
             config,
             socket,
-            pages,
-            device: Device::new(),
+            pages: pages.clone(),
+            device: Device::new(pages.clone())?,
             live: Arc::new(LiveCounts::default()),
             qps: RwLock::new(BTreeMap::new()),
             cqs: RwLock::new(BTreeMap::new()),
@@ -205,7 +205,9 @@ impl Hca {
         };
         hca.init_clock();
         tracing::debug!(target: "softhca", addr = %hca.config.addr, name = %hca.config.name, "hca up");
-        Ok(Arc::new(hca))
+        let hca = Arc::new(hca);
+        hca.device.start(&hca)?;
+        Ok(hca)
     }
 
     /// Opens a new uverbs file on this HCA (open("/dev/infiniband/uverbsN")).
@@ -354,8 +356,8 @@ impl Hca {
     }
 
     pub(crate) fn remove_qp(&self, qp: &Arc<Qp>) {
-        self.device.qp_destroyed(qp);
         self.qps.write().unwrap_or_else(|p| p.into_inner()).remove(&qp.qpn);
+        self.device.qp_destroyed(qp);
         self.free_qpn(qp.qpn);
     }
 
@@ -365,8 +367,8 @@ impl Hca {
     }
 
     pub(crate) fn remove_cq(&self, cq: &Arc<Cq>) {
-        self.device.cq_destroyed(cq);
         self.cqs.write().unwrap_or_else(|p| p.into_inner()).remove(&cq.cqn);
+        self.device.cq_destroyed(cq);
         self.free_cqn(cq.cqn);
     }
 
@@ -376,8 +378,10 @@ impl Hca {
     }
 
     pub(crate) fn remove_mr(&self, mr: &Arc<Mr>) {
-        self.device.mr_deregistered(mr);
+        // Out of the table first, then the hook: once it returns no engine step can still
+        // be using the MR's memory (see crate::device).
         self.mrs.write().unwrap_or_else(|p| p.into_inner()).remove(&(mr.lkey >> 8));
+        self.device.mr_deregistered(mr);
         self.free_mkey(mr.lkey);
     }
 
@@ -386,6 +390,11 @@ impl Hca {
     /// Nanoseconds since the epoch.
     fn now_ns() -> u64 {
         SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0)
+    }
+
+    /// The free-running timer now, as CQE timestamps carry it.
+    pub fn clock_cycles(&self) -> u64 {
+        self.cycles_at(Self::now_ns()) & CLOCK_MASK
     }
 
     /// The free-running timer value for `ns`.

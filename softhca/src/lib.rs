@@ -61,3 +61,7 @@ pub fn default_hca() -> io::Result<Arc<Hca>> {
     *slot = Some(h.clone());
     Ok(h)
 }
+
+/// The board id a ConnectX reports in sysfs (`board_id`); softhca's is fixed. The
+/// preload shim writes it into the generated sysfs tree and `doorbell devinfo` prints it.
+pub const BOARD_ID: &str = "MT_0000000010";

@@ -65,6 +65,9 @@ impl Cq {
             // taken) and will not write it again until the consumer index passes it.
             let cqe = Cqe64::view(unsafe { &*(entry as *const [u8; CQE_SIZE]) });
             wcs[n] = self.complete(cqe);
+            tracing::trace!(target: "provider::poll", cqn = self.inner.cqn, ci = self.ci, opcode = cqe.opcode_raw(),
+                            wqe_counter = cqe.wqe_counter(), status = ?wcs[n].status, wr_id = wcs[n].wr_id,
+                            qpn = wcs[n].qp_num, byte_len = wcs[n].byte_len, "wc");
             self.ci = self.ci.wrapping_add(1);
             n += 1;
         }

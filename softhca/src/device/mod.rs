@@ -1,12 +1,29 @@
-//! The device half's entry points: what the kernel half tells the "hardware".
+//! The device half: the ConnectX.
 //!
-//! On a ConnectX the driver issues firmware commands (CREATE_CQ, RST2INIT_QP, ...) and the
-//! hardware starts or stops processing queues. softhca's kernel half does the bookkeeping
-//! itself and then calls these hooks so the device half can react. The data path
-//! (watching doorbells, executing WQEs, RoCEv2 on the wire, writing CQEs) is filled in by
-//! the data-path issue; until then these hooks only record nothing and log.
+//! One engine thread per HCA ([`engine`]) watches the doorbell records of every live QP
+//! and the arm words of every CQ, fetches send WQEs from the application's queue buffers
+//! ([`wqe`], [`requester`]), speaks RoCEv2 over the instance's UDP socket ([`tx`], [`rx`],
+//! [`crate::wire`]), executes incoming requests against registered memory ([`responder`],
+//! [`mkey`]), and writes CQEs ([`cqe`]) and completion events ([`events`]) exactly as a
+//! ConnectX would, so an unmodified mlx5 provider cannot tell the difference.
 //!
-//! What the device half can rely on when a hook runs:
+//! Module map:
+//! - [`engine`]: the device thread, its step, and the idle backoff;
+//! - [`qp`]: per-QP device context (state as the hardware acts on it, ERR and flush);
+//! - [`requester`]: WQE fetch (SQ doorbell), packetization, ACK/NAK/response handling,
+//!   go-back-N, ACK and RNR timers; [`responder`]: request execution, duplicates,
+//!   coalesced ACKs, READ response streams, atomics;
+//! - [`ud`]: Unreliable Datagram SEND/SEND_WITH_IMM (one packet, no ACKs);
+//! - [`wqe`]: softhca's own decoder of mlx5 send/receive WQEs; [`mkey`]: key checks and
+//!   gather/scatter; `mem`: the only raw accesses to application memory;
+//! - [`cqe`]: the CQE writer; [`events`]: CQ arming, completion and async events;
+//! - [`tx`]/[`rx`]: `sendmmsg`/`recvmmsg` batching; [`fault`]: fault injection
+//!   (`DOORBELL_FAULT`); [`trace`]: pcap capture (`DOORBELL_PCAP`) and the tracing targets
+//!   (`RUST_LOG=provider=trace,softhca=trace` follows one RDMA WRITE through every layer);
+//! - [`timers`]: ACK timeout formula and backoff constants; [`psn`]: 24-bit arithmetic;
+//!   [`counters`]: what [`Device::counters`] reports.
+//!
+//! What the device half can rely on when a hook runs (the kernel half's promises):
 //! - The object is already in the HCA's tables ([`crate::Hca::qp`], [`crate::Hca::cq`],
 //!   [`crate::Hca::mr_by_key`]) on creation and removed before the destroy hook.
 //! - `qp_modified` runs after the new attributes are stored in `Qp::attrs`, with the
@@ -14,35 +31,162 @@
 //! - Destroy hooks run before the CQ/QP memory may be freed by the application: after
 //!   they return, the device half must not touch the object's buffers again.
 //!
-//! Live objects to scan: [`crate::Hca::qps`] and [`crate::Hca::cqs`].
+//! And what the device half promises in return: every hook takes the engine lock, which
+//! the engine holds for a whole step, so when a destroy or deregistration hook returns no
+//! access to that object's memory is in flight and none will start (the engine forgets
+//! the QP/CQ, and resolves memory keys afresh under the lock for every access).
+//!
+//! CQ overrun (a CQE due while the ring is full, judged by the consumer index in the CQ
+//! doorbell record): the CQE is not written, the CQ goes to error (one CQ_ERR async
+//! event, no further CQEs), and the QP whose completion overran moves to ERR with a
+//! QP_FATAL event. Unsupported here: UC and other QP types (their send WQEs complete
+//! with LOCAL_QP_OP_ERR), SEND_WITH_INVALIDATE, SRQs, memory windows.
 
-use std::sync::Arc;
+pub mod counters;
+pub mod cqe;
+pub mod engine;
+pub mod events;
+pub mod fault;
+mod mem;
+pub mod mkey;
+pub mod psn;
+pub mod qp;
+pub mod requester;
+pub mod responder;
+pub mod rx;
+pub mod timers;
+pub mod trace;
+pub mod tx;
+pub mod ud;
+pub mod wqe;
 
+use std::collections::{BTreeMap, HashMap};
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crate::hca::Hca;
 use crate::objects::{Cq, Mr, Qp, QpState};
+use crate::pages::DevicePages;
+
+pub use counters::Snapshot as CounterSnapshot;
+pub use fault::FaultSpec;
+
+use cqe::CqCtx;
+use qp::QpCtx;
+
+/// The device's view of every live QP and CQ.
+#[derive(Debug, Default)]
+pub(crate) struct State {
+    pub qps: BTreeMap<u32, QpCtx>,
+    pub cqs: HashMap<u32, CqCtx>,
+}
+
+/// What the hooks and the engine thread share.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    state: Mutex<State>,
+    pub counters: counters::Counters,
+    /// An eventfd that ends the engine's sleep.
+    wake: OwnedFd,
+    pub stop: AtomicBool,
+}
+
+impl Shared {
+    pub fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Wakes the engine if it sleeps.
+    pub fn wake(&self) {
+        let one = 1u64.to_ne_bytes();
+        // SAFETY: writing 8 bytes from a live buffer to our eventfd.
+        unsafe { libc::write(self.wake.as_raw_fd(), one.as_ptr().cast(), 8) };
+    }
+
+    /// Sleeps until `sock` is readable, the wake fd fires, or `timeout` passes. Returns
+    /// whether an fd woke it.
+    pub fn sleep(&self, sock: RawFd, timeout: Duration) -> bool {
+        let mut fds = [
+            libc::pollfd { fd: sock, events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: self.wake.as_raw_fd(), events: libc::POLLIN, revents: 0 },
+        ];
+        let ts = libc::timespec { tv_sec: timeout.as_secs() as libc::time_t, tv_nsec: timeout.subsec_nanos() as libc::c_long };
+        // SAFETY: two initialised pollfds and a timespec, alive for the call.
+        let n = unsafe { libc::ppoll(fds.as_mut_ptr(), 2, &ts, std::ptr::null()) };
+        if n > 0 && fds[1].revents != 0 {
+            let mut b = [0u8; 8];
+            // SAFETY: reading 8 bytes into a live buffer from our non-blocking eventfd.
+            unsafe { libc::read(self.wake.as_raw_fd(), b.as_mut_ptr().cast(), 8) };
+        }
+        n > 0
+    }
+}
 
 /// The device half of one HCA.
-#[derive(Debug, Default)]
-pub struct Device {}
+pub struct Device {
+    shared: Arc<Shared>,
+    pages: Arc<DevicePages>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for Device {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Device").field("counters", &self.shared.counters.snapshot()).finish_non_exhaustive()
+    }
+}
 
 impl Device {
-    /// A device half with no data path yet.
-    pub fn new() -> Device {
-        Device {}
+    /// A device half whose engine is not running yet (`Hca::new` starts it).
+    pub fn new(pages: Arc<DevicePages>) -> io::Result<Device> {
+        // SAFETY: eventfd has no memory preconditions.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `fd` is a new descriptor nothing else owns.
+        let wake = unsafe { OwnedFd::from_raw_fd(fd) };
+        let shared = Shared { state: Mutex::new(State::default()), counters: Default::default(), wake, stop: AtomicBool::new(false) };
+        Ok(Device { shared: Arc::new(shared), pages, thread: Mutex::new(None) })
+    }
+
+    /// Starts the engine thread for `hca` (once).
+    pub(crate) fn start(&self, hca: &Arc<Hca>) -> io::Result<()> {
+        let mut t = self.thread.lock().unwrap_or_else(|p| p.into_inner());
+        if t.is_none() {
+            *t = Some(engine::spawn(self.shared.clone(), hca)?);
+        }
+        Ok(())
+    }
+
+    /// The device counters now.
+    pub fn counters(&self) -> CounterSnapshot {
+        self.shared.counters.snapshot()
     }
 
     /// A CQ was created (its CQC is complete).
     pub fn cq_created(&self, cq: &Arc<Cq>) {
         tracing::trace!(target: "softhca::device", cqn = cq.cqn, "cq created");
+        // The arm register's current value, so an earlier arm on a reused page is not
+        // taken for one of this CQ's.
+        let reg = self.pages.read_u64(cq.uar_page, events::ARM_REG);
+        let mut st = self.shared.lock();
+        st.cqs.insert(cq.cqn, CqCtx::new(cq.clone(), reg));
     }
 
     /// A CQ is being destroyed: stop writing CQEs to it.
     pub fn cq_destroyed(&self, cq: &Arc<Cq>) {
         tracing::trace!(target: "softhca::device", cqn = cq.cqn, "cq destroyed");
+        self.shared.lock().cqs.remove(&cq.cqn);
     }
 
     /// A QP was created (state RESET).
     pub fn qp_created(&self, qp: &Arc<Qp>) {
         tracing::trace!(target: "softhca::device", qpn = qp.qpn, "qp created");
+        self.shared.lock().qps.insert(qp.qpn, QpCtx::new(qp.clone()));
     }
 
     /// MODIFY_QP moved a QP from `from` to `to` (possibly the same state, when only
@@ -50,11 +194,20 @@ impl Device {
     /// RESET and ERR stop them (ERR flushes outstanding WQEs with error CQEs).
     pub fn qp_modified(&self, qp: &Arc<Qp>, from: QpState, to: QpState) {
         tracing::trace!(target: "softhca::device", qpn = qp.qpn, ?from, ?to, "qp modified");
+        {
+            let mut st = self.shared.lock();
+            if let Some(q) = st.qps.get_mut(&qp.qpn) {
+                let attrs = qp.attrs();
+                q.modified(attrs, from);
+            }
+        }
+        self.shared.wake();
     }
 
     /// A QP is being destroyed: stop processing its queues and forget its connection.
     pub fn qp_destroyed(&self, qp: &Arc<Qp>) {
         tracing::trace!(target: "softhca::device", qpn = qp.qpn, "qp destroyed");
+        self.shared.lock().qps.remove(&qp.qpn);
     }
 
     /// An MR was registered or is being deregistered. In-flight operations that already
@@ -63,8 +216,24 @@ impl Device {
         tracing::trace!(target: "softhca::device", lkey = mr.lkey, "mr registered");
     }
 
-    /// See [`Device::mr_registered`].
+    /// See [`Device::mr_registered`]. Returns once no engine step that might still use
+    /// the MR's memory is running (the MR is already out of the key table).
     pub fn mr_deregistered(&self, mr: &Arc<Mr>) {
         tracing::trace!(target: "softhca::device", lkey = mr.lkey, "mr deregistered");
+        drop(self.shared.lock());
+    }
+}
+
+impl Drop for Device {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::Release);
+        self.shared.wake();
+        let t = self.thread.get_mut().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(t) = t {
+            // The last reference to the HCA may be dropped by the engine itself.
+            if t.thread().id() != std::thread::current().id() {
+                let _ = t.join();
+            }
+        }
     }
 }

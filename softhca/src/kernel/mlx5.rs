@@ -218,7 +218,9 @@ pub(crate) fn alloc_ucontext(hca: &Arc<Hca>, udata: &Udata) -> Result<Ucontext> 
         // No DevX user contexts on this "firmware" (log_max_uctx == 0).
         return Err(Errno::EINVAL);
     }
-    let dyn_uar = req.lib_caps & LIB_CAP_DYN_UAR != 0;
+    // A device configured without dynamic UARs ignores the request, like a kernel that
+    // does not know the capability bit.
+    let dyn_uar = hca.config().dynamic_uars && req.lib_caps & LIB_CAP_DYN_UAR != 0;
     let bfregs = if dyn_uar { None } else { Some(static_uars(hca, &req, ver)?) };
     let ctx = Ucontext {
         cqe_version: if ver == 0 { 0 } else { caps::CQE_VERSION.min(req.max_cqe_version) },

@@ -13,7 +13,8 @@ use std::sync::{Arc, Mutex};
 
 use super::{AsyncEventFile, CompChannel, Live};
 
-/// What the device half tracks per CQ. Filled in by the data-path issue.
+/// A view of what the device half tracks per CQ, mirrored by the engine after each step
+/// in which it changed (the working state lives in `crate::device::cqe::CqCtx`).
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct CqDevState {
     /// Next CQE index the HCA will write (its producer counter; the owner bit of a CQE is

@@ -5,10 +5,12 @@
 //! afterwards (REREG_MR is not implemented).
 //!
 //! softhca cannot pin memory: registering only checks that the range is mapped with the
-//! needed permissions when the command runs. The device half must therefore access MR
-//! memory through `crate::uaccess` (checked copies that turn an unmapped page into an
-//! error) and report an access error in the CQE rather than fault, if the application has
-//! unmapped a registered range.
+//! needed permissions when the command runs. Like a real HCA, the device half then
+//! relies on the application's promise (ibverbs' rule for `ibv_reg_mr`) to keep the range
+//! mapped until DEREG_MR: it copies to and from MR memory directly, re-resolving the key
+//! (PD, bounds, access) under its engine lock for every access, and the deregistration
+//! hook waits for that lock, so nothing touches the range after DEREG_MR returns (see
+//! `crate::device::mem`).
 
 use std::os::fd::OwnedFd;
 use std::sync::Arc;

@@ -160,7 +160,8 @@ impl QpAttrs {
     }
 }
 
-/// The device half's per-QP state. Filled in by the data-path issue.
+/// A view of the device half's per-QP progress, mirrored by the engine after each step
+/// in which it changed (the device's working state lives in `crate::device::qp`).
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct QpDevState {
     /// Send WQEs (in 64-byte basic blocks) the HCA has consumed.

@@ -1,0 +1,102 @@
+//! Per-instance device counters, like a ConnectX's port and QP error counters: what was
+//! sent, received, dropped and retried. Read them with [`super::Device::counters`].
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+macro_rules! counters {
+    ($( $(#[$doc:meta])* $name:ident ),* $(,)?) => {
+        /// Live counters (relaxed atomics, written by the engine thread).
+        #[derive(Debug, Default)]
+        pub struct Counters {
+            $( $(#[$doc])* pub $name: AtomicU64, )*
+        }
+
+        /// A copy of the counters at one moment.
+        #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+        pub struct Snapshot {
+            $( $(#[$doc])* pub $name: u64, )*
+        }
+
+        impl Counters {
+            /// Reads every counter.
+            pub fn snapshot(&self) -> Snapshot {
+                Snapshot { $( $name: self.$name.load(Ordering::Relaxed), )* }
+            }
+        }
+    };
+}
+
+counters! {
+    /// Packets handed to the socket (after fault injection; duplicates count twice).
+    tx_packets,
+    /// UDP payload bytes sent.
+    tx_bytes,
+    /// Packets the socket refused (sendmmsg errors other than would-block).
+    tx_errors,
+    /// Datagrams received.
+    rx_packets,
+    /// UDP payload bytes received.
+    rx_bytes,
+    /// Received packets dropped for a bad ICRC.
+    rx_bad_icrc,
+    /// Received packets dropped as malformed (bad headers, truncated, bad opcode).
+    rx_malformed,
+    /// Received packets for a QP number that does not exist or is not receiving.
+    rx_no_qp,
+    /// Received packets from an address other than the QP's peer.
+    rx_wrong_peer,
+    /// UD packets whose Q_Key differs from the QP's.
+    rx_bad_qkey,
+    /// UD packets that found no receive WQE (dropped, as UD does).
+    rx_no_recv,
+    /// Packets dropped by fault injection.
+    fault_dropped,
+    /// Packets duplicated by fault injection.
+    fault_duplicated,
+    /// Packets reordered by fault injection.
+    fault_reordered,
+    /// Send doorbells seen (changes of a QP's SQ producer counter).
+    sq_doorbells,
+    /// Send WQEs fetched.
+    wqes_fetched,
+    /// Request packets sent again (go-back-N after a NAK or timeout, READ re-requests).
+    retransmits,
+    /// Local ACK timeouts that led to a retry.
+    ack_timeouts,
+    /// Tail probes: the last request packet sent again after a few silent round trips.
+    tail_probes,
+    /// Sequence-error NAKs sent (responder) and received (requester).
+    seq_naks_sent,
+    seq_naks_received,
+    /// RNR NAKs sent (responder) and received (requester; each one is an RNR retry).
+    rnr_naks_sent,
+    rnr_naks_received,
+    /// Other NAKs (invalid request, remote access, remote operational) sent / received.
+    err_naks_sent,
+    err_naks_received,
+    /// ACKs sent by the responder.
+    acks_sent,
+    /// Duplicate requests received (answered again).
+    duplicates_received,
+    /// CQEs written (success and error).
+    cqes,
+    /// Error CQEs written (including flushes).
+    error_cqes,
+    /// CQEs not written because the CQ was full.
+    cq_overruns,
+    /// Completion events delivered to completion channels.
+    comp_events,
+    /// Bytes written into local memory by the responder (SEND, WRITE) or requester (READ
+    /// responses, atomic results).
+    dma_write_bytes,
+    /// Bytes read from local memory to transmit.
+    dma_read_bytes,
+    /// Times the engine went to sleep in `ppoll` (idle backoff).
+    sleeps,
+    /// Engine steps that panicked (a softhca bug; the engine carries on).
+    engine_panics,
+    /// The longest engine step, and the longest gap between the end of one step and the
+    /// start of the next while work was pending (scheduling delay), in microseconds.
+    step_max_us,
+    gap_max_us,
+}

@@ -1,0 +1,242 @@
+//! Writing CQEs the way a ConnectX does (`struct mlx5_cqe64`, big-endian), and the
+//! device's side of each CQ: its producer index and overrun detection.
+//!
+//! Layout written (byte offsets in the 64-byte CQE; a 128-byte CQE holds it in its second
+//! half): 24..28 `flags_rqpn` (L3 header type in bits 29:28, source QP in bits 23:0),
+//! 32..36 `srqn_uidx` (the QP's user index with CQE version 1), 36..40 immediate, 44..48
+//! `byte_cnt`, 48..56 timestamp, 56..60 `sop_drop_qpn` (requester: WQE opcode in bits
+//! 31:24; QPN in bits 23:0), 60..62 `wqe_counter`, 63 `op_own` (opcode in bits 7:4,
+//! solicited bit 1, owner bit 0). Error CQEs (opcode 13 requester, 14 responder) put
+//! `vendor_err_synd` at 54 and `syndrome` at 55.
+//!
+//! Ownership and ordering: entry `pi` is written on lap `pi / entries` with owner bit
+//! `(pi / entries) & 1` (= `!!(pi & entries)`), which is what the consumer expects at
+//! that index. The body is stored first, then `op_own` with a release store, so a
+//! consumer that sees the new `op_own` and issues an acquire fence reads the whole body.
+//! Before writing, the consumer index is read from the CQ doorbell record with an
+//! acquire load; a full ring (`pi - ci == entries`) is an overrun: the CQE is not written.
+
+use std::sync::Arc;
+
+use crate::objects::Cq;
+
+use super::mem;
+
+/// CQE opcodes (the `op_own` high nibble).
+pub mod opcode {
+    pub const REQ: u8 = 0;
+    pub const RESP_WR_IMM: u8 = 1;
+    pub const RESP_SEND: u8 = 2;
+    pub const RESP_SEND_IMM: u8 = 3;
+    pub const REQ_ERR: u8 = 13;
+    pub const RESP_ERR: u8 = 14;
+}
+
+/// Error syndromes (`mlx5_err_cqe.syndrome`).
+pub mod syndrome {
+    pub const LOCAL_LENGTH: u8 = 0x01;
+    pub const LOCAL_QP_OP: u8 = 0x02;
+    pub const LOCAL_PROT: u8 = 0x04;
+    pub const WR_FLUSH: u8 = 0x05;
+    pub const BAD_RESP: u8 = 0x10;
+    pub const LOCAL_ACCESS: u8 = 0x11;
+    pub const REMOTE_INVAL_REQ: u8 = 0x12;
+    pub const REMOTE_ACCESS: u8 = 0x13;
+    pub const REMOTE_OP: u8 = 0x14;
+    pub const TRANSPORT_RETRY_EXC: u8 = 0x15;
+    pub const RNR_RETRY_EXC: u8 = 0x16;
+}
+
+/// The vendor syndrome softhca reports with each syndrome (`ibv_wc.vendor_err`): values
+/// commonly seen from ConnectX adapters where known, else 0.
+pub fn vendor_err(syndrome: u8) -> u8 {
+    match syndrome {
+        self::syndrome::WR_FLUSH => 0xf9,
+        self::syndrome::TRANSPORT_RETRY_EXC => 0x81,
+        self::syndrome::RNR_RETRY_EXC => 0x82,
+        self::syndrome::REMOTE_ACCESS => 0x88,
+        self::syndrome::REMOTE_INVAL_REQ => 0x8a,
+        self::syndrome::REMOTE_OP => 0x89,
+        self::syndrome::LOCAL_PROT => 0x56,
+        self::syndrome::LOCAL_QP_OP => 0x68,
+        self::syndrome::LOCAL_LENGTH => 0x57,
+        _ => 0,
+    }
+}
+
+/// The fields of one CQE.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Cqe {
+    pub opcode: u8,
+    pub qpn: u32,
+    /// Requester CQEs: the WQE opcode echoed in `sop_drop_qpn[31:24]`.
+    pub wqe_opcode: u8,
+    pub wqe_counter: u16,
+    pub uidx: u32,
+    pub byte_cnt: u32,
+    pub imm: u32,
+    /// Responder CQEs: the sender's QPN (and L3 type) in `flags_rqpn`.
+    pub flags_rqpn: u32,
+    pub timestamp: u64,
+    pub solicited: bool,
+    /// Error CQEs: the syndrome.
+    pub syndrome: u8,
+}
+
+impl Cqe {
+    /// The 64 bytes without `op_own` (byte 63 is returned separately by [`Cqe::op_own`]).
+    pub fn body(&self) -> [u8; 64] {
+        let mut b = [0u8; 64];
+        b[32..36].copy_from_slice(&(self.uidx & 0xff_ffff).to_be_bytes());
+        b[60..62].copy_from_slice(&self.wqe_counter.to_be_bytes());
+        let qpn = self.qpn & 0xff_ffff;
+        if self.opcode == opcode::REQ_ERR || self.opcode == opcode::RESP_ERR {
+            b[54] = vendor_err(self.syndrome);
+            b[55] = self.syndrome;
+            b[56..60].copy_from_slice(&((self.wqe_opcode as u32) << 24 | qpn).to_be_bytes());
+        } else {
+            b[24..28].copy_from_slice(&self.flags_rqpn.to_be_bytes());
+            b[36..40].copy_from_slice(&self.imm.to_be_bytes());
+            b[44..48].copy_from_slice(&self.byte_cnt.to_be_bytes());
+            b[48..56].copy_from_slice(&self.timestamp.to_be_bytes());
+            let top = if self.opcode == opcode::REQ { (self.wqe_opcode as u32) << 24 } else { 0 };
+            b[56..60].copy_from_slice(&(top | qpn).to_be_bytes());
+        }
+        b
+    }
+
+    /// `op_own` for lap parity `owner`.
+    pub fn op_own(&self, owner: bool) -> u8 {
+        self.opcode << 4 | (self.solicited as u8) << 1 | owner as u8
+    }
+
+    pub fn is_error(&self) -> bool {
+        self.opcode == opcode::REQ_ERR || self.opcode == opcode::RESP_ERR
+    }
+}
+
+/// Why a CQE was not written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CqError {
+    /// No such CQ (destroyed).
+    Gone,
+    /// The ring is full (or was overrun before).
+    Overrun,
+}
+
+/// An armed request for one completion event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Arm {
+    /// Consumer index at arming: the event fires for a CQE at an index at or after it.
+    pub ci: u32,
+    pub solicited_only: bool,
+}
+
+/// The device's context for one CQ.
+#[derive(Debug)]
+pub struct CqCtx {
+    pub cq: Arc<Cq>,
+    /// Producer index: CQEs written so far.
+    pub pi: u32,
+    /// Index + 1 of the last solicited or error CQE (for solicited-only arming).
+    pub last_solicited: Option<u32>,
+    /// The arm word last seen in the doorbell record.
+    pub arm_word: u32,
+    /// The 8-byte value last seen at the arm register (UAR page + 0x20).
+    pub arm_reg: u64,
+    pub armed: Option<Arm>,
+    /// An overrun happened: the CQ is in error and takes no more CQEs.
+    pub overrun: bool,
+    /// What `Cq::dev` last showed.
+    published: (u32, Option<Arm>),
+}
+
+impl CqCtx {
+    pub fn new(cq: Arc<Cq>, arm_reg: u64) -> CqCtx {
+        // SAFETY: the doorbell record was checked mapped at CREATE_CQ and stays while the
+        // CQ lives; this runs under the engine lock from the create hook.
+        let arm_word = unsafe { mem::load_be32_acquire(cq.db_addr + 4) };
+        CqCtx { cq, pi: 0, last_solicited: None, arm_word, arm_reg, armed: None, overrun: false, published: (0, None) }
+    }
+
+    /// Mirrors the producer index and arming into `Cq::dev` when they changed.
+    pub fn publish(&mut self) {
+        let now = (self.pi, self.armed);
+        if now != self.published {
+            self.published = now;
+            let mut d = self.cq.dev.lock().unwrap_or_else(|p| p.into_inner());
+            d.producer_index = self.pi;
+            d.armed = self.armed.map(|a| (self.arm_word >> 28, a.ci));
+            d.solicited_only = self.armed.is_some_and(|a| a.solicited_only);
+        }
+    }
+
+    /// The consumer index the application published (24 bits).
+    pub fn consumer_index(&self) -> u32 {
+        // SAFETY: the CQ doorbell record is live while the CQ is (see `mem`). The acquire
+        // pairs with the poller's release store of the index: its reads of the CQEs it
+        // consumed happen before we overwrite those entries.
+        unsafe { mem::load_be32_acquire(self.cq.db_addr) & 0xff_ffff }
+    }
+
+    /// Whether the ring has room for one more CQE.
+    pub fn has_room(&self) -> bool {
+        !self.overrun && (self.pi.wrapping_sub(self.consumer_index()) & 0xff_ffff) < self.cq.entries
+    }
+
+    /// Writes one CQE at the producer index.
+    pub fn write(&mut self, cqe: &Cqe) -> Result<u32, CqError> {
+        if !self.has_room() {
+            self.overrun = true;
+            return Err(CqError::Overrun);
+        }
+        let cq = &self.cq;
+        let idx = self.pi & (cq.entries - 1);
+        let slot = cq.buf_addr + idx as u64 * cq.cqe_size as u64 + (cq.cqe_size as u64 - 64);
+        let owner = self.pi & cq.entries != 0;
+        let body = cqe.body();
+        // SAFETY: slot..slot+64 is entry `idx` of the CQ ring given at CREATE_CQ (checked
+        // writable, alive until the destroy hook, which waits for the engine lock we
+        // hold). The consumer does not read the entry before its op_own changes.
+        unsafe {
+            mem::write(slot, &body[..63]);
+            mem::store_u8_release(slot + 63, cqe.op_own(owner));
+        }
+        let at = self.pi;
+        self.pi = self.pi.wrapping_add(1);
+        if cqe.solicited || cqe.is_error() {
+            self.last_solicited = Some(self.pi);
+        }
+        tracing::trace!(target: "softhca::cqe", cqn = cq.cqn, opcode = cqe.opcode, qpn = cqe.qpn,
+                        wqe_counter = cqe.wqe_counter, owner, index = at, byte_cnt = cqe.byte_cnt,
+                        syndrome = cqe.syndrome, "cqe");
+        Ok(at)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layouts() {
+        let c = Cqe { opcode: opcode::REQ, qpn: 0x10abcd, wqe_opcode: 0x08, wqe_counter: 0x1234, uidx: 3,
+                      byte_cnt: 99, timestamp: 0x0102030405060708, ..Default::default() };
+        let b = c.body();
+        assert_eq!(&b[56..60], &[0x08, 0x10, 0xab, 0xcd]);
+        assert_eq!(&b[60..62], &[0x12, 0x34]);
+        assert_eq!(&b[32..36], &[0, 0, 0, 3]);
+        assert_eq!(&b[44..48], &[0, 0, 0, 99]);
+        assert_eq!(&b[48..56], &[1, 2, 3, 4, 5, 6, 7, 8]);
+        assert_eq!(c.op_own(true), 0x01);
+        let e = Cqe { opcode: opcode::REQ_ERR, qpn: 0x108, wqe_opcode: 0x0a, wqe_counter: 7,
+                      syndrome: syndrome::TRANSPORT_RETRY_EXC, ..Default::default() };
+        let b = e.body();
+        assert_eq!((b[54], b[55]), (0x81, 0x15));
+        assert_eq!(&b[56..60], &[0x0a, 0, 0x01, 0x08]);
+        assert_eq!(e.op_own(false), 0xd0);
+        let r = Cqe { opcode: opcode::RESP_SEND_IMM, imm: 0x11223344, solicited: true, ..Default::default() };
+        assert_eq!(&r.body()[36..40], &[0x11, 0x22, 0x33, 0x44]);
+        assert_eq!(r.op_own(true), 0x33);
+    }
+}

@@ -1,0 +1,97 @@
+//! Raw access to application memory: the one place the device half dereferences user
+//! addresses.
+//!
+//! What the device touches, and why raw pointers are sound there:
+//! - **Doorbell records, QP buffers (SQ/RQ) and CQ buffers** were given at CREATE_QP /
+//!   CREATE_CQ, checked mapped (and writable where the HCA writes) by the kernel half's
+//!   `pin`, and the application promises to keep them until DESTROY returns. DESTROY
+//!   calls the device's destroy hook, which takes the engine lock, so no access is in
+//!   flight once the hook returns (see `super::Device`).
+//! - **MR memory** was checked mapped at REG_MR and the application promises (provider
+//!   `Pd::reg_mr_raw`'s contract, ibverbs' rule for `ibv_reg_mr`) to keep it until
+//!   DEREG_MR; the deregistration hook takes the engine lock the same way, and every
+//!   access re-resolves the key under that lock, so a deregistered key is never used.
+//!
+//! The application writes some of this memory concurrently (doorbell records, the CQ
+//! consumer index, WQEs of later work requests), so the counters are read with atomic
+//! loads and everything else with volatile or `copy_nonoverlapping` copies of ranges the
+//! verbs contract forbids it to change meanwhile (a posted WQE, a buffer under DMA).
+//! Memory ordering with the application is written out at each function.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
+
+/// Reads a big-endian 32-bit counter the application publishes with a release store
+/// (a doorbell record word). The acquire load pairs with that release: everything the
+/// application wrote before publishing (the WQEs) is visible to reads after this one.
+///
+/// # Safety
+/// `addr` must be a 4-byte aligned address inside a doorbell page given at create time
+/// of a live object (see the module docs).
+#[inline]
+pub unsafe fn load_be32_acquire(addr: u64) -> u32 {
+    // SAFETY: the caller guarantees a live, aligned word; an atomic view tolerates the
+    // application's concurrent stores.
+    u32::from_be(unsafe { AtomicU32::from_ptr(addr as *mut u32) }.load(Ordering::Acquire))
+}
+
+/// Copies `out.len()` bytes from `addr`.
+///
+/// # Safety
+/// `[addr, addr + out.len())` must be mapped and readable: inside a buffer given at create
+/// time of a live object, or inside a registered MR whose key was just checked under the
+/// engine lock (see the module docs).
+#[inline]
+pub unsafe fn read(addr: u64, out: &mut [u8]) {
+    if out.is_empty() {
+        return;
+    }
+    // SAFETY: readable per the caller; `out` is our own buffer and cannot overlap
+    // application memory the caller vouched for.
+    unsafe { std::ptr::copy_nonoverlapping(addr as *const u8, out.as_mut_ptr(), out.len()) }
+}
+
+/// Copies `data` to `addr`.
+///
+/// # Safety
+/// `[addr, addr + data.len())` must be mapped and writable: inside a CQ buffer of a live
+/// CQ, or a registered MR whose key was just checked for write access under the engine
+/// lock.
+#[inline]
+pub unsafe fn write(addr: u64, data: &[u8]) {
+    if data.is_empty() {
+        return;
+    }
+    // SAFETY: writable per the caller; the source is our own buffer.
+    unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), addr as *mut u8, data.len()) }
+}
+
+/// Stores one byte with release ordering: every store this thread made before (the
+/// rest of a CQE) becomes visible to a reader that sees this byte and then issues an
+/// acquire fence (the poller's `udma_from_device_barrier`).
+///
+/// # Safety
+/// `addr` must be inside a CQ buffer of a live CQ.
+#[inline]
+pub unsafe fn store_u8_release(addr: u64, v: u8) {
+    // SAFETY: per the caller; a u8 atomic needs no alignment.
+    unsafe { AtomicU8::from_ptr(addr as *mut u8) }.store(v, Ordering::Release)
+}
+
+/// Atomically applies compare-and-swap (`Some(compare)`) or fetch-and-add (`None`) to the
+/// 8-byte host-order word at `addr`, returning the original value.
+///
+/// # Safety
+/// `addr` must be 8-byte aligned and inside a registered MR whose key was just checked
+/// for atomic access under the engine lock.
+#[inline]
+pub unsafe fn atomic_u64(addr: u64, compare: Option<u64>, swap_or_add: u64) -> u64 {
+    // SAFETY: aligned and live per the caller; the CPU may access the word concurrently,
+    // so this is a real atomic RMW, as a PCIe atomic would be.
+    let a = unsafe { AtomicU64::from_ptr(addr as *mut u64) };
+    match compare {
+        Some(c) => match a.compare_exchange(c, swap_or_add, Ordering::SeqCst, Ordering::SeqCst) {
+            Ok(v) | Err(v) => v,
+        },
+        None => a.fetch_add(swap_or_add, Ordering::SeqCst),
+    }
+}

@@ -1,0 +1,492 @@
+//! The responder: requests arriving for a QP, checked and executed in PSN order.
+//!
+//! - PSN equal to the expected one: executed. Every remote key, bound and access right is
+//!   checked *before* memory is touched; a failure NAKs (remote access error, invalid
+//!   request) and moves this QP to ERR with an async event (QP_ACCESS_ERR /
+//!   QP_REQ_ERR), as a ConnectX responder does; no byte is written.
+//! - PSN ahead: one sequence-error NAK carrying the expected PSN, then silence until the
+//!   expected PSN arrives (the requester goes back N).
+//! - PSN behind: a duplicate. SEND/WRITE are acknowledged again, READs re-executed from
+//!   their RETH, atomics answered from the saved original value (never re-executed).
+//!
+//! SEND and WRITE_WITH_IMM consume a receive WQE; with none posted the responder sends an
+//! RNR NAK with the QP's `min_rnr_timer` and leaves the expected PSN where it was.
+//! Acknowledges are coalesced: a request with AckReq marks the QP, and one ACK for the
+//! newest PSN goes out after the received batch. Responses leave in PSN order through one
+//! queue per QP (ACKs, NAKs, atomic ACKs and READ response streams, the latter paced a
+//! few packets per engine step).
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::{Duration, Instant};
+
+use uverbs::sys::verbs::{event, ACCESS_REMOTE_ATOMIC, ACCESS_REMOTE_READ, ACCESS_REMOTE_WRITE};
+
+use crate::hca::Access;
+use crate::objects::QpState;
+use crate::wire::{AethRepr, AtomicAckEthRepr, BthRepr, CreditCode, NakCode, Opcode, RnrTimer, RocePacket, Syndrome};
+
+use super::cqe::{opcode as cqe_op, syndrome, Cqe};
+use super::mkey;
+use super::psn;
+use super::qp::{staging, Env, QpCtx};
+use super::requester::packets;
+use super::wqe::Sge;
+
+/// How long a PSN gap may last before the sequence NAK is repeated.
+pub const RENAK: Duration = Duration::from_micros(500);
+
+/// Atomic results kept for answering duplicates.
+const SAVED_ATOMICS: usize = 64;
+
+/// A message being received.
+#[derive(Debug)]
+pub enum InMsg {
+    Send { sges: Vec<Sge>, offset: u64 },
+    Write { rkey: u32, va: u64, remaining: u64, total: u64 },
+}
+
+/// What an acknowledge says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AckKind {
+    Ack,
+    Rnr(RnrTimer),
+    Nak(NakCode),
+}
+
+/// An RDMA READ being answered.
+#[derive(Debug, Clone, Copy)]
+pub struct ReadStream {
+    pub psn: u32,
+    pub va: u64,
+    pub rkey: u32,
+    pub len: u64,
+    /// Next packet, and packets in all.
+    pub k: u32,
+    pub n: u32,
+    pub msn: u32,
+}
+
+/// A response waiting to be sent.
+#[derive(Debug, Clone, Copy)]
+pub enum Out {
+    Ack { psn: u32, msn: u32, kind: AckKind },
+    AtomicAck { psn: u32, msn: u32, orig: u64 },
+    Read(ReadStream),
+}
+
+/// The responder half of a QP.
+#[derive(Debug, Default)]
+pub struct Responder {
+    /// Expected PSN.
+    pub epsn: u32,
+    /// Message sequence number: messages completed (24 bits).
+    pub msn: u32,
+    /// A sequence or RNR NAK was sent and the expected PSN has not arrived since.
+    pub nak_sent: bool,
+    /// When the last sequence NAK went out.
+    pub nak_at: Option<Instant>,
+    pub cur: Option<InMsg>,
+    pub out: VecDeque<Out>,
+    pub ack_pending: bool,
+    /// `(psn, original value)` of recent atomics.
+    pub atomics: VecDeque<(u32, u64)>,
+}
+
+impl Responder {
+    /// Entering ERR: drop partial state; already queued ACKs/NAKs still go out.
+    pub fn on_error(&mut self) {
+        self.cur = None;
+        self.ack_pending = false;
+        self.out.retain(|o| matches!(o, Out::Ack { .. }));
+    }
+
+    /// Turns a pending (coalesced) acknowledge into a queued ACK.
+    pub fn flush_ack(&mut self) {
+        if !self.ack_pending {
+            return;
+        }
+        self.ack_pending = false;
+        let p = psn::add(self.epsn, psn::MASK);
+        if let Some(Out::Ack { psn, msn, kind: AckKind::Ack }) = self.out.back_mut() {
+            *psn = p;
+            *msn = self.msn;
+            return;
+        }
+        self.out.push_back(Out::Ack { psn: p, msn: self.msn, kind: AckKind::Ack });
+    }
+
+    fn push(&mut self, o: Out) {
+        self.flush_ack();
+        self.out.push_back(o);
+    }
+
+    fn pending_reads(&self) -> u32 {
+        self.out.iter().filter(|o| matches!(o, Out::Read(_))).count() as u32
+    }
+}
+
+/// Payload sizes a packet may carry at its position in a message.
+fn length_ok(op: Opcode, n: usize, mtu: usize) -> bool {
+    if op.is_only() {
+        n <= mtu
+    } else if op.is_last() {
+        (1..=mtu).contains(&n)
+    } else {
+        n == mtu
+    }
+}
+
+impl QpCtx {
+    /// A request packet (SEND, WRITE, READ request, atomic) for this QP.
+    pub fn on_request(&mut self, pkt: &RocePacket<'_>, env: &mut Env<'_>) {
+        if !matches!(self.state, QpState::Rtr | QpState::Rts) {
+            env.counters.rx_no_qp.fetch_add(1, Relaxed);
+            return;
+        }
+        let p = pkt.bth.psn;
+        let d = psn::diff(p, self.resp.epsn);
+        if d > 0 {
+            // One NAK per gap; again only if the gap persists for RENAK (the requester's
+            // retransmission of the missing PSN was lost too), instead of waiting for the
+            // requester's ACK timeout.
+            let again = self.resp.nak_at.is_some_and(|t| env.now.duration_since(t) >= RENAK);
+            if !self.resp.nak_sent || again {
+                self.resp.nak_sent = true;
+                self.resp.nak_at = Some(env.now);
+                env.counters.seq_naks_sent.fetch_add(1, Relaxed);
+                tracing::debug!(target: "softhca::ack", qpn = self.qp.qpn, psn = p, expected = self.resp.epsn, "sequence NAK");
+                let (epsn, msn) = (self.resp.epsn, self.resp.msn);
+                self.resp.push(Out::Ack { psn: epsn, msn, kind: AckKind::Nak(NakCode::PsnSequenceError) });
+            }
+            return;
+        }
+        if d < 0 {
+            env.counters.duplicates_received.fetch_add(1, Relaxed);
+            self.on_duplicate(pkt, env);
+            return;
+        }
+        self.resp.nak_sent = false;
+        use Opcode::*;
+        match pkt.bth.opcode {
+            RcSendFirst | RcSendMiddle | RcSendLast | RcSendLastWithImm | RcSendOnly | RcSendOnlyWithImm => self.recv_send(pkt, env),
+            RcRdmaWriteFirst | RcRdmaWriteMiddle | RcRdmaWriteLast | RcRdmaWriteLastWithImm | RcRdmaWriteOnly
+            | RcRdmaWriteOnlyWithImm => self.recv_write(pkt, env),
+            RcRdmaReadRequest => self.recv_read(pkt, env),
+            RcCompareSwap | RcFetchAdd => self.recv_atomic(pkt, env),
+            _ => self.nak_fatal(env, NakCode::InvalidRequest, "unsupported request"),
+        }
+    }
+
+    /// NAKs the request at the expected PSN and moves the QP to ERR.
+    fn nak_fatal(&mut self, env: &mut Env<'_>, code: NakCode, why: &str) {
+        env.counters.err_naks_sent.fetch_add(1, Relaxed);
+        tracing::debug!(target: "softhca::ack", qpn = self.qp.qpn, psn = self.resp.epsn, ?code, why, "NAK");
+        let (epsn, msn) = (self.resp.epsn, self.resp.msn);
+        self.resp.push(Out::Ack { psn: epsn, msn, kind: AckKind::Nak(code) });
+        let ev = if code == NakCode::RemoteAccessError { event::QP_ACCESS_ERR } else { event::QP_REQ_ERR };
+        self.enter_error(env, Some(ev));
+    }
+
+    fn rnr(&mut self, env: &mut Env<'_>) {
+        env.counters.rnr_naks_sent.fetch_add(1, Relaxed);
+        let timer = RnrTimer::new(self.attrs.min_rnr_timer).unwrap_or(RnrTimer::from_micros(10));
+        tracing::debug!(target: "softhca::ack", qpn = self.qp.qpn, psn = self.resp.epsn, timer_us = timer.micros(), "RNR NAK");
+        let (epsn, msn) = (self.resp.epsn, self.resp.msn);
+        self.resp.push(Out::Ack { psn: epsn, msn, kind: AckKind::Rnr(timer) });
+        self.resp.nak_sent = true;
+        self.resp.nak_at = None;
+    }
+
+    fn message_done(&mut self, ack_req: bool) {
+        self.resp.epsn = psn::add(self.resp.epsn, 1);
+        if ack_req {
+            self.resp.ack_pending = true;
+        }
+    }
+
+    fn recv_cqe(&mut self, env: &mut Env<'_>, opcode: u8, byte_cnt: u64, imm: Option<u32>, solicited: bool) {
+        let l3_ipv4 = matches!(self.peer, Some(SocketAddr::V4(_))) as u32;
+        let cqe = Cqe {
+            opcode,
+            wqe_counter: self.rq_ci,
+            byte_cnt: byte_cnt.min(u32::MAX as u64) as u32,
+            imm: imm.unwrap_or(0),
+            flags_rqpn: (l3_ipv4 * 2) << 28 | (self.attrs.dest_qpn & psn::MASK),
+            solicited,
+            ..Default::default()
+        };
+        self.rq_ci = self.rq_ci.wrapping_add(1);
+        self.resp.msn = psn::add(self.resp.msn, 1);
+        self.complete(env, false, cqe);
+    }
+
+    fn recv_send(&mut self, pkt: &RocePacket<'_>, env: &mut Env<'_>) {
+        let op = pkt.bth.opcode;
+        let data = pkt.payload;
+        if !length_ok(op, data.len(), self.mtu as usize) {
+            return self.nak_fatal(env, NakCode::InvalidRequest, "SEND payload length");
+        }
+        if op.starts_message() {
+            if self.resp.cur.is_some() {
+                return self.nak_fatal(env, NakCode::InvalidRequest, "SEND starts inside a message");
+            }
+            let Some(sges) = self.peek_recv() else { return self.rnr(env) };
+            self.resp.cur = Some(super::responder::InMsg::Send { sges, offset: 0 });
+        }
+        let Some(InMsg::Send { sges, offset }) = &mut self.resp.cur else {
+            return self.nak_fatal(env, NakCode::InvalidRequest, "SEND continues no message");
+        };
+        let at = *offset;
+        if at + data.len() as u64 > mkey::capacity(sges) {
+            self.resp.cur = None;
+            self.complete_recv_error(env, syndrome::LOCAL_LENGTH);
+            return self.nak_fatal(env, NakCode::InvalidRequest, "SEND longer than the receive buffer");
+        }
+        if mkey::scatter(env.hca, &self.qp.pd, sges, at, data).is_err() {
+            self.resp.cur = None;
+            self.complete_recv_error(env, syndrome::LOCAL_PROT);
+            return self.nak_fatal(env, NakCode::RemoteOperationalError, "receive buffer key");
+        }
+        *offset += data.len() as u64;
+        let total = *offset;
+        env.counters.dma_write_bytes.fetch_add(data.len() as u64, Relaxed);
+        tracing::trace!(target: "softhca::responder", qpn = self.qp.qpn, psn = pkt.bth.psn, offset = at, len = data.len(), "send into receive buffer");
+        if op.ends_message() {
+            self.resp.cur = None;
+            let imm = pkt.immdt.map(|i| i.imm);
+            let opc = if imm.is_some() { cqe_op::RESP_SEND_IMM } else { cqe_op::RESP_SEND };
+            self.recv_cqe(env, opc, total, imm, pkt.bth.solicited);
+        }
+        self.message_done(pkt.bth.ack_req);
+    }
+
+    fn recv_write(&mut self, pkt: &RocePacket<'_>, env: &mut Env<'_>) {
+        let op = pkt.bth.opcode;
+        let data = pkt.payload;
+        if !length_ok(op, data.len(), self.mtu as usize) {
+            return self.nak_fatal(env, NakCode::InvalidRequest, "WRITE payload length");
+        }
+        let imm = pkt.immdt.map(|i| i.imm);
+        if op.starts_message() {
+            if self.resp.cur.is_some() {
+                return self.nak_fatal(env, NakCode::InvalidRequest, "WRITE starts inside a message");
+            }
+            if self.attrs.access & ACCESS_REMOTE_WRITE == 0 {
+                return self.nak_fatal(env, NakCode::InvalidRequest, "QP lacks REMOTE_WRITE");
+            }
+            let Some(reth) = pkt.reth else { return self.nak_fatal(env, NakCode::InvalidRequest, "no RETH") };
+            let total = reth.dma_len as u64;
+            if (op.is_only() && total != data.len() as u64) || (!op.is_only() && total <= self.mtu as u64) {
+                return self.nak_fatal(env, NakCode::InvalidRequest, "WRITE length disagrees with RETH");
+            }
+            if total > 0 {
+                if let Err(e) = env.hca.check_key(reth.rkey, &self.qp.pd, reth.va, total, Access::RemoteWrite) {
+                    let why = format!("rkey {:#x} va {:#x} len {total}: {e:?}", reth.rkey, reth.va);
+                    return self.nak_fatal(env, NakCode::RemoteAccessError, &why);
+                }
+            }
+            if op.is_only() && imm.is_some() && self.peek_recv().is_none() {
+                return self.rnr(env);
+            }
+            self.resp.cur = Some(InMsg::Write { rkey: reth.rkey, va: reth.va, remaining: total, total });
+        } else if op.ends_message() && imm.is_some() && self.peek_recv().is_none() {
+            return self.rnr(env);
+        }
+        let Some(InMsg::Write { rkey, va, remaining, total }) = &mut self.resp.cur else {
+            return self.nak_fatal(env, NakCode::InvalidRequest, "WRITE continues no message");
+        };
+        let n = data.len() as u64;
+        if n > *remaining || (op.ends_message() && n != *remaining) {
+            return self.nak_fatal(env, NakCode::InvalidRequest, "WRITE longer or shorter than its RETH");
+        }
+        let (rkey, at, total) = (*rkey, *va, *total);
+        if n > 0 && mkey::write_remote(env.hca, &self.qp.pd, rkey, at, data).is_err() {
+            return self.nak_fatal(env, NakCode::RemoteAccessError, "MR gone during WRITE");
+        }
+        if let Some(InMsg::Write { va, remaining, .. }) = &mut self.resp.cur {
+            *va += n;
+            *remaining -= n;
+        }
+        env.counters.dma_write_bytes.fetch_add(n, Relaxed);
+        tracing::trace!(target: "softhca::responder", qpn = self.qp.qpn, psn = pkt.bth.psn, va = at, len = n, rkey, "write into memory");
+        if op.ends_message() {
+            self.resp.cur = None;
+            if imm.is_some() {
+                self.recv_cqe(env, cqe_op::RESP_WR_IMM, total, imm, pkt.bth.solicited);
+            } else {
+                self.resp.msn = psn::add(self.resp.msn, 1);
+            }
+        }
+        self.message_done(pkt.bth.ack_req);
+    }
+
+    /// Checks a READ request (`Ok((va, rkey, len))`) or names the NAK it gets.
+    fn check_read(&self, pkt: &RocePacket<'_>, env: &Env<'_>) -> Result<(u64, u32, u64), (NakCode, String)> {
+        if self.attrs.access & ACCESS_REMOTE_READ == 0 {
+            return Err((NakCode::InvalidRequest, "QP lacks REMOTE_READ".into()));
+        }
+        let Some(reth) = pkt.reth else { return Err((NakCode::InvalidRequest, "no RETH".into())) };
+        let len = reth.dma_len as u64;
+        if len > 0 {
+            if let Err(e) = env.hca.check_key(reth.rkey, &self.qp.pd, reth.va, len, Access::RemoteRead) {
+                return Err((NakCode::RemoteAccessError, format!("rkey {:#x} va {:#x} len {len}: {e:?}", reth.rkey, reth.va)));
+            }
+        }
+        Ok((reth.va, reth.rkey, len))
+    }
+
+    fn recv_read(&mut self, pkt: &RocePacket<'_>, env: &mut Env<'_>) {
+        if self.resp.cur.is_some() {
+            return self.nak_fatal(env, NakCode::InvalidRequest, "READ inside a message");
+        }
+        let (va, rkey, len) = match self.check_read(pkt, env) {
+            Ok(v) => v,
+            Err((code, why)) => return self.nak_fatal(env, code, &why),
+        };
+        if self.resp.pending_reads() >= self.attrs.max_dest_rd_atomic().max(1) {
+            return self.nak_fatal(env, NakCode::InvalidRequest, "more READs than max_dest_rd_atomic");
+        }
+        let n = packets(len, self.mtu);
+        self.resp.msn = psn::add(self.resp.msn, 1);
+        let s = ReadStream { psn: pkt.bth.psn, va, rkey, len, k: 0, n, msn: self.resp.msn };
+        tracing::trace!(target: "softhca::responder", qpn = self.qp.qpn, psn = s.psn, va, len, rkey, packets = n, "read request");
+        self.resp.push(Out::Read(s));
+        self.resp.epsn = psn::add(self.resp.epsn, n);
+    }
+
+    fn recv_atomic(&mut self, pkt: &RocePacket<'_>, env: &mut Env<'_>) {
+        if self.resp.cur.is_some() {
+            return self.nak_fatal(env, NakCode::InvalidRequest, "atomic inside a message");
+        }
+        if self.attrs.access & ACCESS_REMOTE_ATOMIC == 0 {
+            return self.nak_fatal(env, NakCode::InvalidRequest, "QP lacks REMOTE_ATOMIC");
+        }
+        let Some(a) = pkt.atomic_eth else { return self.nak_fatal(env, NakCode::InvalidRequest, "no AtomicETH") };
+        if a.va % 8 != 0 {
+            return self.nak_fatal(env, NakCode::InvalidRequest, "misaligned atomic");
+        }
+        let compare = (pkt.bth.opcode == Opcode::RcCompareSwap).then_some(a.compare);
+        let orig = match mkey::atomic_remote(env.hca, &self.qp.pd, a.rkey, a.va, compare, a.swap_add) {
+            Ok(v) => v,
+            Err(e) => return self.nak_fatal(env, NakCode::RemoteAccessError, &format!("atomic rkey {:#x}: {e:?}", a.rkey)),
+        };
+        tracing::trace!(target: "softhca::responder", qpn = self.qp.qpn, psn = pkt.bth.psn, va = a.va, orig, "atomic");
+        let p = pkt.bth.psn;
+        if self.resp.atomics.len() >= SAVED_ATOMICS {
+            self.resp.atomics.pop_front();
+        }
+        self.resp.atomics.push_back((p, orig));
+        self.resp.msn = psn::add(self.resp.msn, 1);
+        let msn = self.resp.msn;
+        self.resp.push(Out::AtomicAck { psn: p, msn, orig });
+        self.resp.epsn = psn::add(self.resp.epsn, 1);
+    }
+
+    fn on_duplicate(&mut self, pkt: &RocePacket<'_>, env: &mut Env<'_>) {
+        let p = pkt.bth.psn;
+        match pkt.bth.opcode {
+            Opcode::RcRdmaReadRequest => {
+                // Executed again from the (possibly advanced) RETH of the re-request.
+                let Ok((va, rkey, len)) = self.check_read(pkt, env) else { return };
+                let n = packets(len, self.mtu);
+                self.resp.out.retain(|o| match o {
+                    Out::Read(s) => psn::diff(psn::add(s.psn, s.k), p) < 0 && psn::diff(psn::add(s.psn, s.n), p) <= 0,
+                    _ => true,
+                });
+                let s = ReadStream { psn: p, va, rkey, len, k: 0, n, msn: self.resp.msn };
+                tracing::trace!(target: "softhca::responder", qpn = self.qp.qpn, psn = p, va, len, "duplicate read: executed again");
+                self.resp.push(Out::Read(s));
+            }
+            Opcode::RcCompareSwap | Opcode::RcFetchAdd => {
+                if let Some(&(_, orig)) = self.resp.atomics.iter().find(|(q, _)| *q == p) {
+                    let msn = self.resp.msn;
+                    self.resp.push(Out::AtomicAck { psn: p, msn, orig });
+                }
+            }
+            _ => self.resp.ack_pending = true,
+        }
+    }
+
+    /// Sends up to `budget` queued responses.
+    pub fn drain_out(&mut self, env: &mut Env<'_>, budget: usize) {
+        if !matches!(self.state, QpState::Rtr | QpState::Rts | QpState::Err) || self.resp.out.is_empty() {
+            return;
+        }
+        let Some(peer) = self.peer else {
+            self.resp.out.clear();
+            return;
+        };
+        let dqpn = self.attrs.dest_qpn;
+        let mut sent = 0;
+        while sent < budget {
+            let Some(&o) = self.resp.out.front() else { break };
+            match o {
+                Out::Ack { psn: p, msn, kind } => {
+                    let syndrome = match kind {
+                        AckKind::Ack => {
+                            let credits = if self.qp.rq_wqe_count == 0 {
+                                CreditCode::UNLIMITED
+                            } else {
+                                CreditCode::from_credits(self.rq_posted() as u32)
+                            };
+                            env.counters.acks_sent.fetch_add(1, Relaxed);
+                            Syndrome::Ack { credits }
+                        }
+                        AckKind::Rnr(timer) => Syndrome::RnrNak { timer },
+                        AckKind::Nak(code) => Syndrome::Nak(code),
+                    };
+                    let mut pkt = RocePacket::new(BthRepr::new(Opcode::RcAcknowledge, dqpn, p), &[]);
+                    pkt.aeth = Some(AethRepr { syndrome, msn: msn & psn::MASK });
+                    tracing::trace!(target: "softhca::ack", qpn = self.qp.qpn, psn = p, ?syndrome, "ack sent");
+                    env.tx.send(&pkt, peer, env.counters);
+                    self.resp.out.pop_front();
+                }
+                Out::AtomicAck { psn: p, msn, orig } => {
+                    let mut pkt = RocePacket::new(BthRepr::new(Opcode::RcAtomicAcknowledge, dqpn, p), &[]);
+                    pkt.aeth = Some(AethRepr { syndrome: Syndrome::ACK_UNLIMITED, msn: msn & psn::MASK });
+                    pkt.atomic_ack_eth = Some(AtomicAckEthRepr { orig_data: orig });
+                    env.tx.send(&pkt, peer, env.counters);
+                    self.resp.out.pop_front();
+                }
+                Out::Read(s) => {
+                    if self.state == QpState::Err {
+                        self.resp.out.pop_front();
+                        continue;
+                    }
+                    let mtu = self.mtu as u64;
+                    let off = s.k as u64 * mtu;
+                    let len = s.len.saturating_sub(off).min(mtu) as usize;
+                    let buf = staging(env.scratch, len);
+                    if mkey::read_remote(env.hca, &self.qp.pd, s.rkey, s.va + off, buf).is_err() {
+                        // The MR went away under an accepted READ: stop answering it.
+                        self.resp.out.pop_front();
+                        continue;
+                    }
+                    env.counters.dma_read_bytes.fetch_add(len as u64, Relaxed);
+                    use Opcode::*;
+                    let opcode = match (s.n == 1, s.k == 0, s.k + 1 == s.n) {
+                        (true, _, _) => RcRdmaReadResponseOnly,
+                        (false, true, _) => RcRdmaReadResponseFirst,
+                        (false, false, true) => RcRdmaReadResponseLast,
+                        (false, false, false) => RcRdmaReadResponseMiddle,
+                    };
+                    let mut pkt = RocePacket::new(BthRepr::new(opcode, dqpn, psn::add(s.psn, s.k)), &env.scratch[..len]);
+                    if opcode.has_aeth() {
+                        pkt.aeth = Some(AethRepr { syndrome: Syndrome::ACK_UNLIMITED, msn: s.msn & psn::MASK });
+                    }
+                    env.tx.send(&pkt, peer, env.counters);
+                    if let Some(Out::Read(f)) = self.resp.out.front_mut() {
+                        f.k += 1;
+                        if f.k >= f.n {
+                            self.resp.out.pop_front();
+                        }
+                    }
+                }
+            }
+            sent += 1;
+            env.work = true;
+        }
+    }
+}

@@ -1,0 +1,281 @@
+//! Shared helpers of the data-path tests: two softhca instances ("hosts") on loopback
+//! addresses, driven through doorbell's provider exactly as an application would.
+#![allow(dead_code)]
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use provider::opcode::FmCeSe;
+use provider::qp::attr::Remote;
+use provider::qp::QpCap;
+use provider::wqe::{Payload, SendOp, SendWr, Sge};
+use provider::{Access, Context, Cq, Mr, Pd, Qp, QpAttr, QpInit, QpState, QpType, Wc};
+use softhca::{Config, Hca};
+
+/// How long any single wait may take before the test fails (a bug must fail, not hang).
+pub const WAIT: Duration = Duration::from_secs(30);
+
+/// Installs a tracing subscriber once when `RUST_LOG` is set.
+pub fn trace() {
+    if std::env::var_os("RUST_LOG").is_some() {
+        let _ = tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_test_writer().try_init();
+    }
+}
+
+/// Page-aligned, zeroed memory the device may access (freed on drop).
+pub struct Buf {
+    ptr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: the buffer is plain memory owned by this value.
+unsafe impl Send for Buf {}
+
+impl Buf {
+    pub fn new(len: usize) -> Buf {
+        let layout = std::alloc::Layout::from_size_align(len.max(1), 4096).unwrap();
+        // SAFETY: non-zero size.
+        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+        assert!(!ptr.is_null());
+        Buf { ptr, len }
+    }
+
+    pub fn addr(&self) -> u64 {
+        self.ptr as u64
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The bytes now (the device writes them concurrently only while an operation on them
+    /// is outstanding; tests read after its completion).
+    pub fn read(&self) -> Vec<u8> {
+        let mut v = vec![0u8; self.len];
+        // SAFETY: our allocation of `len` bytes; volatile-free copy is fine after the CQE's
+        // acquire ordering.
+        unsafe { std::ptr::copy_nonoverlapping(self.ptr, v.as_mut_ptr(), self.len) };
+        v
+    }
+
+    pub fn write(&self, off: usize, data: &[u8]) {
+        assert!(off + data.len() <= self.len);
+        // SAFETY: inside our allocation.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr.add(off), data.len()) };
+    }
+
+    /// Fills the buffer with a seed-dependent pseudo-random pattern (8 bytes per step,
+    /// fast enough in debug builds for hundreds of MiB).
+    pub fn fill_pattern(&self, seed: u64) {
+        let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        let words = self.len / 8;
+        // SAFETY: our allocation is page aligned and holds `words` whole u64s.
+        let w = unsafe { std::slice::from_raw_parts_mut(self.ptr.cast::<u64>(), words) };
+        for v in w.iter_mut() {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            *v = x;
+        }
+        for i in words * 8..self.len {
+            // SAFETY: inside our allocation.
+            unsafe { *self.ptr.add(i) = (x >> (i % 8)) as u8 };
+        }
+    }
+
+    pub fn read_u64(&self, off: usize) -> u64 {
+        let b = self.read();
+        u64::from_ne_bytes(b[off..off + 8].try_into().unwrap())
+    }
+}
+
+impl Drop for Buf {
+    fn drop(&mut self) {
+        let layout = std::alloc::Layout::from_size_align(self.len.max(1), 4096).unwrap();
+        // SAFETY: allocated in `new` with this layout.
+        unsafe { std::alloc::dealloc(self.ptr, layout) };
+    }
+}
+
+/// Registered memory: the MR is dropped (deregistered) before its buffer.
+pub struct Mem {
+    pub mr: Mr,
+    pub buf: Buf,
+}
+
+impl Mem {
+    pub fn addr(&self) -> u64 {
+        self.buf.addr()
+    }
+    pub fn sge(&self, off: usize, len: usize) -> Sge {
+        Sge::new(self.addr() + off as u64, len as u32, self.mr.lkey())
+    }
+}
+
+/// One softhca instance with a context and a PD.
+pub struct Host {
+    pub pd: Pd,
+    pub ctx: Arc<Context>,
+    pub hca: Arc<Hca>,
+}
+
+impl Host {
+    pub fn new(ip: [u8; 4]) -> Host {
+        Host::with_config(Config::for_addr(IpAddr::V4(Ipv4Addr::from(ip))))
+    }
+
+    pub fn with_config(cfg: Config) -> Host {
+        trace();
+        let hca = Hca::new(cfg).expect("bind the instance's address");
+        let dev = uverbs::Device::from_endpoint(Box::new(hca.open()), "softhca0");
+        let ctx = Context::from_device(dev).expect("open context");
+        let pd = ctx.alloc_pd().expect("alloc pd");
+        Host { pd, ctx, hca }
+    }
+
+    pub fn gid(&self) -> [u8; 16] {
+        self.hca.config().ip_gid()
+    }
+
+    pub fn mem(&self, len: usize, access: Access) -> Mem {
+        let buf = Buf::new(len);
+        // SAFETY: `buf` is kept next to the MR in `Mem`, which drops the MR first.
+        let mr = unsafe { self.pd.reg_mr_raw(buf.ptr, len, access) }.expect("reg_mr");
+        Mem { mr, buf }
+    }
+}
+
+pub fn all_access() -> Access {
+    Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ | Access::REMOTE_ATOMIC
+}
+
+/// Parameters of a connected pair of RC QPs.
+#[derive(Debug, Clone, Copy)]
+pub struct Opts {
+    pub cap: QpCap,
+    pub cq: u32,
+    pub access: Access,
+    pub mtu: u8,
+    pub timeout: u8,
+    pub retry_cnt: u8,
+    pub rnr_retry: u8,
+    pub min_rnr_timer: u8,
+    pub rd_atomic: u8,
+    pub sq_sig_all: bool,
+}
+
+impl Default for Opts {
+    fn default() -> Opts {
+        Opts {
+            cap: QpCap { max_send_wr: 64, max_recv_wr: 64, max_send_sge: 4, max_recv_sge: 4, max_inline_data: 128 },
+            cq: 256,
+            access: all_access(),
+            mtu: 3, // 1024
+            timeout: 12,
+            retry_cnt: 7,
+            rnr_retry: 7,
+            min_rnr_timer: 1,
+            rd_atomic: 16,
+            sq_sig_all: false,
+        }
+    }
+}
+
+/// One end of a connection: the QP is dropped before its CQs.
+pub struct End {
+    pub qp: Qp,
+    pub scq: Cq,
+    pub rcq: Cq,
+}
+
+impl End {
+    pub fn new(h: &Host, o: &Opts) -> End {
+        let scq = h.ctx.create_cq(o.cq, None).expect("create send cq");
+        let rcq = h.ctx.create_cq(o.cq, None).expect("create recv cq");
+        let qp = h.pd.create_qp(&QpInit {
+            send_cq: &scq,
+            recv_cq: &rcq,
+            cap: o.cap,
+            qp_type: QpType::Rc,
+            sq_sig_all: o.sq_sig_all,
+            send_ops: None,
+        }).expect("create qp");
+        End { qp, scq, rcq }
+    }
+
+    /// INIT -> RTR -> RTS towards `remote` (QPN, GID) with PSNs `my_psn` / `their_psn`.
+    pub fn connect(&self, o: &Opts, remote_qpn: u32, remote_gid: [u8; 16], my_psn: u32, their_psn: u32) {
+        self.qp.to_init(1, o.access).expect("INIT");
+        let rtr = QpAttr {
+            state: Some(QpState::Rtr),
+            ah: Some(provider::qp::Ah { dgid: remote_gid, sgid_index: 3, hop_limit: 64, port: 1, ..Default::default() }),
+            path_mtu: Some(o.mtu),
+            dest_qpn: Some(remote_qpn),
+            rq_psn: Some(their_psn),
+            max_dest_rd_atomic: Some(o.rd_atomic),
+            min_rnr_timer: Some(o.min_rnr_timer),
+            ..Default::default()
+        };
+        self.qp.modify(&rtr).expect("RTR");
+        self.qp.to_rts(my_psn, o.timeout, o.retry_cnt, o.rnr_retry, o.rd_atomic).expect("RTS");
+        let _ = Remote { qpn: remote_qpn, psn: their_psn, gid: remote_gid };
+    }
+}
+
+/// Two connected ends on hosts `a` and `b`.
+pub fn connect(a: &Host, b: &Host, o: &Opts) -> (End, End) {
+    connect2(a, b, o, o)
+}
+
+/// Two connected ends with per-side options.
+pub fn connect2(a: &Host, b: &Host, oa: &Opts, ob: &Opts) -> (End, End) {
+    let ea = End::new(a, oa);
+    let eb = End::new(b, ob);
+    let (pa, pb) = (0x10_0000 + ea.qp.qpn() * 7 % 0xfff, 0xff_fff0 - eb.qp.qpn() % 0x100);
+    ea.connect(oa, eb.qp.qpn(), b.gid(), pa, pb);
+    eb.connect(ob, ea.qp.qpn(), a.gid(), pb, pa);
+    (ea, eb)
+}
+
+/// Polls until `n` completions arrived; fails the test after [`WAIT`].
+pub fn wait(cq: &mut Cq, n: usize) -> Vec<Wc> {
+    wait_for(cq, n, WAIT)
+}
+
+pub fn wait_for(cq: &mut Cq, n: usize, limit: Duration) -> Vec<Wc> {
+    let start = Instant::now();
+    let mut out = Vec::new();
+    let mut wcs = [Wc::default(); 16];
+    while out.len() < n {
+        let k = cq.poll(&mut wcs[..(n - out.len()).min(16)]);
+        out.extend_from_slice(&wcs[..k]);
+        if k == 0 {
+            if start.elapsed() > limit {
+                panic!("{} of {n} completions after {limit:?}: {out:?}", out.len());
+            }
+            std::thread::yield_now();
+        }
+    }
+    out
+}
+
+/// Asserts nothing more arrives within `d`.
+pub fn quiet(cq: &mut Cq, d: Duration) {
+    let start = Instant::now();
+    let mut wcs = [Wc::default(); 4];
+    while start.elapsed() < d {
+        let k = cq.poll(&mut wcs);
+        assert_eq!(k, 0, "unexpected completion: {:?}", &wcs[..k]);
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+pub fn wr<'a>(op: SendOp, payload: Payload<'a>) -> SendWr<'a> {
+    SendWr::new(op, payload)
+}
+
+pub fn signaled<'a>(op: SendOp, payload: Payload<'a>) -> SendWr<'a> {
+    SendWr::new(op, payload).with_flags(FmCeSe::CQ_UPDATE)
+}

@@ -1,0 +1,261 @@
+//! Error paths, each as a ConnectX reports it: remote access errors (bad rkey, out of
+//! bounds, missing MR rights) leave the responder's memory byte-identical; invalid
+//! requests (QP without the access right, receive buffer too small); local protection
+//! errors (bad lkey); RNR retries; a peer that disappears (retries exhausted); flushes.
+//!
+//! Addresses: 127.1.3.x.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use provider::cqe::{WcOpcode, WcStatus};
+use provider::qp::QpCap;
+use provider::wqe::{Payload, SendOp, Sge};
+use provider::{Access, QpAttr, QpState};
+use softhca::objects::QpState as HcaQpState;
+
+/// After the error CQE, two more WQEs posted complete with WR_FLUSH_ERR.
+fn assert_flushed_after(e: &mut End, mem: &Mem) {
+    for id in [100, 101] {
+        e.qp.post_send(id, &signaled(SendOp::Send, Payload::Sgl(&[mem.sge(0, 1)]))).unwrap();
+    }
+    let wcs = wait(&mut e.scq, 2);
+    assert!(wcs.iter().all(|w| w.status == WcStatus::WrFlushErr), "{wcs:?}");
+    assert_eq!(wcs.iter().map(|w| w.wr_id).collect::<Vec<_>>(), vec![100, 101]);
+}
+
+fn remote_error_case(ip: u8, responder_access: Access, op: impl Fn(&Mem) -> SendOp, want: WcStatus) {
+    let a = Host::new([127, 1, 3, ip]);
+    let b = Host::new([127, 1, 3, ip + 1]);
+    let o = Opts::default();
+    let (mut ea, eb) = connect(&a, &b, &o);
+    let target = b.mem(4096, responder_access);
+    target.buf.fill_pattern(ip as u64);
+    let before = target.buf.read();
+    let local = a.mem(4096, all_access());
+    local.buf.fill_pattern(77);
+    let sop = op(&target);
+    let sgl: [Sge; 1] = [local.sge(0, if matches!(sop, SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. }) { 8 } else { 64 })];
+    ea.qp.post_send(1, &signaled(sop, Payload::Sgl(&sgl))).unwrap();
+    let wc = wait(&mut ea.scq, 1)[0];
+    assert_eq!((wc.status, wc.wr_id), (want, 1), "{sop:?}: {wc:?}");
+    assert_ne!(wc.vendor_err, 0);
+    assert_eq!(target.buf.read(), before, "{sop:?}: responder memory changed");
+    assert_flushed_after(&mut ea, &local);
+    // The responder QP went to ERR as well (with an async event).
+    let deadline = Instant::now() + WAIT;
+    while b.hca.qp(eb.qp.qpn()).unwrap().state() != HcaQpState::Err {
+        assert!(Instant::now() < deadline, "responder QP not in ERR");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(b.hca.device().counters().err_naks_sent, 1);
+}
+
+#[test]
+fn bad_rkey_gives_remote_access_error() {
+    remote_error_case(1, all_access(), |t| SendOp::RdmaWrite { raddr: t.addr(), rkey: t.mr.rkey() ^ 0x7700 }, WcStatus::RemAccessErr);
+}
+
+#[test]
+fn out_of_bounds_gives_remote_access_error() {
+    remote_error_case(3, all_access(), |t| SendOp::RdmaWrite { raddr: t.addr() + 4096 - 63, rkey: t.mr.rkey() }, WcStatus::RemAccessErr);
+    remote_error_case(5, all_access(), |t| SendOp::RdmaRead { raddr: t.addr() - 1, rkey: t.mr.rkey() }, WcStatus::RemAccessErr);
+    remote_error_case(7, all_access(), |t| SendOp::FetchAdd { raddr: t.addr() + 4096, rkey: t.mr.rkey(), add: 1 }, WcStatus::RemAccessErr);
+}
+
+#[test]
+fn missing_mr_rights_give_remote_access_error() {
+    let no = |a: Access| all_access() - a;
+    remote_error_case(9, no(Access::REMOTE_WRITE), |t| SendOp::RdmaWrite { raddr: t.addr(), rkey: t.mr.rkey() }, WcStatus::RemAccessErr);
+    remote_error_case(11, no(Access::REMOTE_READ), |t| SendOp::RdmaRead { raddr: t.addr(), rkey: t.mr.rkey() }, WcStatus::RemAccessErr);
+    remote_error_case(13, no(Access::REMOTE_ATOMIC), |t| SendOp::CompareSwap { raddr: t.addr(), rkey: t.mr.rkey(), compare: 0, swap: 1 }, WcStatus::RemAccessErr);
+}
+
+#[test]
+fn qp_without_access_right_gives_invalid_request() {
+    for (ip, qp_access, op) in [
+        (15u8, Access::LOCAL_WRITE | Access::REMOTE_WRITE, 0),
+        (17, Access::LOCAL_WRITE | Access::REMOTE_READ, 1),
+        (19, Access::LOCAL_WRITE | Access::REMOTE_READ | Access::REMOTE_WRITE, 2),
+    ] {
+        let a = Host::new([127, 1, 3, ip]);
+        let b = Host::new([127, 1, 3, ip + 1]);
+        let oa = Opts::default();
+        let ob = Opts { access: qp_access, ..Default::default() };
+        let (mut ea, _eb) = connect2(&a, &b, &oa, &ob);
+        let target = b.mem(4096, all_access());
+        let before = target.buf.read();
+        let local = a.mem(4096, all_access());
+        let (raddr, rkey) = (target.addr(), target.mr.rkey());
+        let sop = match op {
+            0 => SendOp::RdmaRead { raddr, rkey },
+            1 => SendOp::RdmaWrite { raddr, rkey },
+            _ => SendOp::FetchAdd { raddr, rkey, add: 1 },
+        };
+        let len = if op == 2 { 8 } else { 16 };
+        ea.qp.post_send(1, &signaled(sop, Payload::Sgl(&[local.sge(0, len)]))).unwrap();
+        let wc = wait(&mut ea.scq, 1)[0];
+        assert_eq!(wc.status, WcStatus::RemInvReqErr, "{sop:?}");
+        assert_eq!(target.buf.read(), before);
+        assert_flushed_after(&mut ea, &local);
+    }
+}
+
+#[test]
+fn bad_lkey_gives_local_protection_error() {
+    let a = Host::new([127, 1, 3, 21]);
+    let b = Host::new([127, 1, 3, 22]);
+    let (mut ea, _eb) = connect(&a, &b, &Opts::default());
+    let local = a.mem(4096, all_access());
+    let target = b.mem(4096, all_access());
+    let bad = Sge::new(local.addr(), 16, local.mr.lkey() ^ 0x5500);
+    ea.qp.post_send(1, &signaled(SendOp::RdmaWrite { raddr: target.addr(), rkey: target.mr.rkey() }, Payload::Sgl(&[bad]))).unwrap();
+    let wc = wait(&mut ea.scq, 1)[0];
+    // (ibv_wc.opcode is undefined in error completions.)
+    assert_eq!((wc.status, wc.wr_id, wc.qp_num), (WcStatus::LocProtErr, 1, ea.qp.qpn()), "{wc:?}");
+    assert_eq!(a.hca.device().counters().tx_packets, 0, "nothing may be sent");
+    assert_flushed_after(&mut ea, &local);
+
+    // Out of the MR's bounds, and READ into an MR without LOCAL_WRITE.
+    for (ip, which) in [(23u8, 0), (25, 1)] {
+        let a = Host::new([127, 1, 3, ip]);
+        let b = Host::new([127, 1, 3, ip + 1]);
+        let (mut ea, _eb) = connect(&a, &b, &Opts::default());
+        let target = b.mem(4096, all_access());
+        let (sop, sge, ro);
+        if which == 0 {
+            let local = a.mem(4096, all_access());
+            sge = Sge::new(local.addr() + 4000, 100, local.mr.lkey());
+            sop = SendOp::Send;
+            ro = local;
+        } else {
+            let local = a.mem(4096, Access::empty());
+            sge = local.sge(0, 100);
+            sop = SendOp::RdmaRead { raddr: target.addr(), rkey: target.mr.rkey() };
+            ro = local;
+        }
+        ea.qp.post_send(7, &signaled(sop, Payload::Sgl(&[sge]))).unwrap();
+        let wc = wait(&mut ea.scq, 1)[0];
+        assert_eq!((wc.status, wc.wr_id), (WcStatus::LocProtErr, 7), "{sop:?}");
+        drop(ro);
+    }
+}
+
+#[test]
+fn receive_buffer_too_small() {
+    let a = Host::new([127, 1, 3, 27]);
+    let b = Host::new([127, 1, 3, 28]);
+    let (mut ea, mut eb) = connect(&a, &b, &Opts::default());
+    let src = a.mem(8192, all_access());
+    let dst = b.mem(8192, all_access());
+    eb.qp.post_recv(5, &[dst.sge(0, 1000)]).unwrap();
+    eb.qp.post_recv(6, &[dst.sge(0, 1000)]).unwrap();
+    ea.qp.post_send(1, &signaled(SendOp::Send, Payload::Sgl(&[src.sge(0, 3000)]))).unwrap();
+    let wc = wait(&mut ea.scq, 1)[0];
+    assert_eq!(wc.status, WcStatus::RemInvReqErr, "{wc:?}");
+    let rc = wait(&mut eb.rcq, 2);
+    assert_eq!((rc[0].status, rc[0].wr_id), (WcStatus::LocLenErr, 5), "{rc:?}");
+    assert_eq!((rc[1].status, rc[1].wr_id), (WcStatus::WrFlushErr, 6), "{rc:?}");
+}
+
+#[test]
+fn rnr_retries_then_rnr_retry_exceeded() {
+    let a = Host::new([127, 1, 3, 29]);
+    let b = Host::new([127, 1, 3, 30]);
+    let o = Opts { rnr_retry: 3, min_rnr_timer: 4, ..Default::default() }; // 40 µs
+    let (mut ea, mut eb) = connect(&a, &b, &o);
+    let src = a.mem(4096, all_access());
+    ea.qp.post_send(1, &signaled(SendOp::Send, Payload::Sgl(&[src.sge(0, 100)]))).unwrap();
+    let wc = wait(&mut ea.scq, 1)[0];
+    assert_eq!(wc.status, WcStatus::RnrRetryExcErr, "{wc:?}");
+    let (ca, cb) = (a.hca.device().counters(), b.hca.device().counters());
+    // The first attempt and three retries were each refused.
+    assert_eq!(ca.rnr_naks_received, 4, "{ca:?}");
+    assert!(cb.rnr_naks_sent >= 4, "{cb:?}");
+    assert_flushed_after(&mut ea, &src);
+    quiet(&mut eb.rcq, Duration::from_millis(10));
+
+    // With rnr_retry 7 the sender waits for as long as it takes.
+    let a = Host::new([127, 1, 3, 31]);
+    let b = Host::new([127, 1, 3, 32]);
+    let o = Opts { rnr_retry: 7, min_rnr_timer: 1, ..Default::default() };
+    let (mut ea, mut eb) = connect(&a, &b, &o);
+    let src = a.mem(4096, all_access());
+    let dst = b.mem(4096, all_access());
+    src.buf.fill_pattern(3);
+    ea.qp.post_send(1, &signaled(SendOp::Send, Payload::Sgl(&[src.sge(0, 100)]))).unwrap();
+    let start = Instant::now();
+    while a.hca.device().counters().rnr_naks_received < 20 {
+        assert!(start.elapsed() < WAIT, "no RNR retries");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    eb.qp.post_recv(9, &[dst.sge(0, 4096)]).unwrap();
+    assert_eq!(wait(&mut ea.scq, 1)[0].status, WcStatus::Success);
+    let rc = wait(&mut eb.rcq, 1)[0];
+    assert_eq!((rc.status, rc.byte_len), (WcStatus::Success, 100));
+    assert_eq!(dst.buf.read()[..100], src.buf.read()[..100]);
+}
+
+#[test]
+fn vanished_peer_gives_retry_exceeded_then_flush() {
+    let a = Host::new([127, 1, 3, 33]);
+    let b = Host::new([127, 1, 3, 34]);
+    let o = Opts { timeout: 10, retry_cnt: 3, ..Default::default() }; // 4.19 ms x 4
+    let (mut ea, eb) = connect(&a, &b, &o);
+    let local = a.mem(1 << 16, all_access());
+    let target = b.mem(1 << 16, all_access());
+    // One round trip works.
+    ea.qp.post_send(1, &signaled(SendOp::RdmaWrite { raddr: target.addr(), rkey: target.mr.rkey() }, Payload::Sgl(&[local.sge(0, 64)]))).unwrap();
+    assert_eq!(wait(&mut ea.scq, 1)[0].status, WcStatus::Success);
+    let (raddr, rkey) = (target.addr(), target.mr.rkey());
+    // The peer goes away: its objects, its context and its instance (socket closed).
+    drop(target);
+    drop(eb);
+    drop(b);
+    ea.qp.post_recv(50, &[local.sge(0, 100)]).unwrap();
+    let start = Instant::now();
+    for id in 2..6 {
+        ea.qp.post_send(id, &signaled(SendOp::RdmaWrite { raddr, rkey }, Payload::Sgl(&[local.sge(0, 4096)]))).unwrap();
+    }
+    let wc = wait(&mut ea.scq, 1)[0];
+    let took = start.elapsed();
+    assert_eq!((wc.status, wc.wr_id), (WcStatus::RetryExcErr, 2), "{wc:?}");
+    let budget = Duration::from_nanos(4096 << 10) * 4;
+    assert!(took >= budget * 9 / 10, "failed after {took:?}, before the budget {budget:?}");
+    assert!(took <= budget + Duration::from_secs(3), "failed after {took:?}, budget {budget:?}");
+    let rest = wait(&mut ea.scq, 3);
+    assert!(rest.iter().all(|w| w.status == WcStatus::WrFlushErr), "{rest:?}");
+    assert_eq!(rest.iter().map(|w| w.wr_id).collect::<Vec<_>>(), vec![3, 4, 5]);
+    let rc = wait(&mut ea.rcq, 1)[0];
+    assert_eq!((rc.status, rc.wr_id), (WcStatus::WrFlushErr, 50));
+    let c = a.hca.device().counters();
+    assert_eq!(c.ack_timeouts, 3, "{c:?}");
+}
+
+#[test]
+fn modify_to_err_flushes_everything() {
+    let a = Host::new([127, 1, 3, 35]);
+    let b = Host::new([127, 1, 3, 36]);
+    let o = Opts { cap: QpCap { max_send_wr: 16, max_recv_wr: 16, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 }, ..Default::default() };
+    let (mut ea, _eb) = connect(&a, &b, &o);
+    let m = a.mem(4096, all_access());
+    for i in 0..5 {
+        ea.qp.post_recv(i, &[m.sge(0, 64)]).unwrap();
+    }
+    ea.qp.modify(&QpAttr { state: Some(QpState::Err), ..Default::default() }).unwrap();
+    let rc = wait(&mut ea.rcq, 5);
+    assert!(rc.iter().all(|w| w.status == WcStatus::WrFlushErr && w.opcode == WcOpcode::Recv), "{rc:?}");
+    assert_eq!(rc.iter().map(|w| w.wr_id).collect::<Vec<_>>(), vec![0, 1, 2, 3, 4]);
+    // Posted in ERR: flushed too, sends (signaled or not) and receives.
+    ea.qp.post_send(10, &wr(SendOp::Send, Payload::Sgl(&[m.sge(0, 1)]))).unwrap();
+    ea.qp.post_send(11, &signaled(SendOp::Send, Payload::Sgl(&[m.sge(0, 1)]))).unwrap();
+    ea.qp.post_recv(12, &[m.sge(0, 64)]).unwrap();
+    let sc = wait(&mut ea.scq, 2);
+    assert_eq!(sc.iter().map(|w| (w.status, w.wr_id)).collect::<Vec<_>>(), vec![(WcStatus::WrFlushErr, 10), (WcStatus::WrFlushErr, 11)]);
+    assert_eq!(wait(&mut ea.rcq, 1)[0].wr_id, 12);
+    assert_eq!(a.hca.device().counters().tx_packets, 0);
+    // Back to RESET and reconnected, the QP works again.
+    ea.qp.modify(&QpAttr { state: Some(QpState::Reset), ..Default::default() }).unwrap();
+}
