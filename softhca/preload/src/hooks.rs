@@ -1,0 +1,556 @@
+//! The exported libc symbols. Each one decides, without locking or allocating, whether
+//! the call is about softhca (a uverbs fd, the char device path, the NETLINK_RDMA
+//! socket, the sysfs tree); if not, or if the calling thread is inside the library
+//! already, it calls the next definition unchanged.
+//!
+//! Variadic prototypes (`open`, `openat`, `ioctl`, `fcntl`) are declared with their
+//! optional argument as a fixed one: on x86-64 (System V) a variadic integer or pointer
+//! argument travels in the same register as a fixed one, so the callee sees the same
+//! value, and an argument the caller did not pass is never used.
+//!
+//! The `__xstat` family (glibc < 2.33 binaries) and `stat64`-style names have the same
+//! `struct stat` layout on x86-64; they are answered by the same code.
+
+use std::ffi::{c_char, c_int, c_uint, c_ulong, c_void, CStr};
+
+use libc::{mode_t, off_t, size_t, ssize_t};
+
+use crate::{fdtable, guard, real, shim, stat};
+
+/// The bytes of a C path, or None for null.
+///
+/// # Safety
+/// `p` is null or a NUL-terminated string (the C caller's contract).
+unsafe fn bytes<'a>(p: *const c_char) -> Option<&'a [u8]> {
+    if p.is_null() {
+        None
+    } else {
+        // SAFETY: non-null and NUL-terminated per the caller's contract.
+        Some(unsafe { CStr::from_ptr(p) }.to_bytes())
+    }
+}
+
+/// What a path-taking call is about.
+enum PathKind {
+    /// `/dev/infiniband/uverbs0`.
+    Dev,
+    /// Something else (the sysfs tree is created first if the path is inside it).
+    Other,
+}
+
+/// Classifies an absolute `path`; relative paths are never ours.
+///
+/// # Safety
+/// As [`bytes`].
+unsafe fn classify(path: *const c_char) -> PathKind {
+    if guard::busy() {
+        return PathKind::Other;
+    }
+    // SAFETY: forwarded contract.
+    let Some(b) = (unsafe { bytes(path) }) else { return PathKind::Other };
+    if shim::is_dev_path(b) {
+        return PathKind::Dev;
+    }
+    if shim::under_root(b) {
+        guard::run_quiet((), shim::ensure);
+    }
+    PathKind::Other
+}
+
+/// The uverbs entry behind `fd`, unless this thread is inside the library.
+fn ours(fd: c_int) -> Option<fdtable::Entry> {
+    if !fdtable::maybe_ours(fd) || guard::busy() {
+        return None;
+    }
+    guard::run(None, || fdtable::get(fd))
+}
+
+// ---- open -------------------------------------------------------------------------------
+
+fn open_dev(flags: c_int) -> c_int {
+    guard::run(-1, || shim::open_uverbs(flags))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn open(path: *const c_char, flags: c_int, mode: mode_t) -> c_int {
+    // SAFETY: `path` is null or NUL-terminated (the C caller's contract); the other
+    // arguments are forwarded unchanged to the next definition.
+    unsafe {
+        match classify(path) {
+            PathKind::Dev => open_dev(flags),
+            PathKind::Other => real::open(path, flags, mode),
+        }
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn open64(path: *const c_char, flags: c_int, mode: mode_t) -> c_int {
+    // SAFETY: `path` is null or NUL-terminated (the C caller's contract); the other
+    // arguments are forwarded unchanged to the next definition.
+    unsafe {
+        match classify(path) {
+            PathKind::Dev => open_dev(flags),
+            PathKind::Other => real::open64(path, flags, mode),
+        }
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn __open_2(path: *const c_char, flags: c_int) -> c_int {
+    // SAFETY: `path` is null or NUL-terminated (the C caller's contract); the other
+    // arguments are forwarded unchanged to the next definition.
+    unsafe {
+        match classify(path) {
+            PathKind::Dev => open_dev(flags),
+            PathKind::Other => real::open_2(path, flags),
+        }
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn __open64_2(path: *const c_char, flags: c_int) -> c_int {
+    // SAFETY: `path` is null or NUL-terminated (the C caller's contract); the other
+    // arguments are forwarded unchanged to the next definition.
+    unsafe {
+        match classify(path) {
+            PathKind::Dev => open_dev(flags),
+            PathKind::Other => real::open64_2(path, flags),
+        }
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn openat(dirfd: c_int, path: *const c_char, flags: c_int, mode: mode_t) -> c_int {
+    // SAFETY: `path` is null or NUL-terminated (the C caller's contract); the other
+    // arguments are forwarded unchanged to the next definition.
+    unsafe {
+        match classify(path) {
+            PathKind::Dev => open_dev(flags),
+            PathKind::Other => real::openat(dirfd, path, flags, mode),
+        }
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn openat64(dirfd: c_int, path: *const c_char, flags: c_int, mode: mode_t) -> c_int {
+    // SAFETY: `path` is null or NUL-terminated (the C caller's contract); the other
+    // arguments are forwarded unchanged to the next definition.
+    unsafe {
+        match classify(path) {
+            PathKind::Dev => open_dev(flags),
+            PathKind::Other => real::openat64(dirfd, path, flags, mode),
+        }
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn __openat_2(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int {
+    // SAFETY: `path` is null or NUL-terminated (the C caller's contract); the other
+    // arguments are forwarded unchanged to the next definition.
+    unsafe {
+        match classify(path) {
+            PathKind::Dev => open_dev(flags),
+            PathKind::Other => real::openat_2(dirfd, path, flags),
+        }
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn __openat64_2(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int {
+    // SAFETY: `path` is null or NUL-terminated (the C caller's contract); the other
+    // arguments are forwarded unchanged to the next definition.
+    unsafe {
+        match classify(path) {
+            PathKind::Dev => open_dev(flags),
+            PathKind::Other => real::openat64_2(dirfd, path, flags),
+        }
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn opendir(path: *const c_char) -> *mut libc::DIR {
+    // SAFETY: classify only reads the path; forwarding the caller's argument.
+    unsafe {
+        classify(path);
+        real::opendir(path)
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn access(path: *const c_char, mode: c_int) -> c_int {
+    // SAFETY: `path` is null or NUL-terminated (the C caller's contract); the arguments
+    // are forwarded unchanged otherwise.
+    unsafe {
+        match classify(path) {
+            // rw-rw-rw-: readable and writable by everyone, executable by no one.
+            PathKind::Dev if mode & libc::X_OK != 0 => {
+                guard::set_errno(libc::EACCES);
+                -1
+            }
+            PathKind::Dev => 0,
+            PathKind::Other => real::access(path, mode),
+        }
+    }
+}
+
+// ---- close, read, write, ioctl, mmap ----------------------------------------------------
+
+#[no_mangle]
+pub unsafe extern "C" fn close(fd: c_int) -> c_int {
+    if fdtable::maybe_ours(fd) && !guard::busy() {
+        return guard::run(-1, || shim::close_uverbs(fd));
+    }
+    // SAFETY: forwarding.
+    unsafe { real::close(fd) }
+}
+
+/// glibc's `CLOSE_RANGE_CLOEXEC` (linux/close_range.h): mark instead of close.
+const CLOSE_RANGE_CLOEXEC: c_int = 1 << 2;
+
+#[no_mangle]
+pub unsafe extern "C" fn close_range(first: c_uint, last: c_uint, flags: c_int) -> c_int {
+    // SAFETY: forwarding.
+    let r = unsafe { real::close_range(first, last, flags) };
+    if r == 0 && flags & CLOSE_RANGE_CLOEXEC == 0 && !guard::busy() {
+        let last = last.min(c_int::MAX as c_uint) as c_int;
+        let first = first.min(c_int::MAX as c_uint) as c_int;
+        guard::run_quiet((), || drop(fdtable::remove_range(first, last)));
+    }
+    r
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn closefrom(lowfd: c_int) {
+    // SAFETY: forwarding.
+    unsafe { real::closefrom(lowfd) };
+    if !guard::busy() {
+        guard::run_quiet((), || drop(fdtable::remove_range(lowfd, c_int::MAX)));
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t {
+    if let Some(e) = ours(fd) {
+        return guard::run(-1, || shim::read_uverbs(&e));
+    }
+    // SAFETY: forwarding.
+    unsafe { real::read(fd, buf, n) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssize_t {
+    if let Some(e) = ours(fd) {
+        return guard::run(-1, || shim::write_uverbs(&e, fd, buf, n));
+    }
+    // SAFETY: forwarding.
+    unsafe { real::write(fd, buf, n) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn ioctl(fd: c_int, req: c_ulong, arg: *mut c_void) -> c_int {
+    if let Some(e) = ours(fd) {
+        return guard::run(-1, || shim::ioctl_uverbs(&e, fd, req, arg));
+    }
+    // SAFETY: forwarding.
+    unsafe { real::ioctl(fd, req, arg) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn mmap(addr: *mut c_void, len: size_t, prot: c_int, flags: c_int, fd: c_int, off: off_t)
+                              -> *mut c_void {
+    if let Some(e) = ours(fd) {
+        return guard::run(libc::MAP_FAILED, || shim::mmap_uverbs(&e, fd, addr, len, prot, flags, off));
+    }
+    // SAFETY: forwarding.
+    unsafe { real::mmap(addr, len, prot, flags, fd, off) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn mmap64(addr: *mut c_void, len: size_t, prot: c_int, flags: c_int, fd: c_int, off: off_t)
+                                -> *mut c_void {
+    if let Some(e) = ours(fd) {
+        return guard::run(libc::MAP_FAILED, || shim::mmap_uverbs(&e, fd, addr, len, prot, flags, off));
+    }
+    // SAFETY: forwarding.
+    unsafe { real::mmap64(addr, len, prot, flags, fd, off) }
+}
+
+// ---- socket -----------------------------------------------------------------------------
+
+/// `NETLINK_RDMA` (linux/netlink.h).
+const NETLINK_RDMA: c_int = 20;
+
+#[no_mangle]
+pub unsafe extern "C" fn socket(domain: c_int, ty: c_int, protocol: c_int) -> c_int {
+    if domain == libc::AF_NETLINK && protocol == NETLINK_RDMA && !guard::busy() {
+        // libibverbs is about to list devices: make the sysfs tree, then answer as a host
+        // without ib_core so that it reads sysfs.
+        guard::run_quiet((), || {
+            shim::ensure();
+            tracing::trace!(target: "doorbell_preload", "socket(AF_NETLINK, NETLINK_RDMA) -> EPROTONOSUPPORT (use sysfs)");
+        });
+        guard::set_errno(libc::EPROTONOSUPPORT);
+        return -1;
+    }
+    // SAFETY: forwarding.
+    unsafe { real::socket(domain, ty, protocol) }
+}
+
+// ---- dup --------------------------------------------------------------------------------
+
+/// Finishes a dup-like call that returned `r` for `oldfd`/`newfd` being uverbs fds.
+fn after_dup(oldfd: c_int, r: c_int) -> c_int {
+    if r < 0 {
+        return r;
+    }
+    if guard::run(false, || shim::dup_done(oldfd, r)) {
+        r
+    } else {
+        -1
+    }
+}
+
+fn dup_involves_us(a: c_int, b: c_int) -> bool {
+    (fdtable::maybe_ours(a) || fdtable::maybe_ours(b)) && !guard::busy()
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn dup(fd: c_int) -> c_int {
+    // SAFETY: forwarding.
+    let r = unsafe { real::dup(fd) };
+    if dup_involves_us(fd, -1) {
+        return after_dup(fd, r);
+    }
+    r
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn dup2(fd: c_int, newfd: c_int) -> c_int {
+    let involved = dup_involves_us(fd, newfd);
+    // SAFETY: forwarding.
+    let r = unsafe { real::dup2(fd, newfd) };
+    if involved {
+        return after_dup(fd, r);
+    }
+    r
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn dup3(fd: c_int, newfd: c_int, flags: c_int) -> c_int {
+    let involved = dup_involves_us(fd, newfd);
+    // SAFETY: forwarding.
+    let r = unsafe { real::dup3(fd, newfd, flags) };
+    if involved {
+        return after_dup(fd, r);
+    }
+    r
+}
+
+fn is_dupfd(cmd: c_int) -> bool {
+    cmd == libc::F_DUPFD || cmd == libc::F_DUPFD_CLOEXEC
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: c_ulong) -> c_int {
+    // SAFETY: forwarding.
+    let r = unsafe { real::fcntl(fd, cmd, arg) };
+    if is_dupfd(cmd) && dup_involves_us(fd, -1) {
+        return after_dup(fd, r);
+    }
+    r
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn fcntl64(fd: c_int, cmd: c_int, arg: c_ulong) -> c_int {
+    // SAFETY: forwarding.
+    let r = unsafe { real::fcntl64(fd, cmd, arg) };
+    if is_dupfd(cmd) && dup_involves_us(fd, -1) {
+        return after_dup(fd, r);
+    }
+    r
+}
+
+// ---- stat -------------------------------------------------------------------------------
+
+/// Whether `(dirfd, path, flags)` of an *at call names the char device: the device path
+/// itself, or an empty path with AT_EMPTY_PATH on a uverbs fd.
+///
+/// # Safety
+/// As [`bytes`].
+unsafe fn at_is_dev(dirfd: c_int, path: *const c_char, flags: c_int) -> bool {
+    // SAFETY: forwarded contract.
+    let empty = unsafe { bytes(path) }.is_some_and(|b| b.is_empty());
+    if empty && flags & libc::AT_EMPTY_PATH != 0 {
+        return ours(dirfd).is_some();
+    }
+    // SAFETY: forwarded contract.
+    matches!(unsafe { classify(path) }, PathKind::Dev)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn stat(path: *const c_char, buf: *mut libc::stat) -> c_int {
+    // SAFETY: C caller's contract on `path` and `buf`.
+    unsafe {
+        match classify(path) {
+            PathKind::Dev => {
+                stat::fill_stat(buf);
+                0
+            }
+            PathKind::Other => real::stat(path, buf),
+        }
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn stat64(path: *const c_char, buf: *mut libc::stat64) -> c_int {
+    // SAFETY: as `stat`.
+    unsafe {
+        match classify(path) {
+            PathKind::Dev => {
+                stat::fill_stat64(buf);
+                0
+            }
+            PathKind::Other => real::stat64(path, buf),
+        }
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn lstat(path: *const c_char, buf: *mut libc::stat) -> c_int {
+    // SAFETY: as `stat`.
+    unsafe {
+        match classify(path) {
+            PathKind::Dev => {
+                stat::fill_stat(buf);
+                0
+            }
+            PathKind::Other => real::lstat(path, buf),
+        }
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn lstat64(path: *const c_char, buf: *mut libc::stat64) -> c_int {
+    // SAFETY: as `stat`.
+    unsafe {
+        match classify(path) {
+            PathKind::Dev => {
+                stat::fill_stat64(buf);
+                0
+            }
+            PathKind::Other => real::lstat64(path, buf),
+        }
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn fstat(fd: c_int, buf: *mut libc::stat) -> c_int {
+    if ours(fd).is_some() {
+        // SAFETY: the caller's buffer.
+        unsafe { stat::fill_stat(buf) };
+        return 0;
+    }
+    // SAFETY: forwarding.
+    unsafe { real::fstat(fd, buf) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn fstat64(fd: c_int, buf: *mut libc::stat64) -> c_int {
+    if ours(fd).is_some() {
+        // SAFETY: the caller's buffer.
+        unsafe { stat::fill_stat64(buf) };
+        return 0;
+    }
+    // SAFETY: forwarding.
+    unsafe { real::fstat64(fd, buf) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn fstatat(dirfd: c_int, path: *const c_char, buf: *mut libc::stat, flags: c_int) -> c_int {
+    // SAFETY: C caller's contract.
+    unsafe {
+        if at_is_dev(dirfd, path, flags) {
+            stat::fill_stat(buf);
+            return 0;
+        }
+        real::fstatat(dirfd, path, buf, flags)
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn fstatat64(dirfd: c_int, path: *const c_char, buf: *mut libc::stat64, flags: c_int) -> c_int {
+    // SAFETY: C caller's contract.
+    unsafe {
+        if at_is_dev(dirfd, path, flags) {
+            stat::fill_stat64(buf);
+            return 0;
+        }
+        real::fstatat64(dirfd, path, buf, flags)
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn statx(dirfd: c_int, path: *const c_char, flags: c_int, mask: c_uint, buf: *mut libc::statx)
+                               -> c_int {
+    // SAFETY: C caller's contract.
+    unsafe {
+        if at_is_dev(dirfd, path, flags) {
+            stat::fill_statx(buf);
+            return 0;
+        }
+        real::statx(dirfd, path, flags, mask, buf)
+    }
+}
+
+// glibc < 2.33 entry points: `ver` is _STAT_VER (1 on x86-64), whose layout is the one
+// the modern functions use, so they forward to those.
+
+#[no_mangle]
+pub unsafe extern "C" fn __xstat(_ver: c_int, path: *const c_char, buf: *mut libc::stat) -> c_int {
+    // SAFETY: same contract as `stat`.
+    unsafe { stat(path, buf) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn __xstat64(_ver: c_int, path: *const c_char, buf: *mut libc::stat64) -> c_int {
+    // SAFETY: same contract as `stat64`.
+    unsafe { stat64(path, buf) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn __lxstat(_ver: c_int, path: *const c_char, buf: *mut libc::stat) -> c_int {
+    // SAFETY: same contract as `lstat`.
+    unsafe { lstat(path, buf) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn __lxstat64(_ver: c_int, path: *const c_char, buf: *mut libc::stat64) -> c_int {
+    // SAFETY: same contract as `lstat64`.
+    unsafe { lstat64(path, buf) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn __fxstat(_ver: c_int, fd: c_int, buf: *mut libc::stat) -> c_int {
+    // SAFETY: same contract as `fstat`.
+    unsafe { fstat(fd, buf) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn __fxstat64(_ver: c_int, fd: c_int, buf: *mut libc::stat64) -> c_int {
+    // SAFETY: same contract as `fstat64`.
+    unsafe { fstat64(fd, buf) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn __fxstatat(_ver: c_int, dirfd: c_int, path: *const c_char, buf: *mut libc::stat, flags: c_int)
+                                    -> c_int {
+    // SAFETY: same contract as `fstatat`.
+    unsafe { fstatat(dirfd, path, buf, flags) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn __fxstatat64(_ver: c_int, dirfd: c_int, path: *const c_char, buf: *mut libc::stat64,
+                                      flags: c_int) -> c_int {
+    // SAFETY: same contract as `fstatat64`.
+    unsafe { fstatat64(dirfd, path, buf, flags) }
+}

@@ -1,0 +1,511 @@
+//! `DOORBELL_PRELOAD_TRACE`: one line per intercepted kernel call, decoded.
+//!
+//! ```text
+//! ioctl fd=5 DEVICE.GET_CONTEXT [NUM_COMP_VECTORS out 4 B, CORE_SUPPORT out 8 B, UHW_IN 32 B, UHW_OUT out 72 B] driver=1 -> ok {NUM_COMP_VECTORS=0x2 CORE_SUPPORT=0x1}
+//! ioctl fd=5 INVOKE_WRITE(MODIFY_QP) [CORE_IN 112 B qp_handle=5 attr_mask=0x39 -> INIT] driver=1 -> ok
+//! write fd=5 CREATE_CQ len=72 in_words=18 out_words=4 (words of 4 B: in 72 B, out 16 B) -> 72
+//! mmap fd=5 len=0x1000 prot=W SHARED offset=0x900000 (cmd 9 UAR object entry, index 0) -> 0x7fc4305c0000
+//! ```
+//!
+//! The request is copied from the caller's memory with softhca's checked copies before
+//! the call (a bad pointer gives no line rather than a crash) and the outputs after it.
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Once;
+
+use nix::errno::Errno;
+use softhca::uaccess::{copy_from_user, read_struct};
+use uverbs::sys::ids::{self, object};
+use uverbs::sys::ioctl::{IoctlAttr, IoctlHdr, RDMA_VERBS_IOCTL, UVERBS_ATTR_F_VALID_OUTPUT};
+use uverbs::sys::write::{CmdHdr, CMD_FLAG_EXTENDED};
+
+static ON: AtomicBool = AtomicBool::new(false);
+
+/// Installs the stderr subscriber if `DOORBELL_PRELOAD_TRACE` asks for it.
+pub fn init() {
+    static INIT: Once = Once::new();
+    INIT.call_once(|| {
+        let Some(spec) = crate::shim::flags().trace.as_deref() else { return };
+        let filter = if spec == "1" || spec.eq_ignore_ascii_case("true") { "doorbell_preload=trace" } else { spec };
+        let sub = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+            .with_writer(std::io::stderr)
+            .without_time()
+            // SAFETY: isatty only inspects fd 2.
+            .with_ansi(unsafe { libc::isatty(2) } == 1)
+            .with_target(false)
+            .finish();
+        if tracing::subscriber::set_global_default(sub).is_ok() {
+            ON.store(true, Ordering::Relaxed);
+        }
+    });
+}
+
+fn on() -> bool {
+    ON.load(Ordering::Relaxed) && tracing::enabled!(target: "doorbell_preload", tracing::Level::TRACE)
+}
+
+fn errno_text(e: Errno) -> String {
+    format!("{e:?}")
+}
+
+// ---- names ------------------------------------------------------------------------------
+
+fn object_name(o: u16) -> String {
+    match o {
+        object::DEVICE => "DEVICE".into(),
+        object::PD => "PD".into(),
+        object::COMP_CHANNEL => "COMP_CHANNEL".into(),
+        object::CQ => "CQ".into(),
+        object::QP => "QP".into(),
+        object::SRQ => "SRQ".into(),
+        object::AH => "AH".into(),
+        object::MR => "MR".into(),
+        object::MW => "MW".into(),
+        object::FLOW => "FLOW".into(),
+        object::XRCD => "XRCD".into(),
+        object::WQ => "WQ".into(),
+        object::FLOW_ACTION => "FLOW_ACTION".into(),
+        object::DM => "DM".into(),
+        object::COUNTERS => "COUNTERS".into(),
+        object::ASYNC_EVENT => "ASYNC_EVENT".into(),
+        object::MLX5_DEVX => "MLX5_DEVX".into(),
+        object::MLX5_DEVX_OBJ => "MLX5_DEVX_OBJ".into(),
+        object::MLX5_DEVX_UMEM => "MLX5_DEVX_UMEM".into(),
+        object::MLX5_UAR => "MLX5_UAR".into(),
+        _ => format!("OBJ_{o:#x}"),
+    }
+}
+
+fn method_name(o: u16, m: u16) -> String {
+    use ids::{async_event, cq, device, mlx5, mr, qp};
+    let s = match (o, m) {
+        (object::DEVICE, device::INVOKE_WRITE) => "INVOKE_WRITE",
+        (object::DEVICE, device::INFO_HANDLES) => "INFO_HANDLES",
+        (object::DEVICE, device::QUERY_PORT) => "QUERY_PORT",
+        (object::DEVICE, device::GET_CONTEXT) => "GET_CONTEXT",
+        (object::DEVICE, device::QUERY_CONTEXT) => "QUERY_CONTEXT",
+        (object::DEVICE, device::QUERY_GID_TABLE) => "QUERY_GID_TABLE",
+        (object::DEVICE, device::QUERY_GID_ENTRY) => "QUERY_GID_ENTRY",
+        (object::PD, 0) | (object::AH, 0) | (object::MW, 0) | (object::XRCD, 0) | (object::FLOW, 0) => "DESTROY",
+        (object::CQ, cq::CREATE) | (object::QP, qp::CREATE) => "CREATE",
+        (object::CQ, cq::DESTROY) | (object::QP, qp::DESTROY) | (object::MR, mr::DESTROY)
+        | (object::SRQ, 1) | (object::WQ, 1) => "DESTROY",
+        (object::MR, mr::DM_MR_REG) => "DM_MR_REG",
+        (object::MR, mr::ADVISE) => "ADVISE",
+        (object::MR, mr::QUERY) => "QUERY",
+        (object::MR, mr::REG_DMABUF_MR) => "REG_DMABUF_MR",
+        (object::ASYNC_EVENT, async_event::ALLOC) => "ALLOC",
+        (object::COMP_CHANNEL, 0) => "ALLOC",
+        (object::MLX5_DEVX, mlx5::DEVX_OTHER) => "DEVX_OTHER",
+        (object::MLX5_DEVX, mlx5::DEVX_QUERY_UAR) => "DEVX_QUERY_UAR",
+        (object::MLX5_DEVX, mlx5::DEVX_QUERY_EQN) => "DEVX_QUERY_EQN",
+        (object::MLX5_UAR, mlx5::UAR_OBJ_ALLOC) => "UAR_OBJ_ALLOC",
+        (object::MLX5_UAR, mlx5::UAR_OBJ_DESTROY) => "UAR_OBJ_DESTROY",
+        _ => return format!("METHOD_{m:#x}"),
+    };
+    s.into()
+}
+
+/// Attributes through which the kernel returns a new object's handle or fd (written
+/// into the attribute's `data`).
+fn is_new(o: u16, m: u16, a: u16) -> bool {
+    use ids::{async_event, cq, mlx5, qp};
+    matches!((o, m, a),
+        (object::CQ, cq::CREATE, cq::ATTR_CREATE_HANDLE)
+        | (object::QP, qp::CREATE, qp::ATTR_CREATE_HANDLE)
+        | (object::ASYNC_EVENT, async_event::ALLOC, async_event::ATTR_ALLOC_FD_HANDLE)
+        | (object::MLX5_UAR, mlx5::UAR_OBJ_ALLOC, mlx5::ATTR_UAR_OBJ_ALLOC_HANDLE)
+        | (object::MLX5_DEVX_OBJ, mlx5::DEVX_OBJ_CREATE, mlx5::ATTR_DEVX_OBJ_CREATE_HANDLE)
+        | (object::MR, ids::mr::REG_DMABUF_MR, ids::mr::ATTR_REG_DMABUF_HANDLE)
+        | (object::MR, ids::mr::DM_MR_REG, 0))
+}
+
+/// Output attributes (the kernel writes through the pointer in `data`).
+fn is_out(o: u16, m: u16, a: u16) -> bool {
+    use ids::{cq, device as d, mlx5, qp};
+    if o & ids::UVERBS_ID_DRIVER_NS == 0 && a == ids::UVERBS_ATTR_UHW_OUT {
+        return true;
+    }
+    matches!((o, m, a),
+        (object::DEVICE, d::INVOKE_WRITE, d::ATTR_CORE_OUT)
+        | (object::DEVICE, d::GET_CONTEXT, _)
+        | (object::DEVICE, d::QUERY_CONTEXT, _)
+        | (object::DEVICE, d::QUERY_PORT, d::ATTR_QUERY_PORT_RESP)
+        | (object::DEVICE, d::QUERY_GID_ENTRY, d::ATTR_QUERY_GID_ENTRY_RESP_ENTRY)
+        | (object::DEVICE, d::QUERY_GID_TABLE, d::ATTR_QUERY_GID_TABLE_RESP_ENTRIES)
+        | (object::DEVICE, d::QUERY_GID_TABLE, d::ATTR_QUERY_GID_TABLE_RESP_NUM_ENTRIES)
+        | (object::CQ, cq::CREATE, cq::ATTR_CREATE_RESP_CQE)
+        | (object::CQ, cq::DESTROY, cq::ATTR_DESTROY_RESP)
+        | (object::QP, qp::CREATE, qp::ATTR_CREATE_RESP_CAP)
+        | (object::QP, qp::CREATE, qp::ATTR_CREATE_RESP_QP_NUM)
+        | (object::QP, qp::DESTROY, qp::ATTR_DESTROY_RESP)
+        | (object::MLX5_DEVX, mlx5::DEVX_OTHER, mlx5::ATTR_DEVX_OTHER_CMD_OUT)
+        | (object::MLX5_UAR, mlx5::UAR_OBJ_ALLOC, mlx5::ATTR_UAR_OBJ_ALLOC_MMAP_OFFSET)
+        | (object::MLX5_UAR, mlx5::UAR_OBJ_ALLOC, mlx5::ATTR_UAR_OBJ_ALLOC_MMAP_LENGTH)
+        | (object::MLX5_UAR, mlx5::UAR_OBJ_ALLOC, mlx5::ATTR_UAR_OBJ_ALLOC_PAGE_ID))
+        // GET_CONTEXT's and QUERY_CONTEXT's inputs are only the driver's UHW_IN.
+        && !(o == object::DEVICE && (m == d::GET_CONTEXT || m == d::QUERY_CONTEXT) && a == ids::UVERBS_ATTR_UHW_IN)
+}
+
+fn attr_name(o: u16, m: u16, a: u16) -> String {
+    use ids::{cq, device as d, mlx5, qp};
+    // Core objects' driver-namespace attributes are the driver's udata; driver objects
+    // (namespace bit set) name their own.
+    if o & ids::UVERBS_ID_DRIVER_NS == 0 {
+        if a == ids::UVERBS_ATTR_UHW_IN {
+            return "UHW_IN".into();
+        }
+        if a == ids::UVERBS_ATTR_UHW_OUT {
+            return "UHW_OUT".into();
+        }
+    }
+    let s = match (o, m) {
+        (object::DEVICE, d::INVOKE_WRITE) => match a {
+            d::ATTR_CORE_IN => "CORE_IN",
+            d::ATTR_CORE_OUT => "CORE_OUT",
+            d::ATTR_WRITE_CMD => "WRITE_CMD",
+            _ => "",
+        },
+        (object::DEVICE, d::QUERY_PORT) => match a {
+            d::ATTR_QUERY_PORT_PORT_NUM => "PORT_NUM",
+            d::ATTR_QUERY_PORT_RESP => "RESP",
+            _ => "",
+        },
+        (object::DEVICE, d::GET_CONTEXT) | (object::DEVICE, d::QUERY_CONTEXT) => match a {
+            0 => "NUM_COMP_VECTORS",
+            1 => "CORE_SUPPORT",
+            _ => "",
+        },
+        (object::DEVICE, d::QUERY_GID_ENTRY) => match a {
+            d::ATTR_QUERY_GID_ENTRY_PORT => "PORT",
+            d::ATTR_QUERY_GID_ENTRY_GID_INDEX => "GID_INDEX",
+            d::ATTR_QUERY_GID_ENTRY_FLAGS => "FLAGS",
+            d::ATTR_QUERY_GID_ENTRY_RESP_ENTRY => "RESP_ENTRY",
+            _ => "",
+        },
+        (object::DEVICE, d::QUERY_GID_TABLE) => match a {
+            d::ATTR_QUERY_GID_TABLE_ENTRY_SIZE => "ENTRY_SIZE",
+            d::ATTR_QUERY_GID_TABLE_FLAGS => "FLAGS",
+            d::ATTR_QUERY_GID_TABLE_RESP_ENTRIES => "RESP_ENTRIES",
+            d::ATTR_QUERY_GID_TABLE_RESP_NUM_ENTRIES => "RESP_NUM_ENTRIES",
+            _ => "",
+        },
+        (object::CQ, cq::CREATE) => match a {
+            cq::ATTR_CREATE_HANDLE => "HANDLE",
+            cq::ATTR_CREATE_CQE => "CQE",
+            cq::ATTR_CREATE_USER_HANDLE => "USER_HANDLE",
+            cq::ATTR_CREATE_COMP_CHANNEL => "COMP_CHANNEL",
+            cq::ATTR_CREATE_COMP_VECTOR => "COMP_VECTOR",
+            cq::ATTR_CREATE_FLAGS => "FLAGS",
+            cq::ATTR_CREATE_RESP_CQE => "RESP_CQE",
+            cq::ATTR_CREATE_EVENT_FD => "EVENT_FD",
+            _ => "",
+        },
+        (object::QP, qp::CREATE) => match a {
+            qp::ATTR_CREATE_HANDLE => "HANDLE",
+            qp::ATTR_CREATE_XRCD_HANDLE => "XRCD",
+            qp::ATTR_CREATE_PD_HANDLE => "PD",
+            qp::ATTR_CREATE_SRQ_HANDLE => "SRQ",
+            qp::ATTR_CREATE_SEND_CQ_HANDLE => "SEND_CQ",
+            qp::ATTR_CREATE_RECV_CQ_HANDLE => "RECV_CQ",
+            qp::ATTR_CREATE_IND_TABLE_HANDLE => "IND_TABLE",
+            qp::ATTR_CREATE_USER_HANDLE => "USER_HANDLE",
+            qp::ATTR_CREATE_CAP => "CAP",
+            qp::ATTR_CREATE_TYPE => "TYPE",
+            qp::ATTR_CREATE_FLAGS => "FLAGS",
+            qp::ATTR_CREATE_SOURCE_QPN => "SOURCE_QPN",
+            qp::ATTR_CREATE_EVENT_FD => "EVENT_FD",
+            qp::ATTR_CREATE_RESP_CAP => "RESP_CAP",
+            qp::ATTR_CREATE_RESP_QP_NUM => "RESP_QP_NUM",
+            _ => "",
+        },
+        (object::CQ, cq::DESTROY) | (object::QP, qp::DESTROY) | (object::SRQ, 1) | (object::WQ, 1) => match a {
+            0 => "HANDLE",
+            1 => "RESP",
+            _ => "",
+        },
+        (object::PD, 0) | (object::MR, 1) | (object::AH, 0) | (object::MW, 0) | (object::XRCD, 0) => match a {
+            0 => "HANDLE",
+            _ => "",
+        },
+        (object::ASYNC_EVENT, 0) => match a {
+            0 => "FD_HANDLE",
+            _ => "",
+        },
+        (object::MLX5_DEVX, mlx5::DEVX_OTHER) => match a {
+            mlx5::ATTR_DEVX_OTHER_CMD_IN => "CMD_IN",
+            mlx5::ATTR_DEVX_OTHER_CMD_OUT => "CMD_OUT",
+            _ => "",
+        },
+        (object::MLX5_UAR, mlx5::UAR_OBJ_ALLOC) => match a {
+            mlx5::ATTR_UAR_OBJ_ALLOC_HANDLE => "HANDLE",
+            mlx5::ATTR_UAR_OBJ_ALLOC_TYPE => "TYPE",
+            mlx5::ATTR_UAR_OBJ_ALLOC_MMAP_OFFSET => "MMAP_OFFSET",
+            mlx5::ATTR_UAR_OBJ_ALLOC_MMAP_LENGTH => "MMAP_LENGTH",
+            mlx5::ATTR_UAR_OBJ_ALLOC_PAGE_ID => "PAGE_ID",
+            _ => "",
+        },
+        (object::MLX5_UAR, mlx5::UAR_OBJ_DESTROY) => match a {
+            mlx5::ATTR_UAR_OBJ_DESTROY_HANDLE => "HANDLE",
+            _ => "",
+        },
+        _ => "",
+    };
+    if s.is_empty() {
+        format!("{a:#x}")
+    } else {
+        s.into()
+    }
+}
+
+/// Names of the legacy write() commands (`IB_USER_VERBS_CMD_*`, EX with bit 31).
+pub fn write_cmd_name(cmd: u32) -> String {
+    let base = match cmd & !CMD_FLAG_EXTENDED {
+        0 => "GET_CONTEXT",
+        1 => "QUERY_DEVICE",
+        2 => "QUERY_PORT",
+        3 => "ALLOC_PD",
+        4 => "DEALLOC_PD",
+        5 => "CREATE_AH",
+        6 => "MODIFY_AH",
+        7 => "QUERY_AH",
+        8 => "DESTROY_AH",
+        9 => "REG_MR",
+        10 => "REG_SMR",
+        11 => "REREG_MR",
+        12 => "QUERY_MR",
+        13 => "DEREG_MR",
+        14 => "ALLOC_MW",
+        15 => "BIND_MW",
+        16 => "DEALLOC_MW",
+        17 => "CREATE_COMP_CHANNEL",
+        18 => "CREATE_CQ",
+        19 => "RESIZE_CQ",
+        20 => "DESTROY_CQ",
+        21 => "POLL_CQ",
+        22 => "PEEK_CQ",
+        23 => "REQ_NOTIFY_CQ",
+        24 => "CREATE_QP",
+        25 => "QUERY_QP",
+        26 => "MODIFY_QP",
+        27 => "DESTROY_QP",
+        28 => "POST_SEND",
+        29 => "POST_RECV",
+        30 => "ATTACH_MCAST",
+        31 => "DETACH_MCAST",
+        32 => "CREATE_SRQ",
+        33 => "MODIFY_SRQ",
+        34 => "QUERY_SRQ",
+        35 => "DESTROY_SRQ",
+        36 => "POST_SRQ_RECV",
+        37 => "OPEN_XRCD",
+        38 => "CLOSE_XRCD",
+        39 => "CREATE_XSRQ",
+        40 => "OPEN_QP",
+        _ => return format!("CMD_{cmd:#x}"),
+    };
+    if cmd & CMD_FLAG_EXTENDED != 0 {
+        format!("EX_{base}")
+    } else {
+        base.to_string()
+    }
+}
+
+/// A few words about a legacy command's core request at `ptr` (the struct after the
+/// command header): the QP transition of MODIFY_QP, the range and access of REG_MR.
+fn describe_core_in(cmd: u32, ptr: u64, len: usize) -> String {
+    let mut b = [0u8; 112];
+    let n = len.min(b.len());
+    if copy_from_user(&mut b[..n], ptr).is_err() {
+        return String::new();
+    }
+    let u32_at = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap_or([0; 4]));
+    let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap_or([0; 8]));
+    match cmd {
+        26 if n >= 112 => {
+            const STATES: [&str; 7] = ["RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR"];
+            let mask = u32_at(68);
+            let state = STATES.get(b[96] as usize).copied().unwrap_or("?");
+            let mut t = format!(" qp_handle={} attr_mask={mask:#x}", u32_at(64));
+            if mask & 1 != 0 {
+                let _ = write!(t, " -> {state}");
+            }
+            if mask & (1 << 20) != 0 {
+                let _ = write!(t, " dest_qpn={:#x}", u32_at(84));
+            }
+            t
+        }
+        9 if n >= 40 => format!(" start={:#x} length={:#x} pd_handle={} access={:#x}", u64_at(8), u64_at(16), u32_at(32), u32_at(36)),
+        _ => String::new(),
+    }
+}
+
+// ---- ioctl ------------------------------------------------------------------------------
+
+/// The decoded request, kept across the call.
+pub struct IoctlPre {
+    arg: u64,
+    hdr: IoctlHdr,
+    attrs: Vec<IoctlAttr>,
+}
+
+pub fn ioctl_before(req: libc::c_ulong, arg: u64) -> Option<IoctlPre> {
+    if !on() || crate::shim::req_u64(req) != RDMA_VERBS_IOCTL {
+        if on() {
+            tracing::trace!(target: "doorbell_preload", "ioctl request {req:#x} (not RDMA_VERBS_IOCTL)");
+        }
+        return None;
+    }
+    let hdr: IoctlHdr = read_struct(arg).ok()?;
+    let attrs = read_attrs(arg, hdr.num_attrs)?;
+    Some(IoctlPre { arg, hdr, attrs })
+}
+
+fn read_attrs(arg: u64, n: u16) -> Option<Vec<IoctlAttr>> {
+    let n = n.min(64) as u64;
+    (0..n).map(|i| read_struct::<IoctlAttr>(arg + 24 + 16 * i).ok()).collect()
+}
+
+fn read_value(ptr: u64, len: u16) -> Option<u64> {
+    let mut b = [0u8; 8];
+    let n = (len as usize).min(8);
+    copy_from_user(&mut b[..n], ptr).ok()?;
+    Some(u64::from_le_bytes(b))
+}
+
+pub fn ioctl_after(fd: i32, pre: Option<IoctlPre>, r: Result<(), Errno>) {
+    let Some(p) = pre else { return };
+    let (o, m) = (p.hdr.object_id, p.hdr.method_id);
+    let mut what = format!("{}.{}", object_name(o), method_name(o, m));
+    if o == object::DEVICE && m == ids::device::INVOKE_WRITE {
+        if let Some(c) = p.attrs.iter().find(|a| a.attr_id == ids::device::ATTR_WRITE_CMD) {
+            what = format!("INVOKE_WRITE({})", write_cmd_name(c.data as u32));
+        }
+    }
+    let after = read_attrs(p.arg, p.hdr.num_attrs).unwrap_or_default();
+    let mut req = String::new();
+    let mut out = String::new();
+    for (i, a) in p.attrs.iter().enumerate() {
+        let name = attr_name(o, m, a.attr_id);
+        if o == object::DEVICE && m == ids::device::INVOKE_WRITE && a.attr_id == ids::device::ATTR_WRITE_CMD {
+            continue;
+        }
+        let post = after.get(i).copied().unwrap_or(*a);
+        let written = post.flags & UVERBS_ATTR_F_VALID_OUTPUT != 0;
+        let opt = if a.flags & 1 == 0 { "?" } else { "" };
+        if !req.is_empty() {
+            req.push_str(", ");
+        }
+        if a.len == 0 {
+            // A handle or fd: in (data = handle) or new (data written back).
+            if is_new(o, m, a.attr_id) {
+                let _ = write!(req, "{name}{opt} new");
+                if r.is_ok() {
+                    let _ = write!(out, " {name}={}", post.data);
+                }
+            } else {
+                let _ = write!(req, "{name}{opt}={}", a.data);
+            }
+        } else if written || is_out(o, m, a.attr_id) {
+            let _ = write!(req, "{name}{opt} out {} B", a.len);
+            if written && a.len <= 8 {
+                if let Some(v) = read_value(post.data, a.len) {
+                    let _ = write!(out, " {name}={v:#x}");
+                }
+            }
+        } else if (a.len as usize) <= uverbs::sys::ioctl::INLINE_MAX {
+            let v = a.data & if a.len >= 8 { u64::MAX } else { (1u64 << (8 * a.len)) - 1 };
+            let _ = write!(req, "{name}{opt}={v:#x}");
+        } else {
+            let _ = write!(req, "{name}{opt} {} B", a.len);
+        }
+    }
+    let res = match r {
+        Ok(()) if out.is_empty() => "ok".to_string(),
+        Ok(()) => format!("ok {{{}}}", out.trim_start()),
+        Err(e) => errno_text(e),
+    };
+    if o == object::DEVICE && m == ids::device::INVOKE_WRITE {
+        let cmd = p.attrs.iter().find(|a| a.attr_id == ids::device::ATTR_WRITE_CMD).map(|a| a.data as u32);
+        let core = p.attrs.iter().find(|a| a.attr_id == ids::device::ATTR_CORE_IN);
+        if let (Some(cmd), Some(c)) = (cmd, core) {
+            if c.len as usize > uverbs::sys::ioctl::INLINE_MAX {
+                req.push_str(&describe_core_in(cmd, c.data, c.len as usize));
+            }
+        }
+    }
+    if req.is_empty() && o == object::DEVICE && m == ids::device::INVOKE_WRITE {
+        req.push_str("WRITE_CMD only: the has-INVOKE_WRITE probe");
+    }
+    let drv = if p.hdr.driver_id != 0 { format!(" driver={}", p.hdr.driver_id) } else { String::new() };
+    tracing::trace!(target: "doorbell_preload", "ioctl fd={fd} {what} [{req}]{drv} -> {res}");
+}
+
+// ---- write ------------------------------------------------------------------------------
+
+pub struct WritePre {
+    hdr: CmdHdr,
+    len: usize,
+    detail: String,
+}
+
+pub fn write_before(buf: u64, len: usize) -> Option<WritePre> {
+    if !on() || len < 8 {
+        return None;
+    }
+    let hdr: CmdHdr = read_struct(buf).ok()?;
+    let detail = if hdr.command & CMD_FLAG_EXTENDED == 0 { describe_core_in(hdr.command, buf + 8, len - 8) } else { String::new() };
+    Some(WritePre { hdr, len, detail })
+}
+
+pub fn write_after(fd: i32, pre: Option<WritePre>, r: &Result<usize, Errno>) {
+    let Some(p) = pre else { return };
+    let c = p.hdr.command;
+    let res = match r {
+        Ok(n) => format!("{n}"),
+        Err(e) => errno_text(*e),
+    };
+    let (unit, what) = if c & CMD_FLAG_EXTENDED != 0 { (8, "core words of 8 B") } else { (4, "words of 4 B") };
+    tracing::trace!(target: "doorbell_preload",
+        "write fd={fd} {} len={} in_words={} out_words={} ({what}: in {} B, out {} B){} -> {res}",
+        write_cmd_name(c), p.len, p.hdr.in_words, p.hdr.out_words,
+        p.hdr.in_words as usize * unit, p.hdr.out_words as usize * unit, p.detail);
+}
+
+// ---- mmap -------------------------------------------------------------------------------
+
+pub fn mmap(fd: i32, len: usize, prot: i32, flags: i32, off: i64, r: &Result<u64, Errno>) {
+    if !on() {
+        return;
+    }
+    let mut p = String::new();
+    for (bit, c) in [(libc::PROT_READ, 'R'), (libc::PROT_WRITE, 'W'), (libc::PROT_EXEC, 'X')] {
+        if prot & bit != 0 {
+            p.push(c);
+        }
+    }
+    let kind = match flags & libc::MAP_TYPE {
+        libc::MAP_SHARED => "SHARED",
+        libc::MAP_PRIVATE => "PRIVATE",
+        _ => "SHARED_VALIDATE",
+    };
+    let (cmd, index) = uverbs::sys::mlx5::mmap_split(off as u64 / 4096);
+    let cmd_name = match cmd {
+        0 => "REGULAR_PAGE (static UAR)",
+        1 => "GET_CONTIGUOUS_PAGES",
+        2 => "WC_PAGE",
+        3 => "NC_PAGE",
+        5 => "CORE_CLOCK",
+        6 => "ALLOC_WC",
+        7 => "CLOCK_INFO",
+        _ => "UAR object entry",
+    };
+    let res = match r {
+        Ok(a) => format!("{a:#x}"),
+        Err(e) => errno_text(*e),
+    };
+    tracing::trace!(target: "doorbell_preload",
+        "mmap fd={fd} len={len:#x} prot={p} {kind} offset={off:#x} (cmd {cmd} {cmd_name}, index {index}) -> {res}");
+}
