@@ -1,0 +1,459 @@
+//! The communicator: one rank's connections to the others and the collective API.
+//!
+//! ```no_run
+//! use collective::{Communicator, ReduceOp};
+//! // Under torchrun, `doorbell launch` or mpirun:
+//! let mut comm = Communicator::from_env()?;
+//! let send = vec![comm.rank() as f32 + 1.0; 1 << 20];
+//! let mut recv = vec![0f32; send.len()];
+//! comm.all_reduce(&send, &mut recv, ReduceOp::Sum)?;
+//! # Ok::<(), collective::Error>(())
+//! ```
+//!
+//! Setting up (`init`): the ranks' streams follow from the topology (ring
+//! neighbours and the two trees), one RC QP per distinct peer carries them all;
+//! staging slots are registered; the connection table is exchanged through the
+//! bootstrap; QPs go to RTS; a bootstrap barrier makes sure every QP is ready before
+//! anyone writes; then the bootstrap connections become the liveness monitor.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::algo::{Algo, AlgoChoice};
+use crate::bootstrap::{Exchange, Monitor, TcpBootstrap, Watch};
+use crate::dtype::Element;
+use crate::engine::{Bufs, Engine, LinkInfo};
+use crate::error::{Error, Result};
+use crate::launch::LaunchEnv;
+use crate::op::ReduceOp;
+use crate::plan::Plan;
+use crate::ring::{self, RingShape};
+use crate::stream::{Channel, Region, StreamList, RING_LANES_MAX};
+use crate::transport::mem::MemFabric;
+use crate::transport::rdma::RdmaTransport;
+use crate::transport::Transport;
+use crate::tree;
+
+/// Staging and pipelining parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tuning {
+    /// Bytes per staging slot: the largest message (`DOORBELL_CHUNK_BYTES`).
+    pub slot_bytes: usize,
+    /// Slots per stream: messages in flight before the sender needs a credit
+    /// (`DOORBELL_SLOTS`).
+    pub nslots: usize,
+    /// Parallel rings (`DOORBELL_RING_LANES`, 1 to 4).
+    pub ring_lanes: usize,
+    /// Smallest ring block worth a round of its own (to feed every lane), in bytes.
+    pub ring_min_chunk_bytes: usize,
+    /// Tree pipeline chunk in bytes (`DOORBELL_TREE_CHUNK_BYTES`, at most a slot).
+    pub tree_chunk_bytes: usize,
+    /// Ring or tree.
+    pub algo: AlgoChoice,
+}
+
+impl Default for Tuning {
+    fn default() -> Self {
+        Tuning {
+            slot_bytes: 128 << 10,
+            nslots: 4,
+            ring_lanes: 2,
+            ring_min_chunk_bytes: 8 << 10,
+            tree_chunk_bytes: 32 << 10,
+            algo: AlgoChoice::default(),
+        }
+    }
+}
+
+impl Tuning {
+    /// Defaults overridden by the `DOORBELL_*` variables.
+    pub fn from_env() -> Result<Tuning> {
+        let mut t = Tuning::default();
+        let num = |k: &str, d: usize| -> Result<usize> {
+            match std::env::var(k) {
+                Ok(v) if !v.is_empty() => v.parse().map_err(|_| Error::Invalid(format!("{k}={v:?} is not a number"))),
+                _ => Ok(d),
+            }
+        };
+        t.slot_bytes = num("DOORBELL_CHUNK_BYTES", t.slot_bytes)?;
+        t.nslots = num("DOORBELL_SLOTS", t.nslots)?;
+        t.ring_lanes = num("DOORBELL_RING_LANES", t.ring_lanes)?;
+        t.tree_chunk_bytes = num("DOORBELL_TREE_CHUNK_BYTES", t.tree_chunk_bytes)?;
+        t.algo = AlgoChoice::from_env().map_err(Error::Invalid)?;
+        t.validate()?;
+        Ok(t)
+    }
+
+    fn validate(&self) -> Result<()> {
+        if self.slot_bytes < 64 || self.slot_bytes % 64 != 0 || self.slot_bytes > 1 << 30 {
+            return Err(Error::Invalid(format!("chunk size {} must be a multiple of 64 up to 1 GiB", self.slot_bytes)));
+        }
+        if self.nslots < 2 {
+            return Err(Error::Invalid("at least 2 slots per stream".into()));
+        }
+        if self.ring_lanes == 0 || self.ring_lanes > RING_LANES_MAX {
+            return Err(Error::Invalid(format!("ring lanes must be 1..={RING_LANES_MAX}")));
+        }
+        Ok(())
+    }
+}
+
+/// How to create a communicator.
+#[derive(Debug, Clone)]
+pub struct InitOpts {
+    pub rank: usize,
+    pub size: usize,
+    pub local_rank: usize,
+    /// Rank 0's bootstrap address and port.
+    pub master_addr: String,
+    pub master_port: u16,
+    /// RDMA device (`None`: the embedded softhca; `DOORBELL_DEVICE`).
+    pub device: Option<String>,
+    /// Deadline for the bootstrap, and for any wait without progress
+    /// (`DOORBELL_TIMEOUT` seconds, default 60).
+    pub timeout: Duration,
+    pub tuning: Tuning,
+}
+
+impl InitOpts {
+    /// From the launcher's variables (see [`crate::launch`]) and `DOORBELL_*`.
+    pub fn from_env() -> Result<InitOpts> {
+        let env = LaunchEnv::from_env()?.ok_or_else(|| {
+            Error::Invalid("no launcher variables: set RANK/WORLD_SIZE (torchrun, doorbell launch) or run under mpirun".into())
+        })?;
+        let timeout = match std::env::var("DOORBELL_TIMEOUT") {
+            Ok(v) if !v.is_empty() => {
+                Duration::from_secs_f64(v.parse().map_err(|_| Error::Invalid(format!("DOORBELL_TIMEOUT={v:?} is not a number")))?)
+            }
+            _ => Duration::from_secs(60),
+        };
+        Ok(InitOpts {
+            rank: env.rank,
+            size: env.world_size,
+            local_rank: env.local_rank,
+            master_addr: env.master_addr,
+            master_port: env.master_port,
+            device: std::env::var("DOORBELL_DEVICE").ok().filter(|s| !s.is_empty()),
+            timeout,
+            tuning: Tuning::from_env()?,
+        })
+    }
+}
+
+/// One rank of a group that runs collectives together.
+pub struct Communicator {
+    rank: usize,
+    size: usize,
+    local_rank: usize,
+    tuning: Tuning,
+    engine: Engine,
+    monitor: Option<Monitor>,
+}
+
+impl std::fmt::Debug for Communicator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Communicator").field("rank", &self.rank).field("size", &self.size).field("transport", &self.engine.describe()).finish()
+    }
+}
+
+/// Streams of `rank` for every algorithm, and its distinct peers.
+fn topology(rank: usize, size: usize, lanes: usize) -> (Vec<usize>, StreamList, StreamList) {
+    let (mut ins, mut outs) = ring::streams(rank, size, lanes);
+    let (ti, to) = tree::streams(rank, size);
+    ins.extend(ti);
+    outs.extend(to);
+    let mut peers: Vec<usize> = ins.iter().chain(&outs).map(|&(p, _)| p).collect();
+    peers.sort_unstable();
+    peers.dedup();
+    (peers, ins, outs)
+}
+
+fn encode_links(rank: usize, links: &[LinkInfo]) -> Vec<u8> {
+    let mut v = Vec::new();
+    let w32 = |v: &mut Vec<u8>, x: u32| v.extend_from_slice(&x.to_le_bytes());
+    w32(&mut v, rank as u32);
+    w32(&mut v, links.len() as u32);
+    for l in links {
+        w32(&mut v, l.peer as u32);
+        w32(&mut v, l.conn.len() as u32);
+        v.extend_from_slice(&l.conn);
+        w32(&mut v, l.regions.len() as u32);
+        for (ch, r) in &l.regions {
+            v.push(ch.0);
+            v.extend_from_slice(&r.addr.to_le_bytes());
+            w32(&mut v, r.rkey);
+            w32(&mut v, r.nslots);
+            w32(&mut v, r.slot_bytes);
+        }
+    }
+    v
+}
+
+fn decode_links(from: usize, b: &[u8]) -> Result<(usize, Vec<LinkInfo>)> {
+    let bad = || Error::Protocol { rank: from, why: "malformed connection info".into() };
+    let mut p = b;
+    let mut take = |n: usize| -> Result<&[u8]> {
+        if p.len() < n {
+            return Err(bad());
+        }
+        let (a, rest) = p.split_at(n);
+        p = rest;
+        Ok(a)
+    };
+    macro_rules! u32_ {
+        () => {
+            u32::from_le_bytes(take(4)?.try_into().unwrap())
+        };
+    }
+    let rank = u32_!() as usize;
+    let n = u32_!() as usize;
+    let mut links = Vec::with_capacity(n.min(1024));
+    for _ in 0..n {
+        let peer = u32_!() as usize;
+        let cl = u32_!() as usize;
+        let conn = take(cl)?.to_vec();
+        let nr = u32_!() as usize;
+        let mut regions = Vec::with_capacity(nr.min(64));
+        for _ in 0..nr {
+            let ch = Channel(take(1)?[0]);
+            let addr = u64::from_le_bytes(take(8)?.try_into().unwrap());
+            let rkey = u32_!();
+            let nslots = u32_!();
+            let slot_bytes = u32_!();
+            regions.push((ch, Region { addr, rkey, nslots, slot_bytes }));
+        }
+        links.push(LinkInfo { peer, conn, regions });
+    }
+    Ok((rank, links))
+}
+
+impl Communicator {
+    /// Creates rank `opts.rank` of `opts.size` over RDMA, meeting the others at
+    /// `master_addr:master_port`.
+    pub fn init(opts: InitOpts) -> Result<Communicator> {
+        opts.tuning.validate()?;
+        let mut boot = TcpBootstrap::connect(opts.rank, opts.size, &opts.master_addr, opts.master_port, opts.timeout)?;
+        let watch = Watch::new();
+        let device = opts.device.clone();
+        let rank = opts.rank;
+        let mut comm = Communicator::setup(opts.rank, opts.size, opts.local_rank, opts.tuning, opts.timeout, watch.clone(), &mut boot, |peers| {
+            Ok(Box::new(RdmaTransport::new(device.as_deref(), rank, peers)?) as Box<dyn Transport>)
+        })?;
+        comm.monitor = Some(boot.into_monitor(watch)?);
+        tracing::info!(target: "collective", rank = comm.rank, size = comm.size, transport = %comm.engine.describe(), "communicator ready");
+        Ok(comm)
+    }
+
+    /// [`Communicator::init`] with [`InitOpts::from_env`].
+    pub fn from_env() -> Result<Communicator> {
+        Communicator::init(InitOpts::from_env()?)
+    }
+
+    /// Rank `rank` of an in-process group of threads on `fabric` (shared-memory
+    /// transport with RDMA semantics): for tests and single-process use.
+    pub fn in_process(fabric: &MemFabric, rank: usize, tuning: Tuning) -> Result<Communicator> {
+        let mut ex = fabric.exchange(rank);
+        let f = fabric.clone();
+        Communicator::setup(rank, fabric.nranks(), rank, tuning, Duration::from_secs(60), Watch::new(), &mut ex, move |peers| {
+            Ok(Box::new(f.transport(rank, peers)) as Box<dyn Transport>)
+        })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn setup(
+        rank: usize,
+        size: usize,
+        local_rank: usize,
+        tuning: Tuning,
+        timeout: Duration,
+        watch: Arc<Watch>,
+        ex: &mut dyn Exchange,
+        make: impl FnOnce(&[usize]) -> Result<Box<dyn Transport>>,
+    ) -> Result<Communicator> {
+        tuning.validate()?;
+        let (peers, ins, outs) = topology(rank, size, tuning.ring_lanes);
+        let transport = make(&peers)?;
+        let mut engine = Engine::new(transport, rank, size, peers.clone(), &ins, &outs, tuning.nslots, tuning.slot_bytes, watch, timeout)?;
+        let table = ex.all_gather(&encode_links(rank, &engine.publish()))?;
+        for &p in &peers {
+            let (r, links) = decode_links(p, &table[p])?;
+            if r != p {
+                return Err(Error::Protocol { rank: p, why: format!("table entry {p} is rank {r}'s") });
+            }
+            let mine = links.into_iter().find(|l| l.peer == rank).ok_or_else(|| Error::Protocol {
+                rank: p,
+                why: format!("rank {p} has no link to rank {rank}: do the ranks run the same version and settings?"),
+            })?;
+            engine.connect(&LinkInfo { peer: p, ..mine })?;
+        }
+        ex.barrier()?;
+        Ok(Communicator { rank, size, local_rank, tuning, engine, monitor: None })
+    }
+
+    /// This rank.
+    pub fn rank(&self) -> usize {
+        self.rank
+    }
+
+    /// Ranks in the group.
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// This rank's index on its node.
+    pub fn local_rank(&self) -> usize {
+        self.local_rank
+    }
+
+    /// The tuning in force.
+    pub fn tuning(&self) -> &Tuning {
+        &self.tuning
+    }
+
+    /// Changes the algorithm policy (e.g. to force the ring or the tree).
+    pub fn set_algo(&mut self, choice: AlgoChoice) {
+        self.tuning.algo = choice;
+    }
+
+    /// The algorithm an all-reduce of `bytes` would use.
+    pub fn algo_for(&self, bytes: usize) -> Algo {
+        self.tuning.algo.pick(bytes, self.size)
+    }
+
+    /// What carries the data ("rdma softhca0 127.0.0.2", "mem rank 1 of 4").
+    pub fn transport(&self) -> String {
+        self.engine.describe()
+    }
+
+    fn ring_shape<T: Element>(&self) -> RingShape {
+        let sz = std::mem::size_of::<T>();
+        RingShape {
+            rank: self.rank,
+            n: self.size,
+            lanes: self.tuning.ring_lanes,
+            chunk: (self.tuning.slot_bytes / sz).max(1),
+            min_chunk: (self.tuning.ring_min_chunk_bytes / sz).max(1),
+        }
+    }
+
+    fn all_reduce_plan<T: Element>(&self, count: usize) -> Plan {
+        let bytes = count * std::mem::size_of::<T>();
+        match self.algo_for(bytes) {
+            Algo::Ring => ring::all_reduce_plan(&self.engine, self.ring_shape::<T>(), count),
+            Algo::Tree => {
+                let chunk = (self.tuning.tree_chunk_bytes.min(self.tuning.slot_bytes) / std::mem::size_of::<T>()).max(1);
+                tree::all_reduce_plan(&self.engine, self.rank, self.size, count, chunk)
+            }
+        }
+    }
+
+    /// Every rank gets `recv[i] = send_0[i] op send_1[i] op ... op send_{n-1}[i]`
+    /// (`Avg` divides the sum by `n`). `send` and `recv` must have the same length on
+    /// every rank.
+    pub fn all_reduce<T: Element>(&mut self, send: &[T], recv: &mut [T], op: ReduceOp) -> Result<()> {
+        if send.len() != recv.len() {
+            return Err(Error::Invalid(format!("all_reduce: send has {} elements, recv {}", send.len(), recv.len())));
+        }
+        if self.size == 1 {
+            recv.copy_from_slice(send);
+            return Ok(());
+        }
+        let mut plan = self.all_reduce_plan::<T>(send.len());
+        self.engine.run(&mut plan, Bufs::OutOfPlace(send, recv), op)
+    }
+
+    /// [`Communicator::all_reduce`] with one buffer as both contribution and result.
+    pub fn all_reduce_in_place<T: Element>(&mut self, buf: &mut [T], op: ReduceOp) -> Result<()> {
+        if self.size == 1 {
+            return Ok(());
+        }
+        let mut plan = self.all_reduce_plan::<T>(buf.len());
+        self.engine.run(&mut plan, Bufs::InPlace(buf), op)
+    }
+
+    /// Copies `root`'s `buf` into every other rank's `buf` (same length everywhere).
+    pub fn broadcast<T: Element>(&mut self, buf: &mut [T], root: usize) -> Result<()> {
+        if root >= self.size {
+            return Err(Error::Invalid(format!("broadcast root {root} outside {} ranks", self.size)));
+        }
+        if self.size == 1 {
+            return Ok(());
+        }
+        let mut plan = ring::broadcast_plan(&self.engine, self.ring_shape::<T>(), buf.len(), root);
+        self.engine.run(&mut plan, Bufs::InPlace(buf), ReduceOp::Sum)
+    }
+
+    /// `send` holds `size` blocks of `recv.len()` elements; rank `r` receives block
+    /// `r` reduced over all ranks.
+    pub fn reduce_scatter<T: Element>(&mut self, send: &[T], recv: &mut [T], op: ReduceOp) -> Result<()> {
+        if send.len() != recv.len() * self.size {
+            return Err(Error::Invalid(format!("reduce_scatter: send has {} elements, needs {} x {}", send.len(), self.size, recv.len())));
+        }
+        if self.size == 1 {
+            recv.copy_from_slice(send);
+            return Ok(());
+        }
+        let mut plan = ring::reduce_scatter_plan(&self.engine, self.ring_shape::<T>(), recv.len());
+        self.engine.run(&mut plan, Bufs::OutOfPlace(send, recv), op)
+    }
+
+    /// Every rank receives every rank's `send` at `recv[r * send.len() ..]`.
+    pub fn all_gather<T: Element>(&mut self, send: &[T], recv: &mut [T]) -> Result<()> {
+        if recv.len() != send.len() * self.size {
+            return Err(Error::Invalid(format!("all_gather: recv has {} elements, needs {} x {}", recv.len(), self.size, send.len())));
+        }
+        if self.size == 1 {
+            recv.copy_from_slice(send);
+            return Ok(());
+        }
+        let mut plan = ring::all_gather_plan(&self.engine, self.ring_shape::<T>(), send.len());
+        self.engine.run(&mut plan, Bufs::OutOfPlace(send, recv), ReduceOp::Sum)
+    }
+
+    /// Returns once every rank has entered the barrier.
+    pub fn barrier(&mut self) -> Result<()> {
+        if self.size == 1 {
+            return Ok(());
+        }
+        let mut x = [1u8];
+        let mut plan = tree::all_reduce_plan(&self.engine, self.rank, self.size, 1, 1);
+        self.engine.run(&mut plan, Bufs::InPlace(&mut x), ReduceOp::Max)
+    }
+}
+
+impl Drop for Communicator {
+    fn drop(&mut self) {
+        // The shutdown handshake first: no peer may still need our QPs.
+        if let Some(mut m) = self.monitor.take() {
+            m.finish();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn link_info_round_trips() {
+        let links = vec![
+            LinkInfo { peer: 3, conn: vec![1, 2, 3], regions: vec![(Channel(5), Region { addr: 0xdead_0000, rkey: 7, nslots: 4, slot_bytes: 4096 })] },
+            LinkInfo { peer: 1, conn: vec![], regions: vec![] },
+        ];
+        let b = encode_links(2, &links);
+        assert_eq!(decode_links(2, &b).unwrap(), (2, links));
+        assert!(decode_links(2, &b[..b.len() - 1]).is_err());
+    }
+
+    #[test]
+    fn topology_links_each_peer_once() {
+        for n in 1..=9 {
+            for r in 0..n {
+                let (peers, ins, outs) = topology(r, n, 2);
+                assert!(!peers.contains(&r), "n={n} r={r} links to itself");
+                assert_eq!(ins.len(), outs.len());
+                assert!(peers.len() <= 8);
+            }
+        }
+    }
+}

@@ -1,0 +1,431 @@
+//! The engine: streams over a [`Transport`], staging memory, and the loop that runs a
+//! [`Plan`] until every lane is done.
+//!
+//! One pass of the loop runs every lane as far as it can (an action runs when its
+//! inputs have arrived and its outputs have credit), then polls the transport for
+//! arrivals (data, credits) and failures. When nothing moves it returns outstanding
+//! credits after a short while (so a sender waiting for slots is never left behind
+//! a credit that is below the batching threshold), checks the liveness watch (a
+//! rank whose bootstrap connection dropped) and the no-progress timeout, and backs
+//! off from spinning to yielding to short sleeps.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::bootstrap::Watch;
+use crate::dtype::Element;
+use crate::error::{Error, Result};
+use crate::op::ReduceOp;
+use crate::plan::{Action, Plan};
+use crate::staging::Staging;
+use crate::stream::{imm, Channel, InStream, OutStream, Region, MAX_CHANNELS};
+use crate::transport::{Event, Transport};
+
+/// How long the loop spins before sleeping on the transport.
+const SPIN_ITERS: u32 = 64;
+/// Longest sleep on the transport between checks of the watch and the deadline.
+const WAIT_SLICE: Duration = Duration::from_millis(2);
+
+/// The buffers of one collective.
+pub enum Bufs<'a, T> {
+    /// Distinct send and receive buffers.
+    OutOfPlace(&'a [T], &'a mut [T]),
+    /// One buffer, read as the contribution and overwritten with the result.
+    InPlace(&'a mut [T]),
+}
+
+/// What one link publishes to its peer.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct LinkInfo {
+    pub peer: usize,
+    pub conn: Vec<u8>,
+    /// The regions the peer writes into, by channel.
+    pub regions: Vec<(Channel, Region)>,
+}
+
+/// Streams, staging and the transport of one rank.
+pub struct Engine {
+    // Dropped first: deregisters the staging memory before it is unmapped.
+    transport: Box<dyn Transport>,
+    _recv_stage: Staging,
+    _send_stage: Staging,
+    pub(crate) outs: Vec<OutStream>,
+    pub(crate) ins: Vec<InStream>,
+    out_of: Vec<[u32; MAX_CHANNELS]>,
+    in_of: Vec<[u32; MAX_CHANNELS]>,
+    peers: Vec<usize>,
+    events: Vec<Event>,
+    threshold: u64,
+    slot_bytes: usize,
+    watch: Arc<Watch>,
+    timeout: Duration,
+    rank: usize,
+    nranks: usize,
+    /// Set after a failure: the engine refuses further work.
+    broken: Option<String>,
+}
+
+const NONE: u32 = u32::MAX;
+
+impl Engine {
+    /// Sets up streams for `ins` and `outs` (peer rank, channel) on links to `peers`,
+    /// each with `nslots` slots of `slot_bytes`, and registers their staging memory.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        mut transport: Box<dyn Transport>,
+        rank: usize,
+        nranks: usize,
+        peers: Vec<usize>,
+        ins: &[(usize, Channel)],
+        outs: &[(usize, Channel)],
+        nslots: usize,
+        slot_bytes: usize,
+        watch: Arc<Watch>,
+        timeout: Duration,
+    ) -> Result<Engine> {
+        if nslots == 0 || slot_bytes == 0 || slot_bytes % 64 != 0 || slot_bytes > u32::MAX as usize {
+            return Err(Error::Invalid(format!("bad staging geometry: {nslots} slots of {slot_bytes} B (a multiple of 64)")));
+        }
+        let ring = nslots * slot_bytes;
+        let mut recv_stage = Staging::new(ins.len() * ring).map_err(|e| Error::io("map receive staging", e))?;
+        let mut send_stage = Staging::new(outs.len() * ring).map_err(|e| Error::io("map send staging", e))?;
+        // SAFETY: the stagings are owned by the Engine and declared after the
+        // transport, so they are unmapped only after it (and its MRs) are dropped.
+        let rk = unsafe { transport.register(recv_stage.ptr() as u64, recv_stage.len())? };
+        // SAFETY: as above.
+        let sk = unsafe { transport.register(send_stage.ptr() as u64, send_stage.len())? };
+        let link_of = |peer: usize| peers.iter().position(|&p| p == peer).expect("stream to a peer without a link");
+        let mut in_of = vec![[NONE; MAX_CHANNELS]; peers.len()];
+        let mut out_of = vec![[NONE; MAX_CHANNELS]; peers.len()];
+        let mut in_streams = Vec::new();
+        for (i, &(peer, ch)) in ins.iter().enumerate() {
+            let link = link_of(peer);
+            assert_eq!(in_of[link][ch.index()], NONE, "duplicate stream");
+            in_of[link][ch.index()] = i as u32;
+            let region = Region {
+                addr: recv_stage.addr() + (i * ring) as u64,
+                rkey: rk.rkey,
+                nslots: nslots as u32,
+                slot_bytes: slot_bytes as u32,
+            };
+            in_streams.push(InStream::new(link, peer, ch, region));
+        }
+        let mut out_streams = Vec::new();
+        for (i, &(peer, ch)) in outs.iter().enumerate() {
+            let link = link_of(peer);
+            assert_eq!(out_of[link][ch.index()], NONE, "duplicate stream");
+            out_of[link][ch.index()] = i as u32;
+            out_streams.push(OutStream {
+                link,
+                peer,
+                ch,
+                remote: Region::default(),
+                local_addr: send_stage.addr() + (i * ring) as u64,
+                lkey: sk.lkey,
+                sent: 0,
+                credited: 0,
+            });
+        }
+        Ok(Engine {
+            transport,
+            _recv_stage: recv_stage,
+            _send_stage: send_stage,
+            outs: out_streams,
+            ins: in_streams,
+            out_of,
+            in_of,
+            peers,
+            events: Vec::with_capacity(256),
+            threshold: nslots.div_ceil(2) as u64,
+            slot_bytes,
+            watch,
+            timeout,
+            rank,
+            nranks,
+            broken: None,
+        })
+    }
+
+    /// Bytes per slot: the largest message.
+    pub fn slot_bytes(&self) -> usize {
+        self.slot_bytes
+    }
+
+    /// The transport's description.
+    pub fn describe(&self) -> String {
+        self.transport.describe()
+    }
+
+    /// What each link publishes to its peer.
+    pub fn publish(&self) -> Vec<LinkInfo> {
+        (0..self.peers.len())
+            .map(|link| LinkInfo {
+                peer: self.peers[link],
+                conn: self.transport.conn_info(link),
+                regions: self.ins.iter().filter(|s| s.link == link).map(|s| (s.ch, s.region)).collect(),
+            })
+            .collect()
+    }
+
+    /// Connects the link to `info.peer` with what that peer published for us.
+    pub fn connect(&mut self, info: &LinkInfo) -> Result<()> {
+        let link = self.peers.iter().position(|&p| p == info.peer).ok_or_else(|| Error::Protocol {
+            rank: info.peer,
+            why: "published a link to us that we do not have".into(),
+        })?;
+        for s in self.outs.iter_mut().filter(|s| s.link == link) {
+            let r = info.regions.iter().find(|(c, _)| *c == s.ch).map(|(_, r)| *r).ok_or_else(|| Error::Protocol {
+                rank: info.peer,
+                why: format!("no receive region for channel {}", s.ch.0),
+            })?;
+            if r.slot_bytes as usize != self.slot_bytes || r.nslots == 0 {
+                return Err(Error::Protocol { rank: info.peer, why: format!("slot geometry {}x{} differs from ours", r.nslots, r.slot_bytes) });
+            }
+            s.remote = r;
+        }
+        self.transport.connect(link, &info.conn)
+    }
+
+    /// Index of the output stream to `peer` on `ch`.
+    pub fn out_id(&self, peer: usize, ch: Channel) -> u32 {
+        let link = self.peers.iter().position(|&p| p == peer).expect("no link to peer");
+        let id = self.out_of[link][ch.index()];
+        assert_ne!(id, NONE, "no output stream to rank {peer} on channel {}", ch.0);
+        id
+    }
+
+    /// Index of the input stream from `peer` on `ch`.
+    pub fn in_id(&self, peer: usize, ch: Channel) -> u32 {
+        let link = self.peers.iter().position(|&p| p == peer).expect("no link to peer");
+        let id = self.in_of[link][ch.index()];
+        assert_ne!(id, NONE, "no input stream from rank {peer} on channel {}", ch.0);
+        id
+    }
+
+    /// Runs `plan` to completion.
+    pub fn run<T: Element>(&mut self, plan: &mut Plan, bufs: Bufs<'_, T>, op: ReduceOp) -> Result<()> {
+        if let Some(why) = &self.broken {
+            return Err(Error::Invalid(format!("communicator unusable after an earlier failure: {why}")));
+        }
+        let (send, slen, recv, rlen, aliased) = match bufs {
+            Bufs::OutOfPlace(s, r) => (s.as_ptr(), s.len(), r.as_mut_ptr(), r.len(), false),
+            Bufs::InPlace(b) => (b.as_ptr(), b.len(), b.as_mut_ptr(), b.len(), true),
+        };
+        let (smax, rmax) = plan.extents();
+        assert!(smax <= slen && rmax <= rlen, "plan exceeds the buffers ({smax} > {slen} or {rmax} > {rlen})");
+        for a in plan.lanes.iter().flat_map(|l| &l.actions) {
+            assert!(a.len * std::mem::size_of::<T>() <= self.slot_bytes, "action larger than a slot");
+            assert!(!(aliased && a.local.is_some() && a.store.is_some() && a.outputs().is_empty()), "in-place action without staging");
+        }
+        let r = self.run_inner(plan, send, recv, op);
+        if let Err(e) = &r {
+            self.broken = Some(e.to_string());
+        }
+        r
+    }
+
+    fn run_inner<T: Element>(&mut self, plan: &mut Plan, send: *const T, recv: *mut T, op: ReduceOp) -> Result<()> {
+        let mut idle: u32 = 0;
+        let mut idle_since = Instant::now();
+        let mut flushed = false;
+        loop {
+            let mut progressed = false;
+            let mut done = true;
+            for lane in plan.lanes.iter_mut() {
+                while let Some(a) = lane.actions.get(lane.next) {
+                    // SAFETY: run() checked the plan's extents against the buffers and
+                    // the no-alias rule; send/recv outlive this call.
+                    if unsafe { self.exec(a, send, recv, op)? } {
+                        lane.next += 1;
+                        progressed = true;
+                    } else {
+                        break;
+                    }
+                }
+                done &= lane.is_done();
+            }
+            if done {
+                return Ok(());
+            }
+            if self.pump()? {
+                progressed = true;
+            }
+            if progressed {
+                idle = 0;
+                flushed = false;
+                continue;
+            }
+            if idle == 0 {
+                idle_since = Instant::now();
+            }
+            idle = idle.saturating_add(1);
+            if let Some((rank, why)) = self.watch.failed() {
+                return Err(Error::PeerFailed { rank, why });
+            }
+            if idle < SPIN_ITERS {
+                std::hint::spin_loop();
+                continue;
+            }
+            let waited = idle_since.elapsed();
+            if !flushed {
+                self.flush_credits()?;
+                flushed = true;
+            }
+            if waited >= self.timeout {
+                return Err(self.stall_error(plan, waited));
+            }
+            self.transport.wait(WAIT_SLICE)?;
+        }
+    }
+
+    /// Who a stalled plan is waiting for.
+    fn stall_error(&self, plan: &Plan, after: Duration) -> Error {
+        for lane in &plan.lanes {
+            let Some(a) = lane.actions.get(lane.next) else { continue };
+            for &i in a.inputs() {
+                let s = &self.ins[i as usize];
+                if s.arrived.is_empty() {
+                    return Error::Timeout { rank: s.peer, after, what: format!("message {} on channel {}", s.received, s.ch.0) };
+                }
+            }
+            for &o in a.outputs() {
+                let s = &self.outs[o as usize];
+                if !s.has_credit() {
+                    return Error::Timeout { rank: s.peer, after, what: format!("a free slot on channel {}", s.ch.0) };
+                }
+            }
+        }
+        Error::Timeout { rank: self.rank, after, what: "nothing (internal stall)".into() }
+    }
+
+    /// Polls the transport; true if anything arrived.
+    fn pump(&mut self) -> Result<bool> {
+        let mut ev = std::mem::take(&mut self.events);
+        ev.clear();
+        self.transport.poll(&mut ev)?;
+        let any = !ev.is_empty();
+        for e in ev.drain(..) {
+            match e {
+                Event::Recv { link, imm, len } => match imm::decode(imm) {
+                    imm::Imm::Data { ch, seq } => {
+                        let id = self.in_of[link][ch.index()];
+                        let peer = self.peers[link];
+                        if id == NONE {
+                            return Err(Error::Protocol { rank: peer, why: format!("data on unexpected channel {}", ch.0) });
+                        }
+                        self.ins[id as usize].arrive(seq, len).map_err(|why| Error::Protocol { rank: peer, why })?;
+                    }
+                    imm::Imm::Credit { ch, count } => {
+                        let id = self.out_of[link][ch.index()];
+                        let peer = self.peers[link];
+                        if id == NONE {
+                            return Err(Error::Protocol { rank: peer, why: format!("credit on unexpected channel {}", ch.0) });
+                        }
+                        self.outs[id as usize].credit(count).map_err(|why| Error::Protocol { rank: peer, why })?;
+                    }
+                },
+                Event::Failed { link, why } => {
+                    // The bootstrap watch may know better (the peer died): prefer it.
+                    if let Some((rank, w)) = self.watch.failed() {
+                        return Err(Error::PeerFailed { rank, why: w });
+                    }
+                    return Err(Error::PeerFailed { rank: self.peers[link], why });
+                }
+            }
+        }
+        self.events = ev;
+        Ok(any)
+    }
+
+    fn flush_credits(&mut self) -> Result<()> {
+        for s in &mut self.ins {
+            if s.consumed > s.reported {
+                self.transport.notify(s.link, imm::credit(s.ch, s.consumed))?;
+                s.reported = s.consumed;
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs `a` if it is ready. Returns whether it ran.
+    ///
+    /// # Safety
+    /// `send` and `recv` must be valid for the plan's extents, and when they alias,
+    /// no action may have both a local contribution and a store without an output.
+    unsafe fn exec<T: Element>(&mut self, a: &Action, send: *const T, recv: *mut T, op: ReduceOp) -> Result<bool> {
+        let sz = std::mem::size_of::<T>();
+        let bytes = a.len * sz;
+        for &i in a.inputs() {
+            let s = &self.ins[i as usize];
+            match s.arrived.front() {
+                None => return Ok(false),
+                Some(&l) if l as usize != bytes => {
+                    return Err(Error::Protocol { rank: s.peer, why: format!("message of {l} B on channel {}, expected {bytes}", s.ch.0) })
+                }
+                Some(_) => {}
+            }
+        }
+        if a.outputs().iter().any(|&o| !self.outs[o as usize].has_credit()) {
+            return Ok(false);
+        }
+        let n = a.len;
+        let ins = a.inputs();
+        let outs = a.outputs();
+        // SAFETY (all slot views below): a slot is only viewed between the arrival of
+        // its message (completion seen, acquire fence in the poller) and its credit,
+        // or, for send slots, between a credit freeing it and the post that hands it
+        // to the device; during those windows nothing else touches it. Slots are
+        // 64-byte aligned inside page-aligned mappings, so any element type fits.
+        let in_slot = |e: &Engine, k: usize| -> &[T] {
+            unsafe { std::slice::from_raw_parts(e.ins[ins[k] as usize].head_addr() as *const T, n) }
+        };
+        {
+            // The result: the first output's send slot, or the receive buffer.
+            let dst: &mut [T] = if let Some(&o) = outs.first() {
+                unsafe { std::slice::from_raw_parts_mut(self.outs[o as usize].next_local() as *mut T, n) }
+            } else {
+                let off = a.store.expect("an action without outputs stores its result");
+                unsafe { std::slice::from_raw_parts_mut(recv.add(off), n) }
+            };
+            let local: Option<&[T]> = a.local.map(|off| unsafe { std::slice::from_raw_parts(send.add(off), n) });
+            match (ins.len(), local) {
+                (0, Some(l)) => dst.copy_from_slice(l),
+                (1, Some(l)) => T::reduce(dst, in_slot(self, 0), l, op),
+                (2, Some(l)) => {
+                    T::reduce(dst, in_slot(self, 0), l, op);
+                    T::reduce_acc(dst, in_slot(self, 1), op);
+                }
+                (1, None) => dst.copy_from_slice(in_slot(self, 0)),
+                (2, None) => T::reduce(dst, in_slot(self, 0), in_slot(self, 1), op),
+                _ => unreachable!("action with no data"),
+            }
+            if a.finalize && op == ReduceOp::Avg {
+                T::div_all(dst, self.nranks);
+            }
+        }
+        if let Some(&o0) = outs.first() {
+            let src = self.outs[o0 as usize].next_local() as *const T;
+            if let Some(off) = a.store {
+                unsafe { std::ptr::copy_nonoverlapping(src, recv.add(off), n) };
+            }
+            for &o in &outs[1..] {
+                unsafe { std::ptr::copy_nonoverlapping(src, self.outs[o as usize].next_local() as *mut T, n) };
+            }
+        }
+        for &o in outs {
+            let s = &mut self.outs[o as usize];
+            let (link, src, lkey, dst, rkey, im) = (s.link, s.next_local(), s.lkey, s.next_remote(), s.remote.rkey, imm::data(s.ch, s.sent));
+            s.sent += 1;
+            self.transport.write_imm(link, src, lkey, bytes as u32, dst, rkey, im)?;
+        }
+        for &i in ins {
+            let s = &mut self.ins[i as usize];
+            if s.consume(self.threshold) {
+                let (link, im) = (s.link, imm::credit(s.ch, s.consumed));
+                s.reported = s.consumed;
+                self.transport.notify(link, im)?;
+            }
+        }
+        Ok(true)
+    }
+}

@@ -1,0 +1,353 @@
+//! The RDMA transport: one RC QP per peer on a provider context (the embedded softhca
+//! unless a device is named), one CQ for everything, and RDMA WRITE WITH IMM for data
+//! and credits.
+//!
+//! * Receives: a WRITE WITH IMM consumes one receive WQE at the responder, so every QP
+//!   keeps [`RQ_DEPTH`] receive WQEs with no scatter entries posted and reposts them
+//!   in batches as their completions are polled.
+//! * Sends: writes are unsignaled except every [`SIGNAL_EVERY`]th per QP, which
+//!   lets the provider retire SQ entries; a full SQ is drained by polling (the
+//!   events seen meanwhile are kept for the next `poll`). Errors complete even
+//!   unsignaled WQEs, so a broken link always surfaces.
+//! * Notifications (credits) are zero-byte WRITE WITH IMM to a 64-byte landing
+//!   region each rank registers and publishes with its connection data.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use provider::cqe::{WcOpcode, WcStatus};
+use provider::qp::attr::Remote;
+use provider::qp::{QpCap, QpInit, QpType};
+use provider::wqe::{Payload, SendOp, SendWr, Sge};
+use provider::{Access, CompChannel, Context, Cq, Mr, Pd, Qp, Wc};
+
+use super::{Event, Keys, Transport};
+use crate::error::{Error, Result};
+use crate::staging::Staging;
+
+/// Receive WQEs kept posted per QP.
+pub const RQ_DEPTH: u32 = 512;
+/// Send WQEs per QP.
+pub const SQ_DEPTH: u32 = 256;
+/// One send in this many is signaled.
+pub const SIGNAL_EVERY: u32 = 32;
+/// ACK timeout exponent (4.096 us * 2^14 = 67 ms; `DOORBELL_ACK_TIMEOUT` overrides)
+/// and retries: a dead peer is reported as retry-exceeded after about half a second.
+pub const ACK_TIMEOUT: u8 = 14;
+pub const RETRY_CNT: u8 = 7;
+
+struct Link {
+    qp: Qp,
+    peer: usize,
+    psn: u32,
+    /// Sends since the last signaled one.
+    unsignaled: u32,
+    /// Receive WQEs posted and not yet completed.
+    rq_posted: u32,
+    /// The peer's notification landing word.
+    notify: (u64, u32),
+    connected: bool,
+}
+
+/// RC QPs over a provider device.
+pub struct RdmaTransport {
+    // Field order is drop order: QPs, then MRs, then the CQ, PD and context.
+    links: Vec<Link>,
+    mrs: Vec<Mr>,
+    notify_mr: Mr,
+    _notify_buf: Staging,
+    cq: Cq,
+    channel: CompChannel,
+    /// The CQ is armed and its event not consumed yet.
+    armed: bool,
+    _pd: Pd,
+    ctx: Arc<Context>,
+    port: u8,
+    gid: [u8; 16],
+    sgid_index: u8,
+    mtu: u8,
+    ack_timeout: u8,
+    by_qpn: HashMap<u32, usize>,
+    pending: Vec<Event>,
+    wcs: Vec<Wc>,
+    rank: usize,
+}
+
+impl RdmaTransport {
+    /// Opens `device` (`None`: the embedded softhca) and creates one QP per peer in
+    /// `peers` (link i = peers[i]), in INIT with receives posted.
+    pub fn new(device: Option<&str>, rank: usize, peers: &[usize]) -> Result<RdmaTransport> {
+        let ctx = Context::open(device)?;
+        let pd = ctx.alloc_pd()?;
+        let ncq = (peers.len() as u32 * (RQ_DEPTH + SQ_DEPTH)).max(256);
+        let channel = ctx.create_comp_channel()?;
+        let cq = ctx.create_cq(ncq, Some(&channel))?;
+        let port = 1u8;
+        let g = ctx.default_gid(port)?;
+        let mtu = path_mtu(ctx.query_port(port)?.legacy_resp.active_mtu, g.netdev_ifindex)?;
+        let mut notify_buf = Staging::new(4096).map_err(|e| Error::io("map notification word", e))?;
+        // SAFETY: notify_buf is owned by the transport and dropped after notify_mr
+        // (field order), so the region stays mapped while registered.
+        let notify_mr = unsafe { pd.reg_mr_raw(notify_buf.ptr(), 64, Access::LOCAL_WRITE | Access::REMOTE_WRITE)? };
+        let mut links = Vec::with_capacity(peers.len());
+        let mut by_qpn = HashMap::new();
+        for (i, &peer) in peers.iter().enumerate() {
+            let init = QpInit {
+                send_cq: &cq,
+                recv_cq: &cq,
+                cap: QpCap { max_send_wr: SQ_DEPTH, max_recv_wr: RQ_DEPTH, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 },
+                qp_type: QpType::Rc,
+                sq_sig_all: false,
+                send_ops: None,
+            };
+            let mut qp = pd.create_qp(&init)?;
+            qp.to_init(port, Access::LOCAL_WRITE | Access::REMOTE_WRITE)?;
+            let mut posted = 0;
+            let batch: Vec<(u64, &[Sge])> = (0..RQ_DEPTH.min(qp.cap().max_recv_wr)).map(|_| (0u64, &[][..])).collect();
+            qp.post_recv_list(&batch)?;
+            posted += batch.len() as u32;
+            by_qpn.insert(qp.qpn(), i);
+            links.push(Link {
+                qp,
+                peer,
+                psn: rand::random::<u32>() & 0xff_ffff,
+                unsignaled: 0,
+                rq_posted: posted,
+                notify: (0, 0),
+                connected: false,
+            });
+        }
+        tracing::debug!(target: "collective::rdma", rank, dev = ctx.name(), links = links.len(), "transport open");
+        Ok(RdmaTransport {
+            links,
+            mrs: Vec::new(),
+            notify_mr,
+            _notify_buf: notify_buf,
+            cq,
+            channel,
+            armed: false,
+            _pd: pd,
+            ctx,
+            port,
+            gid: g.raw(),
+            sgid_index: g.gid_index as u8,
+            mtu,
+            ack_timeout: std::env::var("DOORBELL_ACK_TIMEOUT").ok().and_then(|v| v.parse().ok()).unwrap_or(ACK_TIMEOUT).clamp(1, 31),
+            by_qpn,
+            pending: Vec::new(),
+            wcs: vec![Wc::default(); 64],
+            rank,
+        })
+    }
+
+    /// The GID peers reach us at.
+    pub fn gid(&self) -> [u8; 16] {
+        self.gid
+    }
+
+    fn drain_cq(&mut self, out: &mut Vec<Event>) -> Result<()> {
+        loop {
+            let n = self.cq.poll(&mut self.wcs);
+            for i in 0..n {
+                let wc = self.wcs[i];
+                let Some(&link) = self.by_qpn.get(&wc.qp_num) else { continue };
+                if wc.status != WcStatus::Success {
+                    let why = format!("{:?} (vendor error {:#x}) on the QP to rank {}", wc.status, wc.vendor_err, self.links[link].peer);
+                    out.push(Event::Failed { link, why });
+                    continue;
+                }
+                if matches!(wc.opcode, WcOpcode::RecvRdmaWithImm | WcOpcode::Recv) {
+                    let l = &mut self.links[link];
+                    l.rq_posted = l.rq_posted.saturating_sub(1);
+                    out.push(Event::Recv { link, imm: wc.imm, len: wc.byte_len });
+                }
+            }
+            if n < self.wcs.len() {
+                break;
+            }
+        }
+        // Top up receive queues that fell below half.
+        for l in &mut self.links {
+            if l.rq_posted < RQ_DEPTH / 2 {
+                let want = (RQ_DEPTH - l.rq_posted) as usize;
+                let batch: Vec<(u64, &[Sge])> = (0..want).map(|_| (0u64, &[][..])).collect();
+                l.qp.post_recv_list(&batch)?;
+                l.rq_posted += want as u32;
+            }
+        }
+        Ok(())
+    }
+
+    fn post(&mut self, link: usize, op: SendOp, sge: Option<Sge>) -> Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let l = &mut self.links[link];
+            let signal = l.unsignaled + 1 >= SIGNAL_EVERY;
+            let sgl = sge.as_slice();
+            let mut wr = SendWr::new(op, Payload::Sgl(sgl));
+            if signal {
+                wr = wr.signaled();
+            }
+            match l.qp.post_send(0, &wr) {
+                Ok(()) => {
+                    l.unsignaled = if signal { 0 } else { l.unsignaled + 1 };
+                    return Ok(());
+                }
+                Err(e) if e.errno() as i32 == libc::ENOMEM => {
+                    // SQ full: retire completions, keeping what they report.
+                    let mut ev = std::mem::take(&mut self.pending);
+                    self.drain_cq(&mut ev)?;
+                    let failed = ev.iter().find_map(|e| match e {
+                        Event::Failed { link: fl, why } if *fl == link => Some(why.clone()),
+                        _ => None,
+                    });
+                    self.pending = ev;
+                    if let Some(why) = failed {
+                        return Err(Error::PeerFailed { rank: self.links[link].peer, why });
+                    }
+                    if Instant::now() > deadline {
+                        return Err(Error::Timeout {
+                            rank: self.links[link].peer,
+                            after: Duration::from_secs(30),
+                            what: "send queue space".into(),
+                        });
+                    }
+                    std::thread::yield_now();
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+}
+
+/// The `ibv_mtu` code to use: the port's active MTU, lowered to what the netdev
+/// carrying the GID can take (a RoCEv2 packet adds up to 64 bytes of IP, UDP, BTH,
+/// RETH, immediate and ICRC headers to its payload; a 1500-byte Ethernet link takes
+/// 1024-byte payloads), or `DOORBELL_MTU` (256, 512, 1024, 2048 or 4096).
+fn path_mtu(active: u8, ifindex: u32) -> Result<u8> {
+    let code = |bytes: u32| -> u8 {
+        match bytes {
+            4096.. => 5,
+            2048.. => 4,
+            1024.. => 3,
+            512.. => 2,
+            _ => 1,
+        }
+    };
+    if let Ok(v) = std::env::var("DOORBELL_MTU") {
+        let b: u32 = v.parse().map_err(|_| Error::Invalid(format!("DOORBELL_MTU={v:?} is not a number")))?;
+        return Ok(code(b));
+    }
+    let mut mtu = active.clamp(1, 5);
+    if let Some(dev) = netdev_mtu(ifindex) {
+        mtu = mtu.min(code(dev.saturating_sub(64)));
+    }
+    Ok(mtu)
+}
+
+/// The MTU of the interface with index `ifindex`, from sysfs.
+fn netdev_mtu(ifindex: u32) -> Option<u32> {
+    if ifindex == 0 {
+        return None;
+    }
+    let mut name = [0 as libc::c_char; libc::IF_NAMESIZE];
+    // SAFETY: the buffer has IF_NAMESIZE bytes, as if_indextoname requires.
+    let p = unsafe { libc::if_indextoname(ifindex, name.as_mut_ptr()) };
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: if_indextoname wrote a NUL-terminated name into the buffer.
+    let name = unsafe { std::ffi::CStr::from_ptr(name.as_ptr()) }.to_str().ok()?.to_owned();
+    std::fs::read_to_string(format!("/sys/class/net/{name}/mtu")).ok()?.trim().parse().ok()
+}
+
+impl Transport for RdmaTransport {
+    fn describe(&self) -> String {
+        let g = self.gid;
+        format!("rdma {} {}.{}.{}.{}", self.ctx.name(), g[12], g[13], g[14], g[15])
+    }
+
+    unsafe fn register(&mut self, addr: u64, len: usize) -> Result<Keys> {
+        // SAFETY: forwarded contract: the caller keeps the memory mapped until the
+        // transport (which owns the MR) is dropped.
+        let mr = unsafe { self._pd.reg_mr_raw(addr as *mut u8, len, Access::LOCAL_WRITE | Access::REMOTE_WRITE)? };
+        let k = Keys { lkey: mr.lkey(), rkey: mr.rkey() };
+        self.mrs.push(mr);
+        Ok(k)
+    }
+
+    fn conn_info(&self, link: usize) -> Vec<u8> {
+        let l = &self.links[link];
+        let mut v = Vec::with_capacity(40);
+        v.push(self.mtu);
+        v.extend_from_slice(&l.qp.qpn().to_le_bytes());
+        v.extend_from_slice(&l.psn.to_le_bytes());
+        v.extend_from_slice(&self.gid);
+        v.extend_from_slice(&self.notify_mr.addr().to_le_bytes());
+        v.extend_from_slice(&self.notify_mr.rkey().to_le_bytes());
+        v
+    }
+
+    fn connect(&mut self, link: usize, info: &[u8]) -> Result<()> {
+        if info.len() != 37 {
+            return Err(Error::Protocol { rank: self.links[link].peer, why: format!("connection info of {} bytes", info.len()) });
+        }
+        // Both ends use the smaller of their MTUs.
+        let (peer_mtu, info) = (info[0], &info[1..]);
+        let u32_at = |o: usize| u32::from_le_bytes(info[o..o + 4].try_into().unwrap());
+        let remote = Remote { qpn: u32_at(0), psn: u32_at(4), gid: info[8..24].try_into().unwrap() };
+        let notify = (u64::from_le_bytes(info[24..32].try_into().unwrap()), u32_at(32));
+        let (port, sgid, mtu) = (self.port, self.sgid_index, self.mtu.min(peer_mtu).max(1));
+        let l = &mut self.links[link];
+        l.qp.to_rtr(&remote, port, sgid, mtu, 0)?;
+        l.qp.to_rts(l.psn, self.ack_timeout, RETRY_CNT, 7, 0)?;
+        l.notify = notify;
+        l.connected = true;
+        tracing::debug!(target: "collective::rdma", rank = self.rank, peer = l.peer, qpn = l.qp.qpn(), dest_qpn = remote.qpn, "connected");
+        Ok(())
+    }
+
+    fn write_imm(&mut self, link: usize, src: u64, lkey: u32, len: u32, dst: u64, rkey: u32, imm: u32) -> Result<()> {
+        let sge = (len > 0).then(|| Sge::new(src, len, lkey));
+        self.post(link, SendOp::RdmaWriteImm { raddr: dst, rkey, imm }, sge)
+    }
+
+    fn notify(&mut self, link: usize, imm: u32) -> Result<()> {
+        let (raddr, rkey) = self.links[link].notify;
+        self.post(link, SendOp::RdmaWriteImm { raddr, rkey, imm }, None)
+    }
+
+    fn poll(&mut self, out: &mut Vec<Event>) -> Result<()> {
+        out.append(&mut self.pending);
+        self.drain_cq(out)
+    }
+
+    /// Arms the CQ, checks once more for a CQE that beat the arm, then sleeps on
+    /// the completion channel.
+    fn wait(&mut self, timeout: Duration) -> Result<()> {
+        if !self.pending.is_empty() {
+            return Ok(());
+        }
+        if !self.armed {
+            self.cq.req_notify(false);
+            self.armed = true;
+            let mut ev = std::mem::take(&mut self.pending);
+            self.drain_cq(&mut ev)?;
+            self.pending = ev;
+            if !self.pending.is_empty() {
+                return Ok(());
+            }
+        }
+        let mut fd = libc::pollfd { fd: self.channel.fd(), events: libc::POLLIN, revents: 0 };
+        let ts = libc::timespec { tv_sec: timeout.as_secs() as libc::time_t, tv_nsec: timeout.subsec_nanos() as libc::c_long };
+        // SAFETY: one live pollfd, a valid timespec, no signal mask.
+        let r = unsafe { libc::ppoll(&mut fd, 1, &ts, std::ptr::null()) };
+        if r > 0 {
+            self.channel.get_event(Some(Duration::ZERO))?;
+            self.cq.ack_event();
+            self.armed = false;
+        }
+        Ok(())
+    }
+}
