@@ -6,6 +6,7 @@ use std::net::Ipv6Addr;
 use anyhow::{Context as _, Result};
 use provider::device::{self, DeviceEntry};
 use provider::Context;
+use uverbs::sys::mlx5::QueryDeviceResp as Mlx5DeviceResp;
 use uverbs::sys::verbs::{link_layer, mtu, port_state, ExQueryDeviceResp, GidEntry, QueryPortRespEx, GID_TYPE_ROCE_V1, GID_TYPE_ROCE_V2};
 
 #[derive(clap::Args)]
@@ -39,13 +40,24 @@ pub fn run(a: &Args) -> Result<()> {
     }
     for d in selected {
         let ctx = Context::open(Some(d.name())).with_context(|| format!("open {}", d.name()))?;
-        print!("{}", render(&ctx, a.verbose, a.port)?);
+        print!("{}", render(&ctx, &board_id(d), a.verbose, a.port)?);
     }
     Ok(())
 }
 
+/// The board id, which only sysfs knows (softhca's is a constant of its own).
+fn board_id(d: &DeviceEntry) -> String {
+    match d {
+        DeviceEntry::Soft { .. } => softhca::BOARD_ID.to_string(),
+        DeviceEntry::Kernel(k) => {
+            let p = uverbs::discovery::sysfs_root().join("class/infiniband").join(&k.name).join("board_id");
+            std::fs::read_to_string(p).map(|s| s.trim().to_string()).unwrap_or_default()
+        }
+    }
+}
+
 /// One device's report.
-pub fn render(ctx: &Context, verbose: bool, only_port: Option<u8>) -> Result<String> {
+pub fn render(ctx: &Context, board_id: &str, verbose: bool, only_port: Option<u8>) -> Result<String> {
     let mut o = String::new();
     let attr = ctx.device_attr();
     let b = &attr.base;
@@ -57,9 +69,12 @@ pub fn render(ctx: &Context, verbose: bool, only_port: Option<u8>) -> Result<Str
     writeln!(o, "\tvendor_id:\t\t\t{:#06x}", b.vendor_id)?;
     writeln!(o, "\tvendor_part_id:\t\t\t{}", b.vendor_part_id)?;
     writeln!(o, "\thw_ver:\t\t\t\t{:#x}", b.hw_ver)?;
+    if !board_id.is_empty() {
+        writeln!(o, "\tboard_id:\t\t\t{board_id}")?;
+    }
     writeln!(o, "\tphys_port_cnt:\t\t\t{}", b.phys_port_cnt)?;
     if verbose {
-        device_verbose(&mut o, attr, ctx.num_comp_vectors())?;
+        device_verbose(&mut o, attr, ctx.mlx5_attr(), ctx.num_comp_vectors())?;
     }
     for p in 1..=b.phys_port_cnt {
         if only_port.is_some_and(|x| x != p) {
@@ -70,7 +85,7 @@ pub fn render(ctx: &Context, verbose: bool, only_port: Option<u8>) -> Result<Str
         if verbose {
             let gids: Vec<GidEntry> = ctx.gid_table()?.into_iter().filter(|g| g.port_num == p as u32).collect();
             for g in gids {
-                writeln!(o, "\t\t\tGID[{:>3}]:\t\t{}, {}", g.gid_index, Ipv6Addr::from(g.raw()), gid_type(g.gid_type))?;
+                writeln!(o, "\t\t\tGID[{:>3}]:\t\t{}, {}", g.gid_index, gid_str(&g), gid_type(g.gid_type))?;
             }
         }
     }
@@ -86,6 +101,15 @@ fn fw_ver(v: u64) -> String {
 fn guid(be: u64) -> String {
     let v = u64::from_be(be);
     format!("{:04x}:{:04x}:{:04x}:{:04x}", v >> 48, (v >> 32) & 0xffff, (v >> 16) & 0xffff, v & 0xffff)
+}
+
+/// RoCE v2 GIDs print as IPv6 addresses; the others as eight 16-bit groups.
+fn gid_str(g: &GidEntry) -> String {
+    let raw = g.raw();
+    if g.gid_type == GID_TYPE_ROCE_V2 {
+        return Ipv6Addr::from(raw).to_string();
+    }
+    raw.chunks(2).map(|c| format!("{:02x}{:02x}", c[0], c[1])).collect::<Vec<_>>().join(":")
 }
 
 fn gid_type(t: u32) -> &'static str {
@@ -144,8 +168,15 @@ fn port(o: &mut String, p: u8, pa: &QueryPortRespEx, verbose: bool) -> Result<()
     Ok(())
 }
 
-fn vl(v: u8) -> u8 {
-    match v { 1 => 1, 2 => 2, 3 => 4, 4 => 8, 5 => 15, _ => 0 }
+fn vl(v: u8) -> String {
+    match v {
+        1 => "1".into(),
+        2 => "2".into(),
+        3 => "4".into(),
+        4 => "8".into(),
+        5 => "15".into(),
+        _ => "invalid value".into(),
+    }
 }
 
 fn width(w: u8) -> &'static str {
@@ -178,13 +209,47 @@ fn phys_state(s: u8) -> &'static str {
     }
 }
 
-fn device_verbose(o: &mut String, a: &ExQueryDeviceResp, ncv: u32) -> Result<()> {
+/// `enum ibv_device_cap_flags` names, by bit.
+const CAP_FLAGS: &[(u32, &str)] = &[
+    (0, "RESIZE_MAX_WR"), (1, "BAD_PKEY_CNTR"), (2, "BAD_QKEY_CNTR"), (3, "RAW_MULTI"),
+    (4, "AUTO_PATH_MIG"), (5, "CHANGE_PHY_PORT"), (6, "UD_AV_PORT_ENFORCE"), (7, "CURR_QP_STATE_MOD"),
+    (8, "SHUTDOWN_PORT"), (9, "INIT_TYPE"), (10, "PORT_ACTIVE_EVENT"), (11, "SYS_IMAGE_GUID"),
+    (12, "RC_RNR_NAK_GEN"), (13, "SRQ_RESIZE"), (14, "N_NOTIFY_CQ"), (17, "MEM_WINDOW"),
+    (18, "UD_IP_CSUM"), (20, "XRC"), (21, "MEM_MGT_EXTENSIONS"), (23, "MEM_WINDOW_TYPE_2A"),
+    (24, "MEM_WINDOW_TYPE_2B"), (25, "RC_IP_CSUM"), (26, "RAW_IP_CSUM"), (29, "MANAGED_FLOW_STEERING"),
+];
+
+/// The extended capability bits ibv_devinfo names (bits above 31).
+const CAP_FLAGS_EX: &[(u32, &str)] = &[(34, "RAW_SCATTER_FCS"), (36, "PCI_WRITE_END_PADDING")];
+
+fn flag_names(o: &mut String, v: u64, table: &[(u32, &str)]) -> Result<()> {
+    for (bit, name) in table {
+        if v & (1u64 << bit) != 0 {
+            writeln!(o, "\t\t\t\t\t{name}")?;
+        }
+    }
+    Ok(())
+}
+
+/// `ibv_odp_transport_cap_bits` names.
+fn odp_caps(o: &mut String, label: &str, caps: u32) -> Result<()> {
+    writeln!(o, "\t{label}:")?;
+    if caps == 0 {
+        writeln!(o, "\t\t\t\t\tNO SUPPORT")?;
+    }
+    let names = [(0, "SUPPORT_SEND"), (1, "SUPPORT_RECV"), (2, "SUPPORT_WRITE"), (3, "SUPPORT_READ"),
+                 (4, "SUPPORT_ATOMIC"), (5, "SUPPORT_SRQ")];
+    flag_names(o, caps as u64, &names)
+}
+
+fn device_verbose(o: &mut String, a: &ExQueryDeviceResp, m: &Mlx5DeviceResp, ncv: u32) -> Result<()> {
     let b = &a.base;
     writeln!(o, "\tmax_mr_size:\t\t\t{:#x}", b.max_mr_size)?;
     writeln!(o, "\tpage_size_cap:\t\t\t{:#x}", b.page_size_cap)?;
     writeln!(o, "\tmax_qp:\t\t\t\t{}", b.max_qp)?;
     writeln!(o, "\tmax_qp_wr:\t\t\t{}", b.max_qp_wr)?;
     writeln!(o, "\tdevice_cap_flags:\t\t{:#010x}", b.device_cap_flags)?;
+    flag_names(o, b.device_cap_flags as u64, CAP_FLAGS)?;
     writeln!(o, "\tmax_sge:\t\t\t{}", b.max_sge)?;
     writeln!(o, "\tmax_sge_rd:\t\t\t{}", b.max_sge_rd)?;
     writeln!(o, "\tmax_cq:\t\t\t\t{}", b.max_cq)?;
@@ -207,11 +272,18 @@ fn device_verbose(o: &mut String, a: &ExQueryDeviceResp, ncv: u32) -> Result<()>
     writeln!(o, "\tmax_mcast_qp_attach:\t\t{}", b.max_mcast_qp_attach)?;
     writeln!(o, "\tmax_total_mcast_qp_attach:\t{}", b.max_total_mcast_qp_attach)?;
     writeln!(o, "\tmax_ah:\t\t\t\t{}", b.max_ah)?;
+    writeln!(o, "\tmax_fmr:\t\t\t{}", b.max_fmr)?;
     writeln!(o, "\tmax_srq:\t\t\t{}", b.max_srq)?;
     writeln!(o, "\tmax_srq_wr:\t\t\t{}", b.max_srq_wr)?;
     writeln!(o, "\tmax_srq_sge:\t\t\t{}", b.max_srq_sge)?;
     writeln!(o, "\tmax_pkeys:\t\t\t{}", b.max_pkeys)?;
     writeln!(o, "\tlocal_ca_ack_delay:\t\t{}", b.local_ca_ack_delay)?;
+    writeln!(o, "\tgeneral_odp_caps:")?;
+    flag_names(o, a.odp_general_caps, &[(0, "ODP_SUPPORT"), (1, "ODP_SUPPORT_IMPLICIT")])?;
+    odp_caps(o, "rc_odp_caps", a.odp_rc_caps)?;
+    odp_caps(o, "uc_odp_caps", a.odp_uc_caps)?;
+    odp_caps(o, "ud_odp_caps", a.odp_ud_caps)?;
+    odp_caps(o, "xrc_odp_caps", a.xrc_odp_caps)?;
     if a.hca_core_clock != 0 {
         writeln!(o, "\tcompletion timestamp_mask:\t\t\t{:#018x}", a.timestamp_mask)?;
         writeln!(o, "\thca_core_clock:\t\t\t{}kHZ", a.hca_core_clock)?;
@@ -219,7 +291,24 @@ fn device_verbose(o: &mut String, a: &ExQueryDeviceResp, ncv: u32) -> Result<()>
         writeln!(o, "\tcompletion_timestamp_mask not supported")?;
         writeln!(o, "\tcore clock not supported")?;
     }
-    writeln!(o, "\tdevice_cap_flags_ex:\t\t{:#X}", a.device_cap_flags_ex)?;
+    writeln!(o, "\tdevice_cap_flags_ex:\t\t0x{:X}", a.device_cap_flags_ex)?;
+    flag_names(o, a.device_cap_flags_ex, CAP_FLAGS_EX)?;
+    writeln!(o, "\ttso_caps:")?;
+    writeln!(o, "\t\tmax_tso:\t\t\t{}", m.max_tso)?;
+    writeln!(o, "\trss_caps:")?;
+    writeln!(o, "\t\tmax_rwq_indirection_tables:\t\t\t{}", a.rss_max_rwq_indirection_tables)?;
+    writeln!(o, "\t\tmax_rwq_indirection_table_size:\t\t\t{}", a.rss_max_rwq_indirection_table_size)?;
+    writeln!(o, "\t\trx_hash_function:\t\t\t\t{:#x}", m.rx_hash_function)?;
+    writeln!(o, "\t\trx_hash_fields_mask:\t\t\t\t{:#x}", m.rx_hash_fields_mask)?;
+    writeln!(o, "\tmax_wq_type_rq:\t\t\t{}", a.max_wq_type_rq)?;
+    writeln!(o, "\tpacket_pacing_caps:")?;
+    writeln!(o, "\t\tqp_rate_limit_min:\t{}kbps", m.qp_rate_limit_min)?;
+    writeln!(o, "\t\tqp_rate_limit_max:\t{}kbps", m.qp_rate_limit_max)?;
+    if a.tm_max_num_tags == 0 {
+        writeln!(o, "\ttag matching not supported")?;
+    } else {
+        writeln!(o, "\ttag matching supported: max_num_tags {}", a.tm_max_num_tags)?;
+    }
     writeln!(o, "\tnum_comp_vectors:\t\t{ncv}")?;
     Ok(())
 }

@@ -1,7 +1,12 @@
 //! `doorbell`: the command-line front end. It parses arguments and calls the
 //! libraries; every subcommand lives in its own module.
 
+mod allreduce;
+mod bench;
 mod devinfo;
+mod launch;
+mod pingpong;
+mod softhca;
 
 use clap::{Parser, Subcommand};
 
@@ -17,6 +22,17 @@ struct Cli {
 enum Cmd {
     /// Show RDMA devices and their attributes, like ibv_devinfo.
     Devinfo(devinfo::Args),
+    /// Start N local ranks with torchrun's variables (RANK, WORLD_SIZE, ...), like torchrun.
+    Launch(launch::Args),
+    /// All-reduce check and nccl-tests style sweep (starts 4 local ranks when not launched).
+    Allreduce(allreduce::Args),
+    /// Run an unmodified rdma-core program (ibv_devinfo, ibv_rc_pingpong, perftest) on
+    /// softhca, through the LD_PRELOAD library libdoorbell_preload.so.
+    Softhca(softhca::Args),
+    /// RC ping-pong of SENDs, like ibv_rc_pingpong (server without host, client with).
+    Pingpong(pingpong::Args),
+    /// perftest-style benchmarks (write/read/send/atomic BW and latency), memcpy, idle CPU.
+    Bench(bench::Args),
 }
 
 fn main() {
@@ -27,6 +43,11 @@ fn main() {
     let cli = Cli::parse();
     let r = match cli.cmd {
         Cmd::Devinfo(a) => devinfo::run(&a),
+        Cmd::Launch(a) => launch::run(&a),
+        Cmd::Allreduce(a) => allreduce::run(&a),
+        Cmd::Softhca(a) => softhca::run(&a),
+        Cmd::Pingpong(a) => pingpong::run(&a),
+        Cmd::Bench(a) => bench::run(&a),
     };
     if let Err(e) = r {
         eprintln!("doorbell: {e:#}");

@@ -1,0 +1,287 @@
+//! `doorbell allreduce` and `doorbell launch` as a user runs them: separate processes,
+//! each its own softhca host on 127.0.0.N (or a network namespace's address), the
+//! TCP bootstrap, torchrun-style and mpirun-style launches, and a rank killed in
+//! the middle of a long all-reduce.
+//!
+//! Every child runs under a deadline after which it is killed, so a hang fails the
+//! test instead of blocking it.
+
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_doorbell");
+
+struct Out {
+    status: ExitStatus,
+    stdout: String,
+    stderr: String,
+}
+
+/// A command without the launcher variables of an outer run (mpirun, torchrun);
+/// callers set their own after this.
+fn command(program: &str) -> Command {
+    let mut cmd = Command::new(program);
+    for k in ["RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"] {
+        cmd.env_remove(k);
+    }
+    cmd
+}
+
+fn spawn(cmd: &mut Command) -> Child {
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).stdin(Stdio::null());
+    cmd.spawn().expect("spawn")
+}
+
+/// Waits for `child` up to `limit`, killing it past that.
+fn finish(mut child: Child, limit: Duration) -> Out {
+    let mut so = child.stdout.take().unwrap();
+    let mut se = child.stderr.take().unwrap();
+    let to = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = so.read_to_string(&mut s);
+        s
+    });
+    let te = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = se.read_to_string(&mut s);
+        s
+    });
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{:?} still running after {limit:?}: killed\nstderr: {}", child.id(), te.join().unwrap());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Out { status, stdout: to.join().unwrap(), stderr: te.join().unwrap() }
+}
+
+fn run(args: &[&str], limit: Duration) -> Out {
+    finish(spawn(command(BIN).args(args)), limit)
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// The table's data rows: (size, #wrong out-of-place, #wrong in-place).
+fn table_rows(stdout: &str) -> Vec<(usize, String, String)> {
+    stdout
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.starts_with("Rank"))
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() == 12).then(|| (f[0].parse().unwrap(), f[7].to_string(), f[11].to_string()))
+        })
+        .collect()
+}
+
+fn assert_pass(o: &Out, n: usize, count: usize) {
+    assert!(o.status.success(), "exit {:?}\nstdout:\n{}\nstderr:\n{}", o.status, o.stdout, o.stderr);
+    let expected = n * (n + 1) / 2;
+    for r in 0..n {
+        let line = format!("Rank {r} PASS: count={count} expected={expected}.0 first={expected}.0 last={expected}.0");
+        assert!(o.stdout.contains(&line), "missing {line:?} in:\n{}", o.stdout);
+    }
+}
+
+#[test]
+fn allreduce_starts_four_ranks_by_itself() {
+    let o = run(&["allreduce", "--count", "65536", "-b", "8", "-e", "1M", "-f", "16", "-n", "2", "-w", "1"], Duration::from_secs(240));
+    assert_pass(&o, 4, 65536);
+    let rows = table_rows(&o.stdout);
+    assert_eq!(rows.iter().map(|r| r.0).collect::<Vec<_>>(), vec![8, 128, 2048, 32768, 524288, 1048576], "{}", o.stdout);
+    for (size, a, b) in rows {
+        assert_eq!((a.as_str(), b.as_str()), ("0", "0"), "wrong elements at {size} B:\n{}", o.stdout);
+    }
+    assert!(o.stdout.contains("size") && o.stdout.contains("busbw") && o.stdout.contains("#wrong"));
+}
+
+#[test]
+fn launch_runs_non_power_of_two_worlds_both_algorithms() {
+    for (n, algo) in [(3usize, "ring"), (5, "tree"), (6, "ring"), (7, "tree"), (2, "tree"), (8, "ring")] {
+        let port = free_port().to_string();
+        let nn = n.to_string();
+        let o = run(
+            &["launch", "--nproc-per-node", &nn, "--master-port", &port, "--", BIN, "allreduce", "--algo", algo, "--count", "1001", "-b", "4", "-e", "4K", "-f", "32", "-n", "1", "-w", "0", "-d", "all", "-o", "sum,max"],
+            Duration::from_secs(240),
+        );
+        assert_pass(&o, n, 1001);
+        let rows = table_rows(&o.stdout);
+        assert_eq!(rows.len(), 3 * 10 * 2, "n={n}: {}", o.stdout);
+        assert!(rows.iter().all(|r| r.1 == "0" && r.2 == "0"), "n={n} {algo}:\n{}", o.stdout);
+    }
+}
+
+#[test]
+fn launch_names_the_failed_rank_and_stops_the_others() {
+    let o = run(&["launch", "--nproc-per-node", "3", "--", "sh", "-c", "if [ \"$RANK\" = 1 ]; then exit 7; fi; exec sleep 60"], Duration::from_secs(30));
+    assert!(!o.status.success());
+    assert!(o.stderr.contains("rank 1") && o.stderr.contains("exit status 7"), "{}", o.stderr);
+    let o = run(&["launch", "--nproc-per-node", "2", "--", "sh", "-c", "echo $RANK/$WORLD_SIZE/$LOCAL_RANK/$MASTER_ADDR"], Duration::from_secs(30));
+    assert!(o.status.success());
+    assert!(o.stdout.contains("0/2/0/127.0.0.1") && o.stdout.contains("1/2/1/127.0.0.1"), "{}", o.stdout);
+}
+
+#[test]
+fn runs_under_mpirun() {
+    if Command::new("mpirun").arg("--version").output().is_err() {
+        eprintln!("SKIP: mpirun not installed (apt-get install openmpi-bin)");
+        return;
+    }
+    let o = finish(
+        spawn(command("mpirun").args(["--allow-run-as-root", "--oversubscribe", "-np", "4", "-x", "DOORBELL_MASTER_PORT", BIN, "allreduce", "--count", "4096", "-b", "64", "-e", "64K", "-f", "32", "-n", "2", "-w", "1"]).env("DOORBELL_MASTER_PORT", free_port().to_string())),
+        Duration::from_secs(240),
+    );
+    assert_pass(&o, 4, 4096);
+    assert!(table_rows(&o.stdout).iter().all(|r| r.1 == "0" && r.2 == "0"), "{}", o.stdout);
+}
+
+#[test]
+fn a_killed_rank_is_named_by_the_others() {
+    let n = 4;
+    let port = free_port().to_string();
+    let mut ranks: Vec<Child> = (0..n)
+        .map(|r| {
+            spawn(
+                command(BIN)
+                    .args(["allreduce", "--count", "1024", "-b", "16M", "-e", "16M", "-n", "100000", "-w", "0", "-c", "0", "--algo", "ring"])
+                    .env("RANK", r.to_string())
+                    .env("WORLD_SIZE", n.to_string())
+                    .env("MASTER_ADDR", "127.0.0.1")
+                    .env("MASTER_PORT", &port)
+                    .env("DOORBELL_TIMEOUT", "20"),
+            )
+        })
+        .collect();
+    let _reaper = Reaper(ranks.iter().map(|c| c.id()).collect());
+    // Wait until rank 2 has passed the example: the sweep (16 MiB x 100000) is next.
+    let out2 = ranks[2].stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out2).lines().map_while(Result::ok) {
+            if line.starts_with("Rank 3 PASS") || line.starts_with("Rank 2 PASS") {
+                let _ = tx.send(());
+            }
+        }
+    });
+    if rx.recv_timeout(Duration::from_secs(120)).is_err() {
+        for c in &mut ranks {
+            let _ = c.kill();
+        }
+        panic!("rank 2 never passed the example");
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    ranks[2].kill().unwrap();
+    ranks[2].wait().unwrap();
+    for (r, c) in ranks.into_iter().enumerate() {
+        if r == 2 {
+            continue;
+        }
+        let o = finish(c, Duration::from_secs(90));
+        assert!(!o.status.success(), "rank {r} exited successfully after rank 2 was killed");
+        assert!(o.stderr.contains("rank 2"), "rank {r} does not name rank 2:\n{}", o.stderr);
+    }
+}
+
+/// Kills leftover ranks when a test fails half-way.
+struct Reaper(Vec<u32>);
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        for &pid in &self.0 {
+            // SAFETY: kill(2) on our own child's pid; a pid already reaped gets ESRCH.
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        }
+    }
+}
+
+/// The seed's two-machine setup: two network namespaces joined by a veth pair with
+/// 10.x addresses, each softhca bound to its namespace's address.
+#[test]
+fn two_hosts_in_network_namespaces() {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIP: two-host test needs root (ip netns)");
+        return;
+    }
+    let tag = format!("db{}", std::process::id() % 100000);
+    let (ns0, ns1) = (format!("{tag}a"), format!("{tag}b"));
+    let (v0, v1) = (format!("{tag}v0"), format!("{tag}v1"));
+    let sh = |c: &str| Command::new("sh").args(["-c", c]).stdout(Stdio::null()).stderr(Stdio::piped()).output().map(|o| (o.status.success(), String::from_utf8_lossy(&o.stderr).into_owned()));
+    struct Cleanup(String);
+    impl Drop for Cleanup {
+        fn drop(&mut self) {
+            let _ = Command::new("sh").args(["-c", &self.0]).stderr(Stdio::null()).status();
+        }
+    }
+    let _cleanup = Cleanup(format!("ip netns del {ns0}; ip netns del {ns1}; ip link del {v0}"));
+    let setup = format!(
+        "set -e; ip netns add {ns0}; ip netns add {ns1}; ip link add {v0} type veth peer name {v1}; \
+         ip link set {v0} netns {ns0}; ip link set {v1} netns {ns1}; \
+         ip -n {ns0} addr add 10.231.0.1/24 dev {v0}; ip -n {ns0} addr add 10.231.0.11/24 dev {v0}; \
+         ip -n {ns1} addr add 10.231.0.2/24 dev {v1}; ip -n {ns1} addr add 10.231.0.12/24 dev {v1}; \
+         ip -n {ns0} link set lo up; ip -n {ns1} link set lo up; ip -n {ns0} link set {v0} up; ip -n {ns1} link set {v1} up"
+    );
+    match sh(&setup) {
+        Ok((true, _)) => {}
+        Ok((false, e)) => {
+            eprintln!("SKIP: cannot build the namespaces: {e}");
+            return;
+        }
+        Err(e) => {
+            eprintln!("SKIP: no sh/ip: {e}");
+            return;
+        }
+    }
+    let port = "29577";
+    // Torchrun style, one rank per host, as in the seed: `doorbell launch` on each host.
+    let hosts = [(ns0.as_str(), "10.231.0.1", 0), (ns1.as_str(), "10.231.0.2", 1)];
+    let kids: Vec<Child> = hosts
+        .iter()
+        .map(|(ns, addr, node)| {
+            spawn(command("ip").args(["netns", "exec", ns, BIN, "launch", "--nnodes", "2", "--node-rank", &node.to_string(), "--nproc-per-node", "1", "--master-addr", "10.231.0.1", "--master-port", port, "--", BIN, "allreduce", "--count", "1048576", "-b", "1K", "-e", "1M", "-f", "32", "-n", "2", "-w", "1"]).env("DOORBELL_SOFTHCA_ADDR", addr))
+        })
+        .collect();
+    let outs: Vec<Out> = kids.into_iter().map(|c| finish(c, Duration::from_secs(240))).collect();
+    for o in &outs {
+        assert!(o.status.success(), "stdout:\n{}\nstderr:\n{}", o.stdout, o.stderr);
+    }
+    let all = format!("{}{}", outs[0].stdout, outs[1].stdout);
+    for r in 0..2 {
+        assert!(all.contains(&format!("Rank {r} PASS: count=1048576 expected=3.0 first=3.0 last=3.0")), "{all}");
+    }
+    assert!(outs[0].stdout.contains("10.231.0.1"), "rank 0 runs on the namespace address:\n{}", outs[0].stdout);
+    // Four ranks, two per host, each with its own address on its host.
+    let ranks = [(ns0.as_str(), "10.231.0.1"), (ns0.as_str(), "10.231.0.11"), (ns1.as_str(), "10.231.0.2"), (ns1.as_str(), "10.231.0.12")];
+    let kids: Vec<Child> = ranks
+        .iter()
+        .enumerate()
+        .map(|(r, (ns, addr))| {
+            spawn(
+                command("ip")
+                    .args(["netns", "exec", ns, BIN, "allreduce", "--count", "100000", "--no-table"])
+                    .env("DOORBELL_SOFTHCA_ADDR", addr)
+                    .env("RANK", r.to_string())
+                    .env("WORLD_SIZE", "4")
+                    .env("MASTER_ADDR", "10.231.0.1")
+                    .env("MASTER_PORT", "29578"),
+            )
+        })
+        .collect();
+    let outs: Vec<Out> = kids.into_iter().map(|c| finish(c, Duration::from_secs(240))).collect();
+    let all: String = outs.iter().map(|o| o.stdout.as_str()).collect();
+    for (r, o) in outs.iter().enumerate() {
+        assert!(o.status.success(), "rank {r}: {}", o.stderr);
+    }
+    for r in 0..4 {
+        assert!(all.contains(&format!("Rank {r} PASS: count=100000 expected=10.0")), "{all}");
+    }
+}
