@@ -163,7 +163,7 @@ fn client_session(res: &mut Res, p: &Params, o: &Opts, oob: &mut Oob) -> Result<
         prepare(res, p, size, End::Client);
         oob.send(&format!("go {size}"))?;
         oob.expect("go-ok")?;
-        let memcpy_before = (o.vs_memcpy && p.test == Test::WriteBw).then(|| memcpy::measure(size as usize, Duration::from_millis(300)));
+        let memcpy_before = (o.vs_memcpy && p.test == Test::WriteBw).then(|| memcpy::measure(memcpy::REFERENCE_BYTES, Duration::from_millis(300)));
         let (counts, row, mine) = match p.test.is_lat() {
             false => {
                 let out = bw::client(res, p, size, &remote, o.timeout).with_context(|| format!("{} at {size} B", p.test.name()))?;
@@ -172,13 +172,14 @@ fn client_session(res: &mut Res, p: &Params, o: &Opts, oob: &mut Oob) -> Result<
                 let shown = if p.duration > 0.0 { total / p.qps as u64 } else { p.iters };
                 let row = report::bw_row(size, shown, out.peak_ops * size as f64, avg_ops * size as f64, avg_ops, o.report_gbits);
                 if let Some(before) = memcpy_before {
-                    let after = memcpy::measure(size as usize, Duration::from_millis(300));
+                    let after = memcpy::measure(memcpy::REFERENCE_BYTES, Duration::from_millis(300));
                     let m = (before + after) / 2.0;
                     let bw = avg_ops * size as f64;
                     memcpy_lines.push(format!(
-                        " ratio vs memcpy: {:.4}  ({size} B: write-bw {:.2} MB/sec, single-core memcpy {:.2} MB/sec = mean of {:.2} before and {:.2} after)",
+                        " ratio vs memcpy: {:.4}  ({size} B: write-bw {:.2} MB/sec, single-core memcpy of {} MiB {:.2} MB/sec = mean of {:.2} before and {:.2} after)",
                         if m > 0.0 { bw / m } else { 0.0 },
                         report::bw_unit(bw, false),
+                        memcpy::REFERENCE_BYTES >> 20,
                         report::bw_unit(m, false),
                         report::bw_unit(before, false),
                         report::bw_unit(after, false)
