@@ -1,7 +1,7 @@
 //! `RDMA_VERBS_IOCTL`: the header, the attribute array, and the per-method attribute
 //! specs (`uverbs_ioctl.c`).
 //!
-//! Checks run in the kernel's order (kernel.md §1.1): header copy (EFAULT), length
+//! Checks run in the kernel's order (docs/notes/kernel-6.1-uverbs.md §1.1): header copy (EFAULT), length
 //! (EINVAL), reserved fields (EPROTONOSUPPORT), driver id (EINVAL), method lookup
 //! (EPROTONOSUPPORT), attribute array copy (EFAULT), each attribute in array order
 //! (§1.2), missing mandatory attributes (EINVAL), the destroy of a DESTROY attribute

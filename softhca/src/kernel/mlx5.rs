@@ -193,7 +193,7 @@ impl Ucontext {
 }
 
 /// `mlx5_ib_alloc_ucontext`: parses the request in `udata`, builds the context and writes
-/// the response. Check order as the driver's (kernel.md §5.1).
+/// the response. Check order as the driver's (docs/notes/kernel-6.1-uverbs.md §5.1).
 pub(crate) fn alloc_ucontext(hca: &Arc<Hca>, udata: &Udata) -> Result<Ucontext> {
     let inlen = udata.inp.len();
     let ver = if inlen == 8 {

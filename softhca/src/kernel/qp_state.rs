@@ -117,7 +117,7 @@ pub(crate) fn mlx5_has_command(cur: QpState, next: QpState) -> bool {
 
 #[cfg(test)]
 mod tests {
-    //! The expectations below are written out from the fact sheet's table (kernel.md
+    //! The expectations below are written out from the fact sheet's table (docs/notes/kernel-6.1-uverbs.md
     //! §4.2, RC and UD columns, and the UC notes), independently of `transition`.
     use super::*;
     use QpState::*;

@@ -1,5 +1,5 @@
 //! Raw-byte tests of the kernel half's decoding rules: each case is one of the checks in
-//! kernel.md §1 (ioctl), §2 (write) and §3 (lifetimes), with the errno Linux 6.1 gives
+//! docs/notes/kernel-6.1-uverbs.md §1 (ioctl), §2 (write) and §3 (lifetimes), with the errno Linux 6.1 gives
 //! (most were verified on rxe in the fact sheet's experiments, whose names the comments
 //! repeat).
 

@@ -1,7 +1,7 @@
 //! The write() commands, legacy and extended (`ib_uverbs_write`, `verify_hdr`,
 //! `uapi_get_method`), and the command table that `UVERBS_METHOD_INVOKE_WRITE` shares.
 //!
-//! Header checks follow kernel.md §2.1 in order. Legacy commands: `in_words * 4` is the
+//! Header checks follow docs/notes/kernel-6.1-uverbs.md §2.1 in order. Legacy commands: `in_words * 4` is the
 //! whole write including the 8-byte header; the response pointer is the first u64 of the
 //! body; driver data follows the core struct in and out. Extended commands: sizes in
 //! 8-byte words after a second 16-byte header that carries the response pointer. Commands

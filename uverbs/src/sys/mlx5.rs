@@ -245,8 +245,9 @@ pub fn mmap_split(pgoff: u64) -> (u32, u32) {
     (cmd, index)
 }
 
-/// Where BlueFlame register `k` of a 4 KiB UAR page sits: two registers per page,
-/// at 0x800 and 0x900 with the default 256-byte `bf_reg_size`.
+/// Where the first BlueFlame register of a 4 KiB UAR page sits; register `k` is at
+/// `BF_OFFSET + k * bf_reg_size` (0x800 and 0xA00 with the 512-byte `bf_reg_size` a
+/// ConnectX-5 reports). Each register is used as two alternating halves.
 pub const BF_OFFSET: usize = 0x800;
 /// The 8-byte CQ arm doorbell in a UAR page.
 pub const UAR_CQ_ARM_OFFSET: usize = 0x20;
