@@ -68,6 +68,7 @@ impl Dbrec {
     }
 
     /// Pointer to word `i` (0 or 1) of the record.
+    #[inline]
     pub fn word(&self, i: usize) -> *mut u32 {
         assert!(i < 2);
         // SAFETY: the record is 8 bytes at `offset` inside the page.

@@ -52,7 +52,6 @@ impl UarPage {
         c.out_struct(mlx5::ATTR_UAR_OBJ_ALLOC_PAGE_ID, &mut page_id);
         c.run(dev).op("alloc UAR")?;
         let handle = c.handle_out(h);
-        drop(c);
         let map = dev.mmap(len as usize, libc::PROT_WRITE, off).op("mmap UAR")?;
         Ok(UarPage { map, handle: Some(handle), page_id })
     }

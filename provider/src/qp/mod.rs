@@ -91,6 +91,8 @@ pub struct Qp {
     pub(crate) rq_head: u32,
     /// Which half of the BlueFlame register the next copy goes to.
     pub(crate) bf_offset: usize,
+    /// The post path's addresses into the fields above (see `post::Hot`).
+    pub(crate) hot: post::Hot,
 }
 
 impl Pd {
@@ -179,6 +181,7 @@ impl Pd {
         ctx.register_qp(uidx, created.qpn, shared.clone());
         tracing::debug!(target: "provider::qp", qpn = created.qpn, sq_wqebbs = geo.sq_wqe_cnt, rq_wqes = geo.rq_wqe_cnt,
                         inline = geo.max_inline, "create_qp");
+        let hot = post::Hot::new(&buf, geo.rq_size, &dbrec, &bfreg, &shared);
         Ok(Qp {
             pd: self.inner.clone(),
             send_cq: init.send_cq.inner.clone(),
@@ -203,6 +206,7 @@ impl Pd {
             sq_cur_post: 0,
             rq_head: 0,
             bf_offset: 0,
+            hot,
         })
     }
 }

@@ -6,24 +6,174 @@
 //! record first, then an 8-byte UAR store or (one small WQE) a BlueFlame copy.
 //! `post_recv` writes receive WQEs and publishes the RQ head; receives need no UAR
 //! write because the device reads the RQ head when a SEND arrives.
+//!
+//! A single WR of the common shapes (one WQEBB: SEND/WRITE/READ with one gather entry
+//! or a short inline payload) takes a fast lane, `post_send_small`: the same WQE bytes
+//! (from [`crate::wqe::small`]), bookkeeping and doorbell, without the generic path's
+//! iteration and with the addresses it needs resolved at QP creation (`Hot`).
 
 use std::ptr::NonNull;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-use super::Qp;
+use super::{Qp, QpShared};
+use crate::buf::DmaBuf;
+use crate::dbrec::Dbrec;
 use crate::doorbell;
 use crate::error::{Error, Result};
 use crate::opcode::FmCeSe;
+use crate::uar::Bfreg;
 use crate::wqe::data::write_recv_wqe;
 use crate::wqe::ring::SqRing;
 use crate::wqe::send::{write_send_wqe, Payload, SendWr};
+use crate::wqe::small::write_small;
 use crate::wqe::{Sge, WQEBB_SIZE};
+
+/// Addresses the fast lane uses on every post, resolved once at QP creation instead of
+/// through the QP's owners (buffer, doorbell record, UAR page, shared state) each time.
+#[derive(Debug)]
+pub(crate) struct Hot {
+    /// First WQEBB of the SQ.
+    sq: NonNull<u8>,
+    /// Word 1 of the doorbell record (SQ producer counter).
+    db_sq: NonNull<u32>,
+    /// The BlueFlame register (its first half).
+    reg: NonNull<u8>,
+    /// `QpShared::sq_wrid` and `sq_next`, one entry per WQEBB.
+    wrid: NonNull<AtomicU64>,
+    next: NonNull<AtomicU32>,
+}
+
+// SAFETY: the pointers address memory owned by the same `Qp` (its buffer, its doorbell
+// record and UAR page through their Arcs, its `QpShared`), whose addresses never change
+// (mappings and heap boxes) while the Qp lives; they are used only by `&mut self`
+// methods of that Qp, so sending or sharing the Qp shares nothing more than its owners
+// already do.
+unsafe impl Send for Hot {}
+// SAFETY: as above.
+unsafe impl Sync for Hot {}
+
+impl Hot {
+    /// Resolves the addresses; the caller keeps `buf`, `dbrec`, `bfreg` and `shared`
+    /// in the same `Qp` as the result.
+    pub(crate) fn new(buf: &DmaBuf, rq_size: u32, dbrec: &Dbrec, bfreg: &Bfreg, shared: &QpShared) -> Hot {
+        let nn = |p: *mut u8| NonNull::new(p).expect("mapped memory is never at 0");
+        Hot {
+            // SAFETY: the SQ follows the RQ inside the buffer (rq_size <= its length).
+            sq: nn(unsafe { buf.as_ptr().add(rq_size as usize) }),
+            db_sq: nn(dbrec.word(1).cast()).cast(),
+            reg: nn(bfreg.reg()),
+            wrid: NonNull::from(&shared.sq_wrid[..]).cast(),
+            next: NonNull::from(&shared.sq_next[..]).cast(),
+        }
+    }
+}
 
 impl Qp {
     /// Posts one send WR and rings the doorbell (`ibv_post_send` with one WR).
+    ///
+    /// The common one-WQEBB requests (SEND, WRITE, READ with one gather entry or a
+    /// short inline payload: [`crate::wqe::small`]) take a fast lane (`post_send_small`);
+    /// everything else, and every request the generic path would refuse, goes through
+    /// [`Qp::post_send_list`]. Both write the same WQE and ring the same doorbell.
     #[inline]
     pub fn post_send(&mut self, wr_id: u64, wr: &SendWr<'_>) -> Result<()> {
+        if self.post_send_small(wr_id, wr).is_some() {
+            return Ok(());
+        }
+        self.post_send_one(wr_id, wr)
+    }
+
+    /// [`Qp::post_send`]'s generic path, kept out of line so that the fast lane's
+    /// caller does not carry its stack frame.
+    #[cold]
+    #[inline(never)]
+    fn post_send_one(&mut self, wr_id: u64, wr: &SendWr<'_>) -> Result<()> {
         self.post_send_list(std::slice::from_ref(&(wr_id, *wr)))
+    }
+
+    /// The fast lane of [`Qp::post_send`]: one WQE of one WQEBB, then its doorbell.
+    /// `None` when the request is not one of the shapes it handles, would fail a check
+    /// (no send queue, inline bytes over the limit, a full ring) or is refused by the
+    /// builder; nothing has been published then (the free slot may hold a prefix of
+    /// the WQE, see [`crate::wqe::small`]), and the caller takes the generic path, which
+    /// repeats the checks, writes the WQE or reports the error.
+    ///
+    /// Same steps as the generic path, without its iteration: build the WQE in its
+    /// slot, record the wr_id and where the tail moves when it completes, publish the
+    /// producer index, BlueFlame-copy the slot (or store its first 8 bytes) to the
+    /// register. The fences are the generic path's, in doorbell.rs and barrier.rs:
+    /// a release fence before the doorbell record (WQE and bookkeeping visible first),
+    /// `sfence` before the register write (the record is not overtaken by the
+    /// write-combining store) and after it (the doorbell leaves the WC buffer now).
+    #[inline(always)]
+    fn post_send_small(&mut self, wr_id: u64, wr: &SendWr<'_>) -> Option<()> {
+        let cnt = self.geo.sq_wqe_cnt;
+        let mut flags = wr.flags;
+        if self.sq_sig_all {
+            flags |= FmCeSe::CQ_UPDATE;
+        }
+        // Room for one WQEBB (a QP without a send queue, cnt 0, never has room).
+        // Acquire pairs with the poller's release of the tail: the device is done with
+        // the slot before we overwrite it (a plain load on x86-64).
+        let tail = self.shared.sq_tail.load(Ordering::Acquire) as u16;
+        if self.sq_cur_post.wrapping_sub(tail) as u32 >= cnt {
+            return None;
+        }
+        let pi = self.sq_cur_post;
+        let idx = (pi as u32 & (cnt - 1)) as usize;
+        let hot = &self.hot;
+        // SAFETY: the SQ holds `cnt` WQEBBs at hot.sq inside self.buf (alive as long as
+        // self) and idx < cnt; `&mut self` makes this the only writer of the SQ, and the
+        // room check above says the device no longer reads this WQEBB.
+        let slot = unsafe { &mut *hot.sq.as_ptr().add(idx * WQEBB_SIZE as usize).cast::<[u8; 64]>() };
+        let ds = write_small(slot, pi, self.qpn, wr, flags, self.cap.max_inline_data as usize)?;
+        let next = pi.wrapping_add(1);
+        // SAFETY: hot.wrid and hot.next point at self.shared's sq_wrid and sq_next, one
+        // entry per SQ WQEBB (create_qp sizes them with sq_wqe_cnt), and idx < cnt.
+        // Relaxed: the doorbell record's release store below publishes them together
+        // with the WQE.
+        unsafe {
+            (*hot.wrid.as_ptr().add(idx)).store(wr_id, Ordering::Relaxed);
+            (*hot.next.as_ptr().add(idx)).store(next as u32, Ordering::Relaxed);
+        }
+        self.sq_cur_post = next;
+        let bf = self.bfreg.buf_size;
+        // The events come before the doorbell, so a trace reads verb -> WQE -> doorbell
+        // -> the device's fetch. They are built out of line: when TRACE is off this costs
+        // one load and a branch, and the fast lane keeps its registers.
+        if tracing::level_enabled!(tracing::Level::TRACE) {
+            self.trace_small(pi, wr_id, ds, wr, ds > 1 && bf >= WQEBB_SIZE as usize);
+        }
+        // Doorbell record, then the register (fences in doorbell.rs / barrier.rs).
+        // SAFETY: hot.db_sq is word 1 of our doorbell record, live while self is.
+        unsafe { doorbell::publish(hot.db_sq.as_ptr(), next as u32) };
+        // SAFETY: hot.reg is our register, mapped for the QP's lifetime, with two halves
+        // of `bf` bytes at reg and reg + bf; the BlueFlame copy of one WQEBB (64 bytes)
+        // is made only when 64 <= bf, so it fits the half at reg + bf_offset. (BlueFlame
+        // registers are 256 or more bytes a half; the generic path's rule, ds * 16 <=
+        // bf, is the same for every WQE of one WQEBB there.)
+        unsafe {
+            let reg = hot.reg.as_ptr().add(self.bf_offset);
+            if ds > 1 && bf >= WQEBB_SIZE as usize {
+                doorbell::ring_bf(reg, &[&*slot]);
+            } else {
+                doorbell::ring_db(reg, slot[..8].try_into().unwrap());
+            }
+        }
+        self.bf_offset ^= bf;
+        Some(())
+    }
+
+    /// The generic path's two events for one WQE and its doorbell.
+    #[cold]
+    #[inline(never)]
+    fn trace_small(&self, pi: u16, wr_id: u64, ds: u8, wr: &SendWr<'_>, blueflame: bool) {
+        tracing::trace!(target: "provider::post", qpn = self.qpn, pi, wr_id, ds, op = ?wr.op, "wqe");
+        if blueflame {
+            tracing::trace!(target: "provider::doorbell", qpn = self.qpn, pi = self.sq_cur_post, bytes = 64usize, "blueflame");
+        } else {
+            tracing::trace!(target: "provider::doorbell", qpn = self.qpn, pi = self.sq_cur_post, "doorbell");
+        }
     }
 
     /// Posts a chain of send WRs with one doorbell.
@@ -70,6 +220,46 @@ impl Qp {
         Ok(())
     }
 
+    /// Posts WQE bytes built by the caller, as they are, and rings the doorbell: for
+    /// experiments with the WQE format and for negative tests (a malformed WQE must
+    /// complete with a LOC_QP_OP_ERR CQE, as on a ConnectX). `wqebbs` is whole WQEBBs of
+    /// one WQE; the caller fills the control segment, including the WQE index
+    /// (`opmod_idx_opcode`, which must equal the SQ's producer index, see
+    /// [`Qp::sq_producer_index`]), the QPN and ds. Nothing in it is checked but its size.
+    pub fn post_send_raw(&mut self, wr_id: u64, wqebbs: &[[u8; 64]]) -> Result<()> {
+        let cnt = self.geo.sq_wqe_cnt;
+        let n = wqebbs.len() as u32;
+        if n == 0 || n > 4 || n > cnt {
+            return Err(Error::Invalid { op: "post_send_raw", why: format!("{n} WQEBBs (1 to 4 that fit the SQ)") });
+        }
+        let tail = self.shared.sq_tail.load(Ordering::Acquire) as u16;
+        if self.sq_cur_post.wrapping_sub(tail) as u32 + n > cnt {
+            return Err(Error::Device { op: "post_send_raw", errno: nix::errno::Errno::ENOMEM });
+        }
+        // SAFETY: as in post_send_list: the SQ's `cnt` WQEBBs inside self.buf, and
+        // `&mut self` makes this the only writer.
+        let mut ring = unsafe { SqRing::from_raw_parts(self.sq_base(), cnt) };
+        let pi = self.sq_cur_post;
+        for (k, bb) in wqebbs.iter().enumerate() {
+            *ring.wqebb_mut(pi.wrapping_add(k as u16)) = *bb;
+        }
+        let idx = (pi as u32 & (cnt - 1)) as usize;
+        self.shared.sq_wrid[idx].store(wr_id, Ordering::Relaxed);
+        self.sq_cur_post = pi.wrapping_add(n as u16);
+        self.shared.sq_next[idx].store(self.sq_cur_post as u32, Ordering::Relaxed);
+        // ds for the BlueFlame decision only: the caller's value, at least 1.
+        let info = crate::wqe::size::WqeInfo::from_ds((wqebbs[0][7] & 0x3f).max(1) as u32).expect("1..=63");
+        tracing::trace!(target: "provider::post", qpn = self.qpn, pi, wr_id, ds = info.ds, "raw wqe");
+        self.ring(&ring, Some((pi, crate::wqe::size::WqeInfo { wqebb_count: n as u16, ..info })), 1);
+        Ok(())
+    }
+
+    /// The SQ producer index: the WQE index the next posted WQE gets (its control
+    /// segment's `wqe_index`), counted in WQEBBs modulo 2^16.
+    pub fn sq_producer_index(&self) -> u16 {
+        self.sq_cur_post
+    }
+
     /// Publishes the producer index and pokes the device for the WQEs just written.
     #[inline]
     fn ring(&mut self, ring: &SqRing<'_>, last: Option<(u16, crate::wqe::size::WqeInfo)>, nreq: usize) {
@@ -88,22 +278,24 @@ impl Qp {
             for (k, c) in chunks.iter_mut().enumerate().take(info.wqebb_count as usize) {
                 *c = wqebb(pi.wrapping_add(k as u16));
             }
+            tracing::trace!(target: "provider::doorbell", qpn = self.qpn, pi = self.sq_cur_post, bytes = info.wqebb_count as usize * 64, "blueflame");
             // SAFETY: the register has two halves of `bf` bytes at reg and reg + bf;
             // the copy is at most `bf` bytes (ds * 16 <= bf, rounded to 64 <= bf).
             unsafe { doorbell::ring_bf(reg.add(self.bf_offset), &chunks[..info.wqebb_count as usize]) };
-            tracing::trace!(target: "provider::doorbell", qpn = self.qpn, pi = self.sq_cur_post, bytes = info.wqebb_count as usize * 64, "blueflame");
         } else {
             let first8: [u8; 8] = wqebb(pi)[..8].try_into().unwrap();
+            tracing::trace!(target: "provider::doorbell", qpn = self.qpn, pi = self.sq_cur_post, "doorbell");
             // SAFETY: the register is mapped for the QP's lifetime.
             unsafe { doorbell::ring_db(reg.add(self.bf_offset), first8) };
-            tracing::trace!(target: "provider::doorbell", qpn = self.qpn, pi = self.sq_cur_post, "doorbell");
         }
         self.bf_offset ^= bf;
     }
 
+    #[inline(always)]
     fn sq_base(&self) -> NonNull<u8> {
-        // SAFETY: rq_size <= buffer length; the SQ follows the RQ.
-        NonNull::new(unsafe { self.buf.as_ptr().add(self.geo.rq_size as usize) }).unwrap()
+        // SAFETY: rq_size <= buffer length (the SQ follows the RQ in the same buffer),
+        // so the sum is inside the buffer's mapping, which is never at address 0.
+        unsafe { NonNull::new_unchecked(self.buf.as_ptr().add(self.geo.rq_size as usize)) }
     }
 
     /// Posts one receive WR (`ibv_post_recv`).

@@ -21,6 +21,7 @@ pub mod raddr;
 pub mod ring;
 pub mod send;
 pub mod size;
+pub mod small;
 
 #[cfg(test)]
 mod send_tests;
@@ -46,3 +47,4 @@ pub use size::{
     header_ds, max_inline_data, send_wqe_info, send_wqe_stride, sq_overhead, PayloadLen,
     QpTransport, SendOps, WqeInfo, MAX_WQE_SIZE,
 };
+pub use small::write_small_send_wqe;

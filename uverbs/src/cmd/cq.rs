@@ -10,7 +10,7 @@ use crate::write::legacy;
 use crate::{Device, Result};
 
 /// The core arguments of CQ creation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CqArgs {
     /// Minimum number of entries requested.
     pub cqe: u32,
@@ -23,12 +23,6 @@ pub struct CqArgs {
     pub flags: u32,
     /// The async event fd that receives this CQ's error events (ioctl path only).
     pub event_fd: Option<i32>,
-}
-
-impl Default for CqArgs {
-    fn default() -> Self {
-        CqArgs { cqe: 0, user_handle: 0, comp_vector: 0, comp_channel: None, flags: 0, event_fd: None }
-    }
 }
 
 /// `UVERBS_METHOD_CQ_CREATE`: returns (handle, actual number of entries).
@@ -59,7 +53,6 @@ pub fn create_cq_ioctl(dev: &Device, a: &CqArgs, uhw_in: &[u8], uhw_out: &mut [u
     }
     c.run(dev)?;
     let handle = c.handle_out(h);
-    drop(c);
     Ok((handle, resp_cqe))
 }
 
@@ -82,7 +75,6 @@ pub fn destroy_cq_ioctl(dev: &Device, handle: u32) -> Result<DestroyCqResp> {
     c.handle(cq::ATTR_DESTROY_HANDLE, handle);
     c.out_struct(cq::ATTR_DESTROY_RESP, &mut resp);
     c.run(dev)?;
-    drop(c);
     Ok(resp)
 }
 

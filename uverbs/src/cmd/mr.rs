@@ -38,7 +38,6 @@ pub fn reg_dmabuf_mr(dev: &Device, pd: u32, offset: u64, length: u64, iova: u64,
     c.out_struct(mr::ATTR_REG_DMABUF_RESP_RKEY, &mut rkey);
     c.run(dev)?;
     let handle = c.handle_out(h);
-    drop(c);
     Ok(DmabufMr { handle, lkey, rkey })
 }
 

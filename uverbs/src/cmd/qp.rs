@@ -72,7 +72,6 @@ pub fn create_qp_ioctl(dev: &Device, a: &QpArgs, uhw_in: &[u8], uhw_out: &mut [u
     }
     c.run(dev)?;
     let handle = c.handle_out(h);
-    drop(c);
     Ok(QpCreated { handle, qpn, cap: cap_out })
 }
 
@@ -158,7 +157,6 @@ pub fn destroy_qp_ioctl(dev: &Device, handle: u32) -> Result<u32> {
     c.handle(qp::ATTR_DESTROY_HANDLE, handle);
     c.out_struct(qp::ATTR_DESTROY_RESP, &mut resp);
     c.run(dev)?;
-    drop(c);
     Ok(resp.events_reported)
 }
 

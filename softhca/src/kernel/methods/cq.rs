@@ -40,7 +40,7 @@ pub(crate) struct CqArgs {
 
 /// `mlx5_ib_create_cq` for a user CQ: validates the driver data, builds the CQ context,
 /// enters it in the HCA and writes the CQ number to the driver output. Check order as
-/// kernel.md §5.3.
+/// docs/notes/kernel-6.1-uverbs.md §5.3.
 pub(crate) fn create_cq(hca: &Hca, st: &FileState, a: CqArgs, udata: &Udata) -> Result<Arc<Cq>> {
     let ctx = st.ctx()?;
     let max = 1u32 << caps::LOG_MAX_CQ_SZ;
@@ -201,10 +201,16 @@ pub(crate) fn create_cq_ex(c: &mut WCall<'_>) -> Result<()> {
     c.response(resp.as_bytes())
 }
 
+/// The events of a destroyed CQ the application read: the kernel counts an event when it
+/// is read and drops the unread ones at destroy, so the unread records are taken back out
+/// of the channel and the async file and not reported (libibverbs would otherwise wait
+/// forever for acknowledgements of events nobody read).
 fn destroy_resp(cq: &Cq) -> DestroyCqResp {
+    let unread_comp = cq.comp_channel.as_ref().map_or(0, |ch| ch.discard(cq.user_handle));
+    let unread_async = cq.event_file.as_ref().map_or(0, |f| f.discard(cq.user_handle));
     DestroyCqResp {
-        comp_events_reported: cq.comp_events_reported.load(Ordering::SeqCst),
-        async_events_reported: cq.async_events_reported.load(Ordering::SeqCst),
+        comp_events_reported: cq.comp_events_reported.load(Ordering::SeqCst).saturating_sub(unread_comp),
+        async_events_reported: cq.async_events_reported.load(Ordering::SeqCst).saturating_sub(unread_async),
     }
 }
 

@@ -69,7 +69,7 @@ pub(crate) struct QpArgs {
 }
 
 /// `mlx5_ib_create_qp` for a user QP plus the core's bookkeeping: validates the driver
-/// data (kernel.md §5.4), makes the QP, counts the PD and CQ uses, enters it in the HCA
+/// data (docs/notes/kernel-6.1-uverbs.md §5.4), makes the QP, counts the PD and CQ uses, enters it in the HCA
 /// and writes the driver response. Returns the QP and the capabilities to report.
 pub(crate) fn create_qp(hca: &Hca, st: &mut FileState, mut a: QpArgs, udata: &Udata) -> Result<(Arc<Qp>, QpCap)> {
     let ctx = st.ctx_mut()?;
@@ -462,7 +462,7 @@ fn log2_ceil(n: u8) -> u8 {
     if n <= 1 { 0 } else { (8 - (n - 1).leading_zeros()) as u8 }
 }
 
-/// The core's and mlx5's modify_qp (kernel.md §4.3, §4.4).
+/// The core's and mlx5's modify_qp (docs/notes/kernel-6.1-uverbs.md §4.3, §4.4).
 fn modify_qp(hca: &Hca, st: &mut FileState, cmd: &ExModifyQp, udata: &Udata) -> Result<()> {
     let b = &cmd.base;
     let mut mask = b.attr_mask;
@@ -741,15 +741,22 @@ pub(crate) fn query_qp(c: &mut WCall<'_>) -> Result<()> {
 /// `UVERBS_METHOD_QP_DESTROY`: the QP is already gone; report its event count.
 pub(crate) fn destroy_qp_ioctl(c: &mut Call<'_>) -> Result<()> {
     let Some(Uobj::Qp(qp)) = c.destroyed.as_ref() else { return Err(Errno::EINVAL) };
-    let resp = DestroyQpResp { events_reported: qp.events_reported.load(Ordering::SeqCst) };
+    let resp = destroy_resp(qp);
     c.b.copy_to(ids::ATTR_DESTROY_RESP, resp.as_bytes())
+}
+
+/// The async events of a destroyed QP the application read (see the CQ's `destroy_resp`):
+/// unread ones are taken back out of the async file and not reported.
+fn destroy_resp(qp: &Qp) -> DestroyQpResp {
+    let unread = qp.event_file.as_ref().map_or(0, |f| f.discard(qp.user_handle));
+    DestroyQpResp { events_reported: qp.events_reported.load(Ordering::SeqCst).saturating_sub(unread) }
 }
 
 /// DESTROY_QP (write 27).
 pub(crate) fn destroy_qp_write(c: &mut WCall<'_>) -> Result<()> {
     let cmd: DestroyQp = c.request()?;
     let Uobj::Qp(qp) = c.st.destroy(c.hca, cmd.qp_handle as i64, ObjType::Qp)? else { return Err(Errno::EINVAL) };
-    c.response(DestroyQpResp { events_reported: qp.events_reported.load(Ordering::SeqCst) }.as_bytes())
+    c.response(destroy_resp(&qp).as_bytes())
 }
 
 #[cfg(test)]

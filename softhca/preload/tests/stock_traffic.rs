@@ -1,0 +1,176 @@
+//! Data traffic between two stock rdma-core programs on softhca: `ibv_rc_pingpong` in
+//! its modes and perftest's bandwidth and latency tests, each as a server and a client
+//! process under libdoorbell_preload.so (libibverbs + libmlx5 on two softhca instances,
+//! 127.0.0.N and 127.0.0.M, RoCEv2 over UDP between them).
+//!
+//! Each run must end with both processes exiting 0 and printing their results;
+//! ibv_rc_pingpong runs with `-c`, which makes it check the first byte of every
+//! received page (perftest has no data check, so its result-table rows are checked:
+//! message size, iteration count, positive bandwidth or latency). A process that hangs
+//! is killed at a generous deadline and the test fails with both outputs. Nothing is
+//! asserted about speed. A missing program prints SKIP.
+//!
+//! Iteration counts are small: stock perftest latency tests busy-poll without yielding,
+//! and on a 2-core machine the softhca engines of both processes compete with them for
+//! the CPU, so a round trip takes milliseconds there. Each test prints its run time.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{free_port, run_pair, stock, table_row, tool, Pair};
+
+/// Deadline of one server/client pair (from the client's start).
+const LIMIT: Duration = Duration::from_secs(120);
+
+/// `prog` as server and client with the same arguments (plus the server's address for
+/// the client), both under the preload library.
+fn stock_pair(prog: &str, args: &[&str]) -> Option<Pair> {
+    let p = tool(prog)?;
+    let port = free_port();
+    let ps = port.to_string();
+    let mut a: Vec<&str> = args.to_vec();
+    a.extend(["-p", &ps]);
+    let server = (stock(&p, &a), format!("{prog} {} (server)", a.join(" ")));
+    let mut ca = a.clone();
+    ca.push("127.0.0.1");
+    let client = (stock(&p, &ca), format!("{prog} {}", ca.join(" ")));
+    let pair = run_pair(server, client, port, LIMIT);
+    eprintln!("{prog} {}: {:.2} s", args.join(" "), pair.elapsed.as_secs_f64());
+    Some(pair)
+}
+
+// ---------------------------------------------------------------------------------------
+// ibv_rc_pingpong
+
+/// Both ends of an ibv_rc_pingpong run exited 0, exchanged addresses with the expected
+/// GIDs, moved `iters` messages of `size` bytes each way, and found no bad page.
+fn check_pingpong(pair: &Pair, size: u64, iters: u64, gid_prefix: &str) {
+    let report = pair.report();
+    pair.assert_ok();
+    for d in [&pair.server, &pair.client] {
+        let out = &d.stdout;
+        assert!(out.contains("  local address:  LID 0x0000, QPN 0x"), "{report}");
+        assert!(out.contains("  remote address: LID 0x0000, QPN 0x"), "{report}");
+        assert_eq!(out.matches(&format!(", GID {gid_prefix}")).count(), 2, "GIDs {gid_prefix}...\n{report}");
+        assert!(out.contains(&format!("{} bytes in ", size * iters * 2)), "{report}");
+        assert!(out.contains(&format!("{iters} iters in ")), "{report}");
+        assert!(!out.contains("invalid data"), "ibv_rc_pingpong -c found bad data\n{report}");
+    }
+}
+
+/// The usual run on RoCE: the IPv4-mapped RoCE v2 GID (index 3), busy polling, 4 KiB.
+#[test]
+fn rc_pingpong_plain() {
+    let Some(pair) = stock_pair("ibv_rc_pingpong", &["-d", "softhca0", "-g", "3", "-n", "50", "-c"]) else { return };
+    check_pingpong(&pair, 4096, 50, "::ffff:127.0.0.");
+}
+
+/// `-e`: each end sleeps on its completion channel (ibv_req_notify_cq arms the CQ
+/// through the UAR, softhca's device half writes an event record, ibv_get_cq_event reads
+/// it). At exit ibv_destroy_cq waits until the application acknowledged every event the
+/// kernel reports as read; an armed CQ's last event, never read, must not be counted.
+#[test]
+fn rc_pingpong_events() {
+    let Some(pair) = stock_pair("ibv_rc_pingpong", &["-d", "softhca0", "-g", "3", "-n", "50", "-c", "-e"]) else { return };
+    check_pingpong(&pair, 4096, 50, "::ffff:127.0.0.");
+}
+
+/// `-g 2`: the IPv4-mapped GID of RoCE v1 type, odd message size, 4096-byte MTU.
+#[test]
+fn rc_pingpong_gid_index_2() {
+    let Some(pair) =
+        stock_pair("ibv_rc_pingpong", &["-d", "softhca0", "-g", "2", "-n", "50", "-s", "5000", "-m", "4096", "-c"])
+    else {
+        return;
+    };
+    // GID 2 holds the same IPv4-mapped address as GID 3 (typed RoCE v1 in the table).
+    check_pingpong(&pair, 5000, 50, "::ffff:127.0.0.");
+}
+
+/// Without `-g` the address vector has no GRH, which a RoCE port refuses (as mlx5 on
+/// Ethernet does): the server reports the failed RTR transition and both ends exit
+/// non-zero (and neither hangs).
+#[test]
+fn rc_pingpong_without_gid_is_refused_on_roce() {
+    let Some(pair) = stock_pair("ibv_rc_pingpong", &["-d", "softhca0", "-n", "5"]) else { return };
+    let report = pair.report();
+    assert!(pair.server.status.is_some() && pair.client.status.is_some(), "{report}");
+    assert!(!pair.server.ok() && !pair.client.ok(), "{report}");
+    assert!(pair.server.stderr.contains("Failed to modify QP to RTR"), "{report}");
+}
+
+// ---------------------------------------------------------------------------------------
+// perftest
+
+/// Both ends exited 0; the client (and the server, where perftest prints one) shows a
+/// result row for `size` bytes and `iters` iterations whose numbers are positive.
+fn check_perftest(pair: &Pair, header: &str, size: u64, iters: u64, server_prints: bool, numbers: &[usize]) {
+    let report = pair.report();
+    pair.assert_ok();
+    let sides: &[&common::Done] = if server_prints { &[&pair.client, &pair.server] } else { &[&pair.client] };
+    for d in sides {
+        let row = table_row(&d.stdout, header).unwrap_or_else(|| panic!("no result table in {}\n{report}", d.what));
+        assert!(row.len() >= 2 + numbers.len(), "short row {row:?}\n{report}");
+        assert_eq!(row[0], size.to_string(), "#bytes\n{report}");
+        assert_eq!(row[1], iters.to_string(), "#iterations\n{report}");
+        for &i in numbers {
+            let v: f64 = row[i].parse().unwrap_or_else(|_| panic!("column {i} of {row:?}\n{report}"));
+            assert!(v.is_finite() && v > 0.0, "column {i} of {row:?} must be positive\n{report}");
+        }
+    }
+}
+
+const BW_HEADER: &str = "#bytes     #iterations    BW peak";
+const LAT_HEADER: &str = "#bytes #iterations    t_min";
+
+/// Columns of a BW row that must be positive: BW average and MsgRate (BW peak may read
+/// 0.00 on a SEND server, which measures no peak).
+const BW_COLS: &[usize] = &[3, 4];
+/// Columns of a latency row that must be positive: t_min, t_max, t_typical, t_avg.
+const LAT_COLS: &[usize] = &[2, 3, 4, 5];
+
+#[test]
+fn perftest_write_bw() {
+    let Some(pair) = stock_pair("ib_write_bw", &["-d", "softhca0", "-n", "200", "-s", "4096"]) else { return };
+    check_perftest(&pair, BW_HEADER, 4096, 200, true, BW_COLS);
+}
+
+#[test]
+fn perftest_read_bw() {
+    let Some(pair) = stock_pair("ib_read_bw", &["-d", "softhca0", "-n", "200", "-s", "4096"]) else { return };
+    check_perftest(&pair, BW_HEADER, 4096, 200, true, BW_COLS);
+}
+
+#[test]
+fn perftest_send_bw() {
+    let Some(pair) = stock_pair("ib_send_bw", &["-d", "softhca0", "-n", "200", "-s", "4096"]) else { return };
+    check_perftest(&pair, BW_HEADER, 4096, 200, true, BW_COLS);
+}
+
+/// Fetch-and-add (perftest's default atomic) of 8 bytes.
+#[test]
+fn perftest_atomic_bw() {
+    let Some(pair) = stock_pair("ib_atomic_bw", &["-d", "softhca0", "-n", "200"]) else { return };
+    check_perftest(&pair, BW_HEADER, 8, 200, true, BW_COLS);
+}
+
+/// 2-byte inline RDMA WRITE ping-pong (BlueFlame doorbells from both sides).
+#[test]
+fn perftest_write_lat() {
+    let Some(pair) = stock_pair("ib_write_lat", &["-d", "softhca0", "-n", "50"]) else { return };
+    check_perftest(&pair, LAT_HEADER, 2, 50, true, LAT_COLS);
+}
+
+/// RDMA READ latency: only the client measures (the server's QP is passive).
+#[test]
+fn perftest_read_lat() {
+    let Some(pair) = stock_pair("ib_read_lat", &["-d", "softhca0", "-n", "50"]) else { return };
+    check_perftest(&pair, LAT_HEADER, 2, 50, false, LAT_COLS);
+}
+
+#[test]
+fn perftest_send_lat() {
+    let Some(pair) = stock_pair("ib_send_lat", &["-d", "softhca0", "-n", "50"]) else { return };
+    check_perftest(&pair, LAT_HEADER, 2, 50, true, LAT_COLS);
+}
