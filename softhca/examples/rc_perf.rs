@@ -5,11 +5,21 @@
 //! cargo run --release -p softhca --example rc_perf -- lat   [iters]     # 8-byte RDMA WRITE ping-pong
 //! cargo run --release -p softhca --example rc_perf -- bw    [secs] [size]
 //! cargo run --release -p softhca --example rc_perf -- idle  [secs]      # CPU of an idle instance
+//! cargo run --release -p softhca --example rc_perf -- wake  [samples] [gap_ms] [spin]  # latency after idleness
 //! ```
 //!
 //! `lat` works like ib_write_lat: each side RDMA WRITEs an 8-byte counter into the other's
 //! buffer and spins on its own buffer until the peer's counter arrives; half the round
 //! trip is reported. `bw` streams RDMA WRITEs with 32 outstanding, like ib_write_bw.
+//! `wake` lets both instances go idle for `gap_ms` (default 200: past every grace period
+//! and, without the doorbell trap, into the deepest sleep), then times one signaled 8-byte
+//! RDMA WRITE: from post until the idle engine has read the doorbell record (pickup), and
+//! from post to CQE (pickup + the responder's wake-up by the packet + the ACK), `samples`
+//! times (default 30); the same WRITE posted back to back (engines awake) is the
+//! reference. The application spins on the CQ without yielding. With `spin` a third
+//! thread spins meanwhile, so no CPU idles (on a VM, waking a halted vCPU costs 100+ us,
+//! which otherwise dominates both numbers). `DOORBELL_DOORBELL_TRAP=0` compares with
+//! the timed backoff. Every mode prints the parent engine's idle counters.
 //! Addresses 127.1.9.1 (this process) and 127.1.9.2 (the child).
 
 use std::io::{BufRead, BufReader, Write};
@@ -163,7 +173,50 @@ fn cpu_of_threads(prefix: &str) -> (Duration, Duration) {
     (Duration::from_secs_f64(ticks), Duration::from_nanos(ns))
 }
 
+/// The idle-related device counters of `h`, as one line.
+fn engine_line(h: &Host) -> String {
+    let c = h.hca.device().counters();
+    format!("engine: trap {}, sleeps {}, trap arms {}, doorbell traps {}, clock traps {}, yield stalls {}",
+            if h.hca.device().doorbell_trap() { "on" } else { "off" }, c.sleeps, c.trap_arms, c.trap_faults, c.trap_clock_faults,
+            c.yield_stalls)
+}
+
+/// Post to CQE of one signaled 8-byte RDMA WRITE, and post to the moment the engine read
+/// the new doorbell record (its `sq_doorbells` counter moved).
+fn one_write(c: &mut Conn, h: &Host, raddr: u64, rkey: u32, id: u64) -> (Duration, Duration) {
+    let v = id.to_ne_bytes();
+    let chunks: [&[u8]; 1] = [&v];
+    let wr = SendWr::new(SendOp::RdmaWrite { raddr: raddr + 8, rkey }, Payload::Inline(&chunks)).with_flags(FmCeSe::CQ_UPDATE);
+    let mut wcs = [Wc::default(); 4];
+    let seen = h.hca.device().counters().sq_doorbells;
+    let t = Instant::now();
+    c.qp.post_send(id, &wr).unwrap();
+    let mut pickup = None;
+    loop {
+        if pickup.is_none() && h.hca.device().counters().sq_doorbells != seen {
+            pickup = Some(t.elapsed());
+        }
+        let n = c.cq.poll(&mut wcs);
+        if n > 0 {
+            assert_eq!(wcs[0].status, provider::cqe::WcStatus::Success, "{:?}", wcs[0]);
+            let done = t.elapsed();
+            return (pickup.unwrap_or(done), done);
+        }
+        std::hint::spin_loop();
+    }
+}
+
+fn summary(mut t: Vec<Duration>) -> String {
+    t.sort();
+    let us = |d: Duration| d.as_secs_f64() * 1e6;
+    format!("median {:.1} us, p90 {:.1} us, max {:.1} us, min {:.1} us", us(t[t.len() / 2]), us(t[t.len() * 9 / 10]),
+            us(t[t.len() - 1]), us(t[0]))
+}
+
 fn main() {
+    if std::env::var_os("RUST_LOG").is_some() {
+        tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::from_default_env()).with_writer(std::io::stderr).init();
+    }
     let args: Vec<String> = std::env::args().collect();
     let mode = args.get(1).map(String::as_str).unwrap_or("lat");
     if mode == "idle" {
@@ -179,6 +232,7 @@ fn main() {
         let (t1, n1) = cpu_of_threads("shca-");
         let el = t.elapsed().as_secs_f64();
         let wakes = h.hca.device().counters().sleeps - s0;
+        println!("{}", engine_line(&h));
         println!("idle engine over {el:.1} s: utime+stime {:.3} s = {:.2} % of a core; schedstat {:.4} s = {:.2} %; {:.0} wake-ups/s",
                  (t1 - t0).as_secs_f64(), 100.0 * (t1 - t0).as_secs_f64() / el,
                  (n1 - n0).as_secs_f64(), 100.0 * (n1 - n0).as_secs_f64() / el, wakes as f64 / el);
@@ -243,7 +297,34 @@ fn main() {
                 println!("RDMA WRITE {size} B x {done} in {el:.2} s: {:.1} MB/s, {:.0} msg/s", done as f64 * size as f64 / el / 1e6, done as f64 / el);
             }
         }
-        _ => panic!("modes: lat, bw, idle"),
+        "wake" => {
+            let samples: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(30);
+            let gap: u64 = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(200);
+            let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            if !child && args.get(4).map(String::as_str) == Some("spin") {
+                // Keeps the other CPU from idling (a halted vCPU takes 100+ us to wake).
+                let stop = stop.clone();
+                std::thread::spawn(move || while !stop.load(std::sync::atomic::Ordering::Relaxed) { std::hint::spin_loop() });
+            }
+            if !child {
+                let (mut pick, mut idle, mut busy) = (Vec::new(), Vec::new(), Vec::new());
+                for i in 0..samples as u64 {
+                    std::thread::sleep(Duration::from_millis(gap));
+                    let (p, d) = one_write(&mut c, &h, raddr, rkey, 2 * i);
+                    pick.push(p);
+                    idle.push(d);
+                    busy.push(one_write(&mut c, &h, raddr, rkey, 2 * i + 1).1);
+                }
+                println!("after {gap} ms idle, {samples} samples: doorbell picked up (post -> WQE fetched): {}", summary(pick));
+                println!("  8-byte RDMA WRITE post -> CQE (both engines idle):      {}", summary(idle));
+                println!("  the same right after (engines awake):                   {}", summary(busy));
+            }
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        _ => panic!("modes: lat, bw, idle, wake"),
+    }
+    if !child {
+        println!("{}", engine_line(&h));
     }
     writeln!(to, "PERF 0 0 0 0 0").unwrap();
     to.flush().unwrap();

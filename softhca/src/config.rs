@@ -11,6 +11,11 @@
 //! bytes), MAC `00:02:c9:xx:xx:xx`, and the RoCE GID table of an mlx5 port with one IPv4
 //! address: the link-local GID from the MAC, then the IPv4-mapped GID, each listed once as
 //! RoCE v1 and once as RoCE v2 (indexes 0-3).
+//!
+//! The port's active MTU comes from the netdev that carries the address, as mlx5 derives
+//! it (`iboe_get_mtu`): the largest IB MTU whose full-size packet, with every RoCEv2
+//! header, still fits in the interface MTU ([`ib_mtu_for_netdev`]). Loopback (65536)
+//! gives 4096, a 1500-byte veth 1024. `max_mtu` stays 4096.
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
@@ -89,6 +94,10 @@ pub struct Config {
     /// Capture every sent and received packet to this pcap file; `DOORBELL_PCAP` sets it
     /// (`{addr}` in the path becomes the instance's address, see [`crate::device::trace`]).
     pub pcap: Option<PathBuf>,
+    /// Let the engine sleep on the doorbell trap (write-protected UAR pages, see
+    /// [`crate::device::trap`]) when the kernel supports it; `false` (or
+    /// `DOORBELL_DOORBELL_TRAP=0`) keeps the timed backoff.
+    pub doorbell_trap: bool,
 }
 
 impl Config {
@@ -106,6 +115,11 @@ impl Config {
         };
         let [a, b, c] = MELLANOX_OUI;
         let node_guid = [a, b, c, 0x03, 0x00, tail[0], tail[1], tail[2]];
+        let netdev = netdev_of(addr);
+        let ipv4 = matches!(addr, IpAddr::V4(_)) || matches!(addr, IpAddr::V6(a) if a.to_ipv4_mapped().is_some());
+        // Unknown interface MTU: assume a jumbo-capable one, as before MTUs were read.
+        let active_mtu = netdev.as_ref().and_then(|(name, _)| netdev_mtu(name))
+            .map_or(mtu::MTU_4096, |m| ib_mtu_for_netdev(m, ipv4));
         let mac = [a, b, c, tail[0], tail[1], tail[2]];
         Config {
             name: "softhca0".to_string(),
@@ -118,17 +132,18 @@ impl Config {
             vendor_part_id: 0x1017,
             hw_ver: 0,
             max_mtu: mtu::MTU_4096,
-            active_mtu: mtu::MTU_4096,
+            active_mtu,
             active_width: 2,
             active_speed: 32,
             num_comp_vectors: std::thread::available_parallelism().map(|n| n.get() as u32).unwrap_or(1).min(64),
             gid_tbl_len: 256,
-            netdev_ifindex: ifindex_of(addr),
+            netdev_ifindex: netdev.map_or(0, |(_, i)| i),
             core_clock_khz: 156_250,
             write_combining: true,
             dynamic_uars: true,
             fault: FaultSpec::from_env(),
             pcap: std::env::var_os(PCAP_ENV).filter(|p| !p.is_empty()).map(PathBuf::from),
+            doorbell_trap: crate::device::trap::env_allows(),
         }
     }
 
@@ -181,24 +196,54 @@ impl Config {
     }
 }
 
-/// The interface index of the netdev that has `addr`, or 0.
-fn ifindex_of(addr: IpAddr) -> u32 {
-    let Ok(addrs) = nix::ifaddrs::getifaddrs() else { return 0 };
-    for ifa in addrs {
-        let Some(sa) = ifa.address else { continue };
-        let matches = match addr {
-            IpAddr::V4(a) => sa.as_sockaddr_in().map(|s| s.ip() == a).unwrap_or(false),
-            IpAddr::V6(a) => sa.as_sockaddr_in6().map(|s| s.ip() == a).unwrap_or(false),
-        };
-        if matches {
-            return nix::net::if_::if_nametoindex(ifa.interface_name.as_str()).unwrap_or(0);
+/// The name and interface index of the netdev that has `addr`.
+fn netdev_of(addr: IpAddr) -> Option<(String, u32)> {
+    let index = |name: &str| nix::net::if_::if_nametoindex(name).ok().map(|i| (name.to_string(), i));
+    if let Ok(addrs) = nix::ifaddrs::getifaddrs() {
+        for ifa in addrs {
+            let Some(sa) = ifa.address else { continue };
+            let matches = match addr {
+                IpAddr::V4(a) => sa.as_sockaddr_in().map(|s| s.ip() == a).unwrap_or(false),
+                IpAddr::V6(a) => sa.as_sockaddr_in6().map(|s| s.ip() == a).unwrap_or(false),
+            };
+            if matches {
+                return index(ifa.interface_name.as_str());
+            }
         }
     }
     // Every 127/8 address belongs to the loopback device even when only 127.0.0.1 is listed.
     match addr {
-        IpAddr::V4(a) if a.is_loopback() => nix::net::if_::if_nametoindex("lo").unwrap_or(0),
-        _ => 0,
+        IpAddr::V4(a) if a.is_loopback() => index("lo"),
+        IpAddr::V6(a) if a.is_loopback() => index("lo"),
+        _ => None,
     }
+}
+
+/// The MTU of the netdev `name` (`/sys/class/net/<name>/mtu`).
+fn netdev_mtu(name: &str) -> Option<u32> {
+    if name.is_empty() || name.contains('/') || name.starts_with('.') {
+        return None;
+    }
+    std::fs::read_to_string(format!("/sys/class/net/{name}/mtu")).ok()?.trim().parse().ok()
+}
+
+/// Bytes a RoCEv2 packet adds around a full-MTU payload, as mlx5 counts them
+/// (`iboe_get_mtu`): the IP header (20 for IPv4, 40 for IPv6), UDP 8, BTH 12, the
+/// largest extension headers of any packet (28: the AtomicETH, more than RETH + ImmDt =
+/// 20 or DETH + ImmDt = 12) and the ICRC 4.
+pub const fn roce_overhead(ipv4: bool) -> u32 {
+    (if ipv4 { 20 } else { 40 }) + 8 + 12 + 28 + 4
+}
+
+/// The largest IB MTU code (`enum ibv_mtu`, 256 .. 4096) whose packets fit in an
+/// interface MTU of `netdev_mtu` bytes; 256 when even that does not fit (mlx5 then still
+/// reports 256).
+pub fn ib_mtu_for_netdev(netdev_mtu: u32, ipv4: bool) -> u8 {
+    let room = netdev_mtu.saturating_sub(roce_overhead(ipv4));
+    [(4096, mtu::MTU_4096), (2048, mtu::MTU_2048), (1024, mtu::MTU_1024), (512, mtu::MTU_512)]
+        .into_iter()
+        .find(|&(bytes, _)| room >= bytes)
+        .map_or(mtu::MTU_256, |(_, code)| code)
 }
 
 /// Binds the RoCEv2 socket at `addr:4791` with `IP_MTU_DISCOVER = IP_PMTUDISC_DO`: the
@@ -280,6 +325,35 @@ mod tests {
         assert_eq!(c.gid(4), Ok(None));
         assert_eq!(c.gid(256), Err(OutOfTable));
         assert_ne!(c.netdev_ifindex, 0, "127/8 is on lo");
+    }
+
+    #[test]
+    fn active_mtu_from_the_netdev_mtu() {
+        // Loopback, jumbo frames, Ethernet, and the edges around each IB MTU.
+        assert_eq!(ib_mtu_for_netdev(65536, true), mtu::MTU_4096);
+        assert_eq!(ib_mtu_for_netdev(9000, true), mtu::MTU_4096);
+        assert_eq!(ib_mtu_for_netdev(4096 + 72, true), mtu::MTU_4096);
+        assert_eq!(ib_mtu_for_netdev(4096 + 71, true), mtu::MTU_2048);
+        assert_eq!(ib_mtu_for_netdev(4096 + 72, false), mtu::MTU_2048, "IPv6 needs 20 more");
+        assert_eq!(ib_mtu_for_netdev(4096 + 92, false), mtu::MTU_4096);
+        assert_eq!(ib_mtu_for_netdev(1500, true), mtu::MTU_1024);
+        assert_eq!(ib_mtu_for_netdev(1500, false), mtu::MTU_1024);
+        assert_eq!(ib_mtu_for_netdev(1024 + 72, true), mtu::MTU_1024);
+        assert_eq!(ib_mtu_for_netdev(1024 + 71, true), mtu::MTU_512);
+        assert_eq!(ib_mtu_for_netdev(576, true), mtu::MTU_256);
+        assert_eq!(ib_mtu_for_netdev(68, true), mtu::MTU_256);
+        assert_eq!(ib_mtu_for_netdev(0, true), mtu::MTU_256);
+        // The largest packet at each MTU fits: IPv4 + UDP + BTH + RETH + ImmDt + payload + ICRC.
+        for m in [576u32, 1280, 1500, 2000, 4000, 4200, 9000] {
+            let bytes = 128u32 << ib_mtu_for_netdev(m, true);
+            assert!(bytes == 256 || 20 + 8 + 12 + 16 + 4 + bytes + 4 <= m, "{m}");
+        }
+        // The loopback instance: lo's MTU is 65536.
+        let c = Config::for_addr("127.0.0.5".parse().unwrap());
+        if netdev_mtu("lo").is_some_and(|m| m >= 4096 + 72) {
+            assert_eq!(c.active_mtu, mtu::MTU_4096);
+        }
+        assert_eq!(c.max_mtu, mtu::MTU_4096);
     }
 
     #[test]

@@ -11,6 +11,15 @@
 //! Access rules: the application writes doorbells with plain (write-combining) stores in
 //! another thread, so the device half must read pages with volatile loads
 //! ([`DevicePages::read_u64`]) and must not form Rust references into them.
+//!
+//! The clock page can be *punched* ([`DevicePages::punch_clock`]): while the engine sleeps
+//! with its doorbell trap armed (see `crate::device::engine`) nobody refreshes the timer,
+//! so the page is removed from the file (`fallocate(PUNCH_HOLE)`) and an application read
+//! of it misses, which the engine's userfaultfd reports; the engine then writes a fresh
+//! value with `pwrite` (the page enters the file already holding it: a reader never sees a
+//! zero page) and wakes the reader. Every write to the clock page goes through the same
+//! lock as the punch, so the HCA's own mapping never repopulates a punched page with
+//! zeros.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -28,6 +37,18 @@ pub const CLOCK_PAGE: u32 = 0;
 pub const CLOCK_INFO_PAGE: u32 = 1;
 /// First page available for UARs.
 pub const FIRST_UAR_PAGE: u32 = 2;
+/// The memfd's name, as `/proc/self/maps` shows every mapping of it
+/// (`/memfd:softhca-device-pages (deleted)`).
+pub const MEMFD_NAME: &str = "softhca-device-pages";
+
+/// The clock page's punch state.
+#[derive(Debug, Default)]
+struct ClockState {
+    /// The page is not in the file (see the module docs).
+    punched: bool,
+    /// The last timer value stored at offset 0.
+    last: u64,
+}
 
 /// The memfd and the HCA's mapping of it.
 #[derive(Debug)]
@@ -36,6 +57,7 @@ pub struct DevicePages {
     base: NonNull<u8>,
     npages: u32,
     free: Mutex<Vec<bool>>,
+    clock: Mutex<ClockState>,
 }
 
 // SAFETY: the mapping is shared memory that lives as long as this value; all accesses
@@ -65,7 +87,7 @@ impl DevicePages {
         for p in free.iter_mut().take(FIRST_UAR_PAGE as usize) {
             *p = false;
         }
-        Ok(DevicePages { fd, base, npages, free: Mutex::new(free) })
+        Ok(DevicePages { fd, base, npages, free: Mutex::new(free), clock: Mutex::new(ClockState::default()) })
     }
 
     /// Number of pages in the file.
@@ -121,6 +143,13 @@ impl DevicePages {
     /// them (native byte order of the stored bytes: doorbells are big-endian data).
     /// Returns 0 outside the file.
     pub fn read_u64(&self, page: u32, off: usize) -> u64 {
+        if page == CLOCK_PAGE {
+            let c = self.clock_state();
+            if c.punched {
+                // Reading through our mapping would bring the page back as zeros.
+                return if off == 0 { c.last } else { 0 };
+            }
+        }
         match self.slot(page, off) {
             // SAFETY: `slot` returns an aligned pointer inside our live mapping; a
             // volatile read of an integer tolerates concurrent writers.
@@ -131,10 +160,81 @@ impl DevicePages {
 
     /// Writes 8 bytes at `off` (a multiple of 8) of `page`. Ignored outside the file.
     pub fn write_u64(&self, page: u32, off: usize, v: u64) {
+        if page == CLOCK_PAGE {
+            return self.write_clock(off, v);
+        }
         if let Some(p) = self.slot(page, off) {
             // SAFETY: as in `read_u64`; the page is shared memory meant to be written.
             unsafe { std::ptr::write_volatile(p, v) };
         }
+    }
+
+    fn clock_state(&self) -> std::sync::MutexGuard<'_, ClockState> {
+        self.clock.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A store to the clock page: into the file with `pwrite` while the page is punched
+    /// (it comes back holding the value), else through our mapping.
+    fn write_clock(&self, off: usize, v: u64) {
+        let Some(p) = self.slot(CLOCK_PAGE, off) else { return };
+        let mut c = self.clock_state();
+        if off == 0 {
+            c.last = v;
+        }
+        if c.punched {
+            let bytes = c.last.to_ne_bytes();
+            // SAFETY: pwrite of 8 bytes from a live buffer into our own memfd, at the
+            // clock page's offset 0.
+            let n = unsafe { libc::pwrite(self.fd.as_raw_fd(), bytes.as_ptr().cast(), 8, 0) };
+            if n != 8 {
+                // Still punched: the next write tries again; readers keep waiting for it.
+                return;
+            }
+            c.punched = false;
+            if off == 0 {
+                return;
+            }
+        }
+        // SAFETY: as in `write_u64`: an aligned slot inside our live shared mapping; the
+        // page is in the file (not punched, and the lock keeps it so), so this store
+        // cannot recreate it as zeros behind a reader's back.
+        unsafe { std::ptr::write_volatile(p, v) };
+    }
+
+    /// Removes the clock page from the file (see the module docs) until the next write to
+    /// it. Mappings of it then miss on every access.
+    pub fn punch_clock(&self) -> io::Result<()> {
+        let mut c = self.clock_state();
+        if c.punched {
+            return Ok(());
+        }
+        // SAFETY: fallocate on our own memfd, a range inside the file.
+        let r = unsafe {
+            libc::fallocate(self.fd.as_raw_fd(), libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                            CLOCK_PAGE as libc::off_t * PAGE_SIZE as libc::off_t, PAGE_SIZE as libc::off_t)
+        };
+        if r != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        c.punched = true;
+        Ok(())
+    }
+
+    /// Puts a punched clock page back holding the last timer value stored.
+    pub fn unpunch_clock(&self) {
+        let last = {
+            let c = self.clock_state();
+            if !c.punched {
+                return;
+            }
+            c.last
+        };
+        self.write_clock(0, last);
+    }
+
+    /// Whether the clock page is punched.
+    pub fn clock_punched(&self) -> bool {
+        self.clock_state().punched
     }
 
     /// Copies `bytes` (a multiple of 8 long) to `off` of `page` with 8-byte volatile stores.
@@ -206,5 +306,30 @@ mod tests {
         assert_eq!(p.read_u64(b, 4095), 0);
         while p.alloc().is_some() {}
         assert_eq!(p.in_use(), 6);
+    }
+
+    #[test]
+    fn punched_clock_comes_back_with_the_value() {
+        let p = DevicePages::new(4).unwrap();
+        p.write_u64(CLOCK_PAGE, 0, 0x55);
+        let user = p.map_to_user(CLOCK_PAGE, 0, PAGE_SIZE, libc::PROT_READ, libc::MAP_SHARED).unwrap();
+        // SAFETY: `user` is a fresh read-only mapping of one page made by this test.
+        let read = || unsafe { std::ptr::read_volatile(user as *const u64) };
+        assert_eq!(read(), 0x55);
+        p.punch_clock().unwrap();
+        assert!(p.clock_punched());
+        assert_eq!(p.read_u64(CLOCK_PAGE, 0), 0x55, "the last value, without repopulating");
+        assert!(p.clock_punched());
+        // (An unregistered mapping would now read a fresh zero page: nobody reads here.)
+        p.write_u64(CLOCK_PAGE, 0, 0x66);
+        assert!(!p.clock_punched());
+        assert_eq!(read(), 0x66);
+        p.punch_clock().unwrap();
+        p.unpunch_clock();
+        assert_eq!(read(), 0x66);
+        p.write_u64(CLOCK_PAGE, 0, 0x77);
+        assert_eq!(read(), 0x77);
+        // SAFETY: unmapping the test's own mapping.
+        unsafe { libc::munmap(user as *mut libc::c_void, PAGE_SIZE) };
     }
 }

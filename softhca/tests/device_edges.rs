@@ -6,7 +6,6 @@
 mod common;
 
 use std::net::UdpSocket;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -153,20 +152,15 @@ fn raw_wqe(ip: u8, opcode: u8, ds: u8) {
     let dst = b.mem(64, all_access());
     ea.qp.post_send(1, &signaled(SendOp::RdmaWrite { raddr: dst.addr(), rkey: dst.mr.rkey() }, Payload::Sgl(&[src.sge(0, 8)]))).unwrap();
     assert_eq!(wait(&mut ea.scq, 1)[0].status, WcStatus::Success);
-    let q = a.hca.qp(ea.qp.qpn()).unwrap();
-    let sq = q.buf_addr + q.sq_offset;
-    let pi: u32 = 1; // one WQEBB used so far
+    let pi = ea.qp.sq_producer_index() as u32;
+    assert_eq!(pi, 1, "one WQEBB used so far");
     let mut wqe = [0u8; 64];
     wqe[0..4].copy_from_slice(&((pi << 8) | opcode as u32).to_be_bytes());
-    wqe[4..8].copy_from_slice(&((q.qpn << 8) | ds as u32).to_be_bytes());
+    wqe[4..8].copy_from_slice(&((ea.qp.qpn() << 8) | ds as u32).to_be_bytes());
     wqe[11] = 0x08; // CQ_UPDATE
-    // SAFETY: WQEBB 1 of the QP's SQ, which the provider does not use until it posts again;
-    // the doorbell record word is the QP's own, published with a release store as the
-    // provider does.
-    unsafe {
-        std::ptr::copy_nonoverlapping(wqe.as_ptr(), (sq + 64) as *mut u8, 64);
-        AtomicU32::from_ptr((q.db_addr + 4) as *mut u32).store((pi + 1).to_be(), Ordering::Release);
-    }
+    // Written and rung as the provider would (doorbell record, then the UAR store): a
+    // doorbell record alone is not noticed by an engine asleep on its doorbell trap.
+    ea.qp.post_send_raw(2, &[wqe]).unwrap();
     let wc = wait(&mut ea.scq, 1)[0];
     assert_eq!((wc.status, wc.vendor_err != 0), (WcStatus::LocQpOpErr, true), "opcode {opcode:#x} ds {ds}: {wc:?}");
     assert_eq!(a.hca.device().counters().tx_packets, 1);

@@ -91,8 +91,17 @@ counters! {
     dma_write_bytes,
     /// Bytes read from local memory to transmit.
     dma_read_bytes,
-    /// Times the engine went to sleep in `ppoll` (idle backoff).
+    /// Times the engine went to sleep in `ppoll` (idle backoff, or on the armed trap).
     sleeps,
+    /// Times the engine write-protected its UAR pages to sleep on the doorbell trap.
+    trap_arms,
+    /// Application stores that hit a write-protected UAR page (doorbells after idleness).
+    trap_faults,
+    /// Application reads of the punched clock page (timer reads after idleness).
+    trap_clock_faults,
+    /// Yields in the grace period that kept the engine off the core for long (a thread
+    /// that never yields shares it; the engine then stops polling for a while).
+    yield_stalls,
     /// Engine steps that panicked (a softhca bug; the engine carries on).
     engine_panics,
     /// The longest engine step, and the longest gap between the end of one step and the

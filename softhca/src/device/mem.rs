@@ -50,6 +50,25 @@ pub unsafe fn read(addr: u64, out: &mut [u8]) {
     unsafe { std::ptr::copy_nonoverlapping(addr as *const u8, out.as_mut_ptr(), out.len()) }
 }
 
+/// The bytes at `[addr, addr + len)` as a slice, for reads that must not copy (the ICRC
+/// and the kernel's copy of a transmitted payload; see `super::tx`).
+///
+/// # Safety
+/// As for [`read`], and for as long as the slice is used: the range must stay mapped
+/// (its MR registered, the engine lock held). The verbs contract forbids the application
+/// to write a buffer under a posted send or an answered READ until its completion; one
+/// that does anyway races with the device as it would with a real HCA's DMA (the packet
+/// carries a mix of old and new bytes), the slice is only ever read byte-wise, and no
+/// Rust code draws conclusions from its contents beyond hashing and sending them.
+#[inline]
+pub unsafe fn slice<'a>(addr: u64, len: usize) -> &'a [u8] {
+    if len == 0 {
+        return &[];
+    }
+    // SAFETY: mapped and readable for the slice's lifetime, per the caller.
+    unsafe { std::slice::from_raw_parts(addr as *const u8, len) }
+}
+
 /// Copies `data` to `addr`.
 ///
 /// # Safety

@@ -61,6 +61,26 @@ pub fn gather(hca: &Hca, pd: &Pd, sges: &[Sge], offset: u64, out: &mut [u8]) -> 
     })
 }
 
+/// The process address of `[offset, offset + len)` of the list, when that range lies in
+/// one entry (checked for local read, like [`gather`]): `Ok(None)` when it spans entries
+/// (the caller gathers a copy instead). The address may be used while the engine lock
+/// is held (see `mem`).
+pub fn contiguous(hca: &Hca, pd: &Pd, sges: &[Sge], mut offset: u64, len: usize) -> Result<Option<u64>, KeyError> {
+    for s in sges {
+        let l = s.len as u64;
+        if offset >= l {
+            offset -= l;
+            continue;
+        }
+        if offset + len as u64 > l {
+            return Ok(None);
+        }
+        let (_mr, addr) = hca.check_key(s.lkey, pd, s.addr + offset, len as u64, Access::LocalRead)?;
+        return Ok(Some(addr));
+    }
+    Ok(None)
+}
+
 /// Scatters `data` starting `offset` bytes into the list (receive WQEs, READ and atomic
 /// results). The dump-and-fill key swallows its bytes.
 pub fn scatter(hca: &Hca, pd: &Pd, sges: &[Sge], offset: u64, data: &[u8]) -> Result<(), KeyError> {
@@ -74,6 +94,13 @@ pub fn scatter(hca: &Hca, pd: &Pd, sges: &[Sge], offset: u64, data: &[u8]) -> Re
         unsafe { mem::write(addr, &data[at..at + n]) };
         Ok(())
     })
+}
+
+/// The process address of `len` bytes at `va` of the MR named by `rkey`, checked for
+/// remote read (RDMA READ responder, sending without a copy; see `mem`).
+pub fn locate_remote_read(hca: &Hca, pd: &Pd, rkey: u32, va: u64, len: usize) -> Result<u64, KeyError> {
+    let (_mr, addr) = hca.check_key(rkey, pd, va, len as u64, Access::RemoteRead)?;
+    Ok(addr)
 }
 
 /// Reads `out.len()` bytes at `va` of the MR named by `rkey` (RDMA READ responder).

@@ -8,7 +8,8 @@
 //! ConnectX would, so an unmodified mlx5 provider cannot tell the difference.
 //!
 //! Module map:
-//! - [`engine`]: the device thread, its step, and the idle backoff;
+//! - [`engine`]: the device thread, its step, and how it idles; [`trap`]: the doorbell
+//!   trap (write-protected UAR pages, userfaultfd) that wakes it;
 //! - [`qp`]: per-QP device context (state as the hardware acts on it, ERR and flush);
 //! - [`requester`]: WQE fetch (SQ doorbell), packetization, ACK/NAK/response handling,
 //!   go-back-N, ACK and RNR timers; [`responder`]: request execution, duplicates,
@@ -56,6 +57,7 @@ pub mod responder;
 pub mod rx;
 pub mod timers;
 pub mod trace;
+pub mod trap;
 pub mod tx;
 pub mod ud;
 pub mod wqe;
@@ -74,6 +76,7 @@ use crate::pages::DevicePages;
 
 pub use counters::Snapshot as CounterSnapshot;
 pub use fault::FaultSpec;
+pub use trap::MapKind;
 
 use cqe::CqCtx;
 use qp::QpCtx;
@@ -93,6 +96,22 @@ pub(crate) struct Shared {
     /// An eventfd that ends the engine's sleep.
     wake: OwnedFd,
     pub stop: AtomicBool,
+    /// The doorbell trap's registrations (see [`trap`]).
+    pub trap: trap::TrapShared,
+}
+
+/// Which descriptors ended a [`Shared::sleep`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Woken {
+    pub sock: bool,
+    pub wake: bool,
+    pub trap: bool,
+}
+
+impl Woken {
+    pub fn any(&self) -> bool {
+        self.sock || self.wake || self.trap
+    }
 }
 
 impl Shared {
@@ -107,22 +126,33 @@ impl Shared {
         unsafe { libc::write(self.wake.as_raw_fd(), one.as_ptr().cast(), 8) };
     }
 
-    /// Sleeps until `sock` is readable, the wake fd fires, or `timeout` passes. Returns
-    /// whether an fd woke it.
-    pub fn sleep(&self, sock: RawFd, timeout: Duration) -> bool {
+    /// Sleeps until `sock` is readable, the wake fd fires, the trap's userfaultfd has a
+    /// message (`trap`), or `timeout` passes (None: no timeout). Returns what woke it.
+    pub fn sleep(&self, sock: RawFd, trap: Option<RawFd>, timeout: Option<Duration>) -> Woken {
         let mut fds = [
             libc::pollfd { fd: sock, events: libc::POLLIN, revents: 0 },
             libc::pollfd { fd: self.wake.as_raw_fd(), events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: trap.unwrap_or(-1), events: libc::POLLIN, revents: 0 },
         ];
-        let ts = libc::timespec { tv_sec: timeout.as_secs() as libc::time_t, tv_nsec: timeout.subsec_nanos() as libc::c_long };
-        // SAFETY: two initialised pollfds and a timespec, alive for the call.
-        let n = unsafe { libc::ppoll(fds.as_mut_ptr(), 2, &ts, std::ptr::null()) };
-        if n > 0 && fds[1].revents != 0 {
+        let nfds = if trap.is_some() { 3 } else { 2 };
+        let ts = timeout.map(|t| libc::timespec {
+            tv_sec: t.as_secs().min(i32::MAX as u64) as libc::time_t,
+            tv_nsec: t.subsec_nanos() as libc::c_long,
+        });
+        let tsp = ts.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
+        // SAFETY: `nfds` initialised pollfds and a timespec (or null: no timeout), alive
+        // for the call.
+        let n = unsafe { libc::ppoll(fds.as_mut_ptr(), nfds, tsp, std::ptr::null()) };
+        if n <= 0 {
+            return Woken::default();
+        }
+        let w = Woken { sock: fds[0].revents != 0, wake: fds[1].revents != 0, trap: fds[2].revents != 0 };
+        if w.wake {
             let mut b = [0u8; 8];
             // SAFETY: reading 8 bytes into a live buffer from our non-blocking eventfd.
             unsafe { libc::read(self.wake.as_raw_fd(), b.as_mut_ptr().cast(), 8) };
         }
-        n > 0
+        w
     }
 }
 
@@ -149,17 +179,41 @@ impl Device {
         }
         // SAFETY: `fd` is a new descriptor nothing else owns.
         let wake = unsafe { OwnedFd::from_raw_fd(fd) };
-        let shared = Shared { state: Mutex::new(State::default()), counters: Default::default(), wake, stop: AtomicBool::new(false) };
+        let shared = Shared {
+            state: Mutex::new(State::default()),
+            counters: Default::default(),
+            wake,
+            stop: AtomicBool::new(false),
+            trap: Default::default(),
+        };
         Ok(Device { shared: Arc::new(shared), pages, thread: Mutex::new(None) })
     }
 
-    /// Starts the engine thread for `hca` (once).
+    /// Starts the engine thread for `hca` (once), with the doorbell trap if the
+    /// configuration asks for it and the kernel has it.
     pub(crate) fn start(&self, hca: &Arc<Hca>) -> io::Result<()> {
         let mut t = self.thread.lock().unwrap_or_else(|p| p.into_inner());
         if t.is_none() {
-            *t = Some(engine::spawn(self.shared.clone(), hca)?);
+            // Before the thread starts, so the engine finds the trap; before any mmap, so
+            // every mapping is registered.
+            self.shared.trap.open(hca.config().doorbell_trap);
+            *t = Some(engine::spawn(self.shared.clone(), self.pages.clone(), hca)?);
         }
         Ok(())
+    }
+
+    /// Whether the engine sleeps on the doorbell trap (false: timed backoff).
+    pub fn doorbell_trap(&self) -> bool {
+        self.shared.trap.active()
+    }
+
+    /// The kernel half mapped device page `page` into the application at
+    /// `[addr, addr + len)` (mmap of the uverbs fd): registers the mapping with the
+    /// doorbell trap, and wakes the engine so it protects it before sleeping again.
+    pub fn user_mapped(&self, kind: MapKind, page: u32, addr: u64, len: usize) {
+        if self.shared.trap.register(kind, page, addr, len as u64) {
+            self.shared.wake();
+        }
     }
 
     /// The device counters now.

@@ -28,6 +28,7 @@ use super::mkey;
 use super::psn;
 use super::qp::{staging, Env, QpCtx};
 use super::timers;
+use super::tx::MemRef;
 use super::wqe::{self, Data, Op, WqeError, MAX_WQE_BYTES};
 
 /// Packets one QP may send per engine step (fairness between QPs).
@@ -813,17 +814,27 @@ fn emit_request(w: &SqWqe, k: u32, p: u32, window_full: bool, q: &QpCtx, peer: S
             let n = w.npsn;
             let off = k as u64 * mtu;
             let len = w.len.saturating_sub(off).min(mtu) as usize;
-            let buf = staging(env.scratch, len);
+            // The payload stays where it is when it lies in one registered entry (the
+            // usual case): the packet refers to it until this step's flush.
+            let mut in_place = None;
             match &w.data {
-                Data::Sgl(s) => mkey::gather(env.hca, &q.qp.pd, s, off, buf).map_err(|_| syndrome::LOCAL_PROT)?,
-                Data::Inline(b) => buf.copy_from_slice(&b[off as usize..off as usize + len]),
+                Data::Sgl(s) => match mkey::contiguous(env.hca, &q.qp.pd, s, off, len) {
+                    Ok(Some(addr)) if len > 0 => in_place = Some(addr),
+                    Ok(_) => {
+                        let buf = staging(env.scratch, len);
+                        mkey::gather(env.hca, &q.qp.pd, s, off, buf).map_err(|_| syndrome::LOCAL_PROT)?
+                    }
+                    Err(_) => return Err(syndrome::LOCAL_PROT),
+                },
+                Data::Inline(b) => staging(env.scratch, len).copy_from_slice(&b[off as usize..off as usize + len]),
             }
             env.counters.dma_read_bytes.fetch_add(len as u64, Relaxed);
             let last = k + 1 == n;
             let mut bth = BthRepr::new(send_opcode(n, k, imm.is_some(), write), dqpn, p);
             bth.ack_req = last || window_full || p % ACK_EVERY == ACK_EVERY - 1;
             bth.solicited = last && w.solicited;
-            let mut pkt = RocePacket::new(bth, &env.scratch[..len]);
+            let payload: &[u8] = if in_place.is_some() { &[] } else { &env.scratch[..len] };
+            let mut pkt = RocePacket::new(bth, payload);
             if let Op::Write { raddr, rkey, .. } = w.op {
                 if k == 0 {
                     pkt.reth = Some(RethRepr { va: raddr, rkey, dma_len: w.len as u32 });
@@ -832,7 +843,13 @@ fn emit_request(w: &SqWqe, k: u32, p: u32, window_full: bool, q: &QpCtx, peer: S
             if last {
                 pkt.immdt = imm.map(|imm| ImmDtRepr { imm });
             }
-            env.tx.send(&pkt, peer, env.counters);
+            match in_place {
+                // SAFETY: `contiguous` checked the range inside a live MR of this QP's PD
+                // under the engine lock, which our caller (the engine step) holds until
+                // the step's flush has sent the packet.
+                Some(addr) => unsafe { env.tx.send_mem(&pkt, MemRef { addr, len }, peer, env.counters) },
+                None => env.tx.send(&pkt, peer, env.counters),
+            }
             Ok(1)
         }
         Op::Read { raddr, rkey } => {

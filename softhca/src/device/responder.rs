@@ -30,8 +30,9 @@ use crate::wire::{AethRepr, AtomicAckEthRepr, BthRepr, CreditCode, NakCode, Opco
 use super::cqe::{opcode as cqe_op, syndrome, Cqe};
 use super::mkey;
 use super::psn;
-use super::qp::{staging, Env, QpCtx};
+use super::qp::{Env, QpCtx};
 use super::requester::packets;
+use super::tx::MemRef;
 use super::wqe::Sge;
 
 /// How long a PSN gap may last before the sequence NAK is repeated.
@@ -458,12 +459,18 @@ impl QpCtx {
                     let mtu = self.mtu as u64;
                     let off = s.k as u64 * mtu;
                     let len = s.len.saturating_sub(off).min(mtu) as usize;
-                    let buf = staging(env.scratch, len);
-                    if mkey::read_remote(env.hca, &self.qp.pd, s.rkey, s.va + off, buf).is_err() {
-                        // The MR went away under an accepted READ: stop answering it.
-                        self.resp.out.pop_front();
-                        continue;
-                    }
+                    let addr = if len == 0 {
+                        0
+                    } else {
+                        match mkey::locate_remote_read(env.hca, &self.qp.pd, s.rkey, s.va + off, len) {
+                            Ok(a) => a,
+                            Err(_) => {
+                                // The MR went away under an accepted READ: stop answering it.
+                                self.resp.out.pop_front();
+                                continue;
+                            }
+                        }
+                    };
                     env.counters.dma_read_bytes.fetch_add(len as u64, Relaxed);
                     use Opcode::*;
                     let opcode = match (s.n == 1, s.k == 0, s.k + 1 == s.n) {
@@ -472,11 +479,18 @@ impl QpCtx {
                         (false, false, true) => RcRdmaReadResponseLast,
                         (false, false, false) => RcRdmaReadResponseMiddle,
                     };
-                    let mut pkt = RocePacket::new(BthRepr::new(opcode, dqpn, psn::add(s.psn, s.k)), &env.scratch[..len]);
+                    let mut pkt = RocePacket::new(BthRepr::new(opcode, dqpn, psn::add(s.psn, s.k)), &[]);
                     if opcode.has_aeth() {
                         pkt.aeth = Some(AethRepr { syndrome: Syndrome::ACK_UNLIMITED, msn: s.msn & psn::MASK });
                     }
-                    env.tx.send(&pkt, peer, env.counters);
+                    if len == 0 {
+                        env.tx.send(&pkt, peer, env.counters);
+                    } else {
+                        // SAFETY: `locate_remote_read` checked the range inside a live MR of
+                        // this QP's PD under the engine lock, which the engine step holds
+                        // until its flush has sent the packet.
+                        unsafe { env.tx.send_mem(&pkt, MemRef { addr, len }, peer, env.counters) };
+                    }
                     if let Some(Out::Read(f)) = self.resp.out.front_mut() {
                         f.k += 1;
                         if f.k >= f.n {

@@ -7,10 +7,11 @@
 //!   RETRY_EXC_ERR, so a dead peer is detected after `timeout × (retry_cnt + 1)`.
 //! - RNR: the responder's NAK carries the delay (from its `min_rnr_timer`); the requester
 //!   waits that long, spending one of `rnr_retry` (7 = infinite).
-//! - Backoff (see `engine`): after work the engine spins, then yields, then sleeps in
-//!   `ppoll` on its socket with a timeout growing from [`SLEEP_MIN`] to [`SLEEP_MAX`]
-//!   ([`SLEEP_DEEP`] after [`DEEP_IDLE_AFTER`] of idleness), never past the earliest
-//!   transport timer.
+//! - Idling (see `engine`): after work the engine yields between steps for a grace period
+//!   ([`GRACE`] with the doorbell trap, [`YIELD`] without), then sleeps: on the armed trap
+//!   with no timeout but the earliest transport timer, or, without the trap, in `ppoll` on
+//!   its socket with a timeout growing from [`SLEEP_MIN`] to [`SLEEP_MAX`] ([`SLEEP_DEEP`]
+//!   after [`DEEP_IDLE_AFTER`] of idleness), never past the earliest transport timer.
 
 use std::time::Duration;
 
@@ -20,8 +21,26 @@ use std::time::Duration;
 /// spin cost ~45 µs of ping-pong latency); `sched_yield` costs well under 1 µs when
 /// nobody else wants the core.
 pub const SPIN: Duration = Duration::from_micros(0);
-/// Then iterate with `sched_yield` between steps this long after the last work.
+/// Without the doorbell trap: iterate with `sched_yield` between steps this long after
+/// the last work (a doorbell is only seen by a step).
 pub const YIELD: Duration = Duration::from_millis(2);
+/// With the doorbell trap: how long the engine keeps stepping (yielding in between)
+/// after the last work before it arms the trap and sleeps (see
+/// `engine::Engine::idle_trapped`). Measurements in docs/BENCHMARKS.md.
+pub const GRACE: Duration = Duration::from_micros(200);
+/// A `sched_yield` that keeps the engine off the core longer than this means a thread
+/// that does not yield shares it; the grace period is then skipped for
+/// [`CONTENDED_MIN`], doubling up to [`CONTENDED_MAX`] while such stalls recur.
+pub const YIELD_SLOW: Duration = Duration::from_micros(200);
+pub const CONTENDED_MIN: Duration = Duration::from_millis(100);
+pub const CONTENDED_MAX: Duration = Duration::from_secs(10);
+/// With the doorbell trap: after a trapped store, the engine does not arm again until
+/// the store has landed in the page (the page differs from its copy taken at the fault)
+/// or this long has passed, so the woken thread gets to complete its store (arming at
+/// once would trap the same store again, and again, on a busy core).
+pub const HOLDOFF: Duration = Duration::from_micros(500);
+/// Overrides [`GRACE`] (microseconds), for tuning.
+pub const GRACE_ENV: &str = "DOORBELL_ENGINE_GRACE_US";
 /// First and longest sleep in `ppoll`.
 pub const SLEEP_MIN: Duration = Duration::from_micros(50);
 pub const SLEEP_MAX: Duration = Duration::from_millis(1);
@@ -31,8 +50,16 @@ pub const SLEEP_MAX: Duration = Duration::from_millis(1);
 /// wake it at once; only a doorbell on a long-idle QP waits up to 2 ms to be seen.
 pub const DEEP_IDLE_AFTER: Duration = Duration::from_millis(100);
 pub const SLEEP_DEEP: Duration = Duration::from_millis(2);
+/// The scheduler time slice the engine thread asks for (the shortest EEVDF allows; see
+/// `engine::request_short_slice`).
+pub const ENGINE_SLICE: Duration = Duration::from_micros(100);
 /// How often the clock page is refreshed.
 pub const CLOCK_PERIOD: Duration = Duration::from_micros(100);
+
+/// The grace period: [`GRACE`], or `DOORBELL_ENGINE_GRACE_US`.
+pub fn grace() -> Duration {
+    std::env::var(GRACE_ENV).ok().and_then(|v| v.trim().parse::<u64>().ok()).map_or(GRACE, Duration::from_micros)
+}
 
 /// The local ACK timeout for a QP's `timeout` attribute (None = infinite).
 pub fn ack_timeout(code: u8) -> Option<Duration> {

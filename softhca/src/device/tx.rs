@@ -1,29 +1,115 @@
-//! Transmitting: packets are built into pooled buffers during an engine step and leave
-//! together in `sendmmsg` batches on the instance's unconnected UDP socket (`sendto`
-//! semantics: each datagram names its destination, which keeps the IPv4 identification
-//! at 0 as the ICRC assumes; see `crate::wire::icrc`). Fault injection and capture happen
-//! here, on the way out.
+//! Transmitting: packets are built during an engine step and leave together in
+//! `sendmmsg` batches on the instance's unconnected UDP socket (`sendto` semantics: each
+//! datagram names its destination, which keeps the IPv4 identification at 0 as the ICRC
+//! assumes; see `crate::wire::icrc`). Fault injection and capture happen here, on the way
+//! out.
+//!
+//! Per-packet cost is what limits bandwidth, so:
+//! - **No payload copy.** A request or READ response packet whose payload lies in one
+//!   registered region is queued as headers (a pooled buffer) + a reference to the
+//!   application memory + pad and ICRC; `sendmmsg` gathers the pieces with one iovec
+//!   each, and the ICRC is computed once over the same pieces
+//!   ([`crate::wire::Endpoints::icrc_pieces`]). The reference is only valid under the
+//!   engine lock (a deregistration waits for it), so every packet queued in a step leaves
+//!   in that step's flush; one that fault injection holds back across flushes gets its
+//!   payload copied first ([`Tx::flush`]). Inline data, UD payloads (a UD send completes
+//!   before the flush, so the application may reuse its buffer) and packets whose
+//!   payload spans registered regions are copied into the buffer as before.
+//! - **UDP segmentation offload.** Consecutive packets to the same loopback destination
+//!   with the same length (the last of a run may be shorter), e.g. the middle packets of
+//!   a long RDMA WRITE, go as one `sendmmsg` entry with `UDP_SEGMENT`: the kernel handles
+//!   up to [`GSO_MAX_SEGS`] datagrams (at most [`GSO_MAX_BYTES`]) with the cost of one.
+//!   On loopback the receiving softhca gets them unsplit (`UDP_GRO`, see `super::rx`).
+//!   Only for loopback peers, because the kernel numbers the IPv4 identification of GSO
+//!   segments 0, 1, 2, ...: a peer that checks the ICRC against the real IP header (rxe,
+//!   a ConnectX) would reject all but the first, while softhca rebuilds the header with
+//!   identification 0 anyway. `DOORBELL_UDP_GSO=0` turns it off; a kernel that refuses it
+//!   turns it off at the first error.
 
-use std::net::{SocketAddr, UdpSocket};
+use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering::Relaxed;
 
+use crate::wire::packet::pad_len;
 use crate::wire::{Endpoints, RocePacket};
 
 use super::counters::Counters;
 use super::fault::{Injector, Verdict};
+use super::mem;
 use super::trace::Capture;
 
-/// Datagrams per `sendmmsg` call.
+/// `sendmmsg` entries per call.
 const BATCH: usize = 64;
-/// Buffers kept for reuse.
-const POOL: usize = 256;
+/// Header buffers kept for reuse.
+const POOL: usize = 1024;
+/// Most datagrams and bytes in one segmented `sendmmsg` entry (the kernel allows 64
+/// segments and an IP datagram's 64 KiB).
+pub const GSO_MAX_SEGS: usize = 64;
+pub const GSO_MAX_BYTES: usize = 60 * 1024;
+/// `SOL_UDP` options (linux/udp.h).
+pub const SOL_UDP: libc::c_int = 17;
+pub const UDP_SEGMENT: libc::c_int = 103;
+pub const UDP_GRO: libc::c_int = 104;
+/// The environment variable that turns segmentation offload off (`0`).
+pub const GSO_ENV: &str = "DOORBELL_UDP_GSO";
 
-/// One built packet.
+/// Payload bytes that stay in application memory until the datagram leaves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemRef {
+    pub addr: u64,
+    pub len: usize,
+}
+
+/// One built packet: `buf` (headers, and the payload when copied), then `mem` (the payload
+/// in application memory) if any, then `tail` (pad and ICRC).
 #[derive(Debug)]
 pub struct OutPkt {
     pub buf: Vec<u8>,
+    mem: Option<MemRef>,
+    tail: [u8; 8],
+    tail_len: u8,
     pub dst: SocketAddr,
+}
+
+impl OutPkt {
+    /// UDP payload length.
+    pub fn wire_len(&self) -> usize {
+        self.buf.len() + self.mem.map_or(0, |m| m.len) + self.tail_len as usize
+    }
+
+    fn mem_bytes(&self) -> &[u8] {
+        match self.mem {
+            // SAFETY: a queued packet's reference was checked inside a live MR under the
+            // engine lock, which is held until the flush that sends (or copies) it.
+            Some(m) => unsafe { mem::slice(m.addr, m.len) },
+            None => &[],
+        }
+    }
+
+    /// The whole datagram, contiguous (capture).
+    fn bytes(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(self.wire_len());
+        v.extend_from_slice(&self.buf);
+        v.extend_from_slice(self.mem_bytes());
+        v.extend_from_slice(&self.tail[..self.tail_len as usize]);
+        v
+    }
+
+    /// Copies the payload into `buf`, ending the reference to application memory.
+    fn own(&mut self) {
+        if self.mem.is_some() {
+            let m = self.mem_bytes().to_vec();
+            self.buf.extend_from_slice(&m);
+            self.mem = None;
+        }
+    }
+
+    /// A copy (fault injection's duplicate), owning its bytes.
+    fn duplicate(&self) -> OutPkt {
+        let mut buf = self.buf.clone();
+        buf.extend_from_slice(self.mem_bytes());
+        OutPkt { buf, mem: None, tail: self.tail, tail_len: self.tail_len, dst: self.dst }
+    }
 }
 
 /// The transmit side of one instance.
@@ -35,7 +121,20 @@ pub struct Tx {
     pool: Vec<Vec<u8>>,
     held: Option<OutPkt>,
     fault: Option<Injector>,
+    /// Segmentation offload to loopback peers is in use.
+    gso: bool,
+    /// Reused `sendmmsg` arguments.
+    iovs: Vec<libc::iovec>,
+    hdrs: Vec<libc::mmsghdr>,
+    addrs: Vec<(libc::sockaddr_storage, libc::socklen_t)>,
+    cmsgs: Vec<[u64; 4]>,
+    /// (first packet, packets, segment size) of each `sendmmsg` entry.
+    groups: Vec<(usize, usize, usize)>,
 }
+
+// SAFETY: the raw pointers inside `iovs`/`hdrs` point into this value's own vectors and
+// queued packets, are rewritten before each use and never outlive a `flush`.
+unsafe impl Send for Tx {}
 
 /// A socket address in C form.
 pub fn to_sockaddr(a: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
@@ -69,9 +168,36 @@ pub fn to_sockaddr(a: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) 
     (ss, len as libc::socklen_t)
 }
 
+/// Whether `a` is a loopback address (127/8, ::1, or IPv4-mapped 127/8).
+pub fn is_loopback(a: &SocketAddr) -> bool {
+    match a.ip() {
+        IpAddr::V4(v4) => v4.is_loopback(),
+        IpAddr::V6(v6) => v6.is_loopback() || v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback()),
+    }
+}
+
+/// Whether the environment allows segmentation offload.
+pub fn gso_allowed() -> bool {
+    !matches!(std::env::var(GSO_ENV).as_deref().map(str::trim), Ok("0" | "false" | "off" | "no"))
+}
+
 impl Tx {
-    pub fn new(local: SocketAddr, fault: Option<Injector>) -> Tx {
-        Tx { local, queue: Vec::new(), wire: Vec::new(), pool: Vec::new(), held: None, fault }
+    /// The transmit side for an instance at `local`; `gso`: may segment to loopback peers.
+    pub fn new(local: SocketAddr, fault: Option<Injector>, gso: bool) -> Tx {
+        Tx {
+            local,
+            queue: Vec::new(),
+            wire: Vec::new(),
+            pool: Vec::new(),
+            held: None,
+            fault,
+            gso,
+            iovs: Vec::new(),
+            hdrs: Vec::new(),
+            addrs: Vec::new(),
+            cmsgs: Vec::new(),
+            groups: Vec::new(),
+        }
     }
 
     /// Packets built and not yet flushed.
@@ -79,23 +205,35 @@ impl Tx {
         self.queue.len()
     }
 
+    /// A pooled buffer of exactly `n` bytes of unspecified content (the caller writes
+    /// every byte: no zeroing of a reused buffer).
+    fn take_buf(&mut self, n: usize) -> Vec<u8> {
+        let mut b = self.pool.pop().unwrap_or_default();
+        if b.len() < n {
+            b.resize(n, 0);
+        }
+        b.truncate(n);
+        b
+    }
+
+    fn recycle(&mut self, buf: Vec<u8>) {
+        if self.pool.len() < POOL {
+            self.pool.push(buf);
+        }
+    }
+
     /// Builds `pkt` (headers, payload, pad, ICRC for the flow to `dst`) into a buffer and
     /// queues it. A packet that cannot be built is counted and dropped.
     pub fn send(&mut self, pkt: &RocePacket<'_>, dst: SocketAddr, counters: &Counters) {
-        let mut buf = self.pool.pop().unwrap_or_default();
-        // `emit` writes every byte, so a reused buffer needs no zeroing.
-        let n = pkt.buffer_len();
-        if buf.len() < n {
-            buf.resize(n, 0);
-        }
-        buf.truncate(n);
+        // `emit` writes every byte.
+        let mut buf = self.take_buf(pkt.buffer_len());
         let ep = Endpoints::new(self.local, dst);
         match pkt.emit(&mut buf, &ep) {
             Ok(n) => {
                 buf.truncate(n);
                 tracing::trace!(target: "softhca::tx", opcode = ?pkt.bth.opcode, qpn = pkt.bth.dest_qpn, psn = pkt.bth.psn,
                                 len = pkt.payload.len(), ack_req = pkt.bth.ack_req, %dst, "tx");
-                self.queue.push(OutPkt { buf, dst });
+                self.queue.push(OutPkt { buf, mem: None, tail: [0; 8], tail_len: 0, dst });
             }
             Err(e) => {
                 counters.tx_errors.fetch_add(1, Relaxed);
@@ -105,36 +243,69 @@ impl Tx {
         }
     }
 
-    fn recycle(&mut self, buf: Vec<u8>) {
-        if self.pool.len() < POOL {
-            self.pool.push(buf);
+    /// Queues `pkt` (its `payload` field is ignored) with the payload `data`, which stays
+    /// in application memory: no copy here; the kernel reads it once, in this step's
+    /// flush.
+    ///
+    /// # Safety
+    /// `data` must lie inside a registered MR whose key was checked for this access under
+    /// the engine lock, which the caller holds until the next [`Tx::flush`] returns.
+    pub unsafe fn send_mem(&mut self, pkt: &RocePacket<'_>, data: MemRef, dst: SocketAddr, counters: &Counters) {
+        let mut buf = self.take_buf(pkt.header_len());
+        let ep = Endpoints::new(self.local, dst);
+        match pkt.emit_headers(&mut buf, data.len) {
+            Ok(n) => {
+                buf.truncate(n);
+                let pad = pad_len(data.len);
+                // SAFETY: per this function's contract.
+                let payload = unsafe { mem::slice(data.addr, data.len) };
+                let crc = ep.icrc_pieces(&[&buf, payload, &[0u8; 3][..pad]]);
+                let mut tail = [0u8; 8];
+                tail[pad..pad + 4].copy_from_slice(&crc.to_le_bytes());
+                tracing::trace!(target: "softhca::tx", opcode = ?pkt.bth.opcode, qpn = pkt.bth.dest_qpn, psn = pkt.bth.psn,
+                                len = data.len, ack_req = pkt.bth.ack_req, %dst, "tx");
+                self.queue.push(OutPkt { buf, mem: Some(data), tail, tail_len: (pad + 4) as u8, dst });
+            }
+            Err(e) => {
+                counters.tx_errors.fetch_add(1, Relaxed);
+                tracing::warn!(target: "softhca::tx", opcode = ?pkt.bth.opcode, "cannot build packet: {e}");
+                self.recycle(buf);
+            }
+        }
+    }
+
+    /// Drops everything queued (a step that panicked half-way: its references into
+    /// application memory must not outlive the engine lock).
+    pub fn abandon(&mut self) {
+        let q = std::mem::take(&mut self.queue);
+        for p in q {
+            self.recycle(p.buf);
         }
     }
 
     /// Applies faults and hands everything queued to the socket. Returns the datagrams
-    /// sent.
+    /// sent. Nothing queued still refers to application memory afterwards.
     pub fn flush(&mut self, sock: &UdpSocket, counters: &Counters, mut capture: Option<&mut Capture>) -> usize {
         if self.queue.is_empty() && self.held.is_none() {
             return 0;
         }
         let mut wire = std::mem::take(&mut self.wire);
         let mut held = self.held.take();
-        for p in self.queue.drain(..) {
+        let queue = std::mem::take(&mut self.queue);
+        for p in queue {
             let v = self.fault.as_mut().map_or(Verdict::Send, |f| f.verdict());
             match v {
                 Verdict::Send => wire.push(p),
                 Verdict::Drop => {
                     counters.fault_dropped.fetch_add(1, Relaxed);
                     tracing::trace!(target: "softhca::fault", dst = %p.dst, "drop");
-                    if self.pool.len() < POOL {
-                        self.pool.push(p.buf);
-                    }
+                    self.recycle(p.buf);
                     continue;
                 }
                 Verdict::Duplicate => {
                     counters.fault_duplicated.fetch_add(1, Relaxed);
                     tracing::trace!(target: "softhca::fault", dst = %p.dst, "duplicate");
-                    wire.push(OutPkt { buf: p.buf.clone(), dst: p.dst });
+                    wire.push(p.duplicate());
                     wire.push(p);
                 }
                 Verdict::Reorder => {
@@ -152,18 +323,20 @@ impl Tx {
                 wire.push(h);
             }
         }
-        // Held across this flush: it goes out at the next one (or now, with nothing after).
-        if let Some(h) = held {
+        // Held across this flush: it goes out at the next one (or now, with nothing after),
+        // owning its payload (the engine lock is released in between).
+        if let Some(mut h) = held {
             if wire.is_empty() {
                 wire.push(h);
             } else {
+                h.own();
                 self.held = Some(h);
             }
         }
         let sent = self.sendmmsg(sock, &wire, counters);
         if let Some(c) = capture.as_mut() {
             for p in &wire {
-                c.packet(&Endpoints::new(self.local, p.dst), &p.buf);
+                c.packet(&Endpoints::new(self.local, p.dst), &p.bytes());
             }
         }
         for p in wire.drain(..) {
@@ -175,47 +348,126 @@ impl Tx {
         sent
     }
 
+    /// Groups `pkts` into `sendmmsg` entries: runs of equal-length packets to one loopback
+    /// destination become one segmented entry (see the module docs).
+    fn group(&mut self, pkts: &[OutPkt]) {
+        self.groups.clear();
+        let mut i = 0;
+        while i < pkts.len() {
+            let p = &pkts[i];
+            let seg = p.wire_len();
+            let mut n = 1;
+            if self.gso && is_loopback(&p.dst) {
+                let mut total = seg;
+                while i + n < pkts.len() && n < GSO_MAX_SEGS {
+                    let q = &pkts[i + n];
+                    let l = q.wire_len();
+                    if q.dst != p.dst || l > seg || l == 0 || total + l > GSO_MAX_BYTES {
+                        break;
+                    }
+                    total += l;
+                    n += 1;
+                    if l < seg {
+                        break; // only the last segment may be shorter
+                    }
+                }
+            }
+            self.groups.push((i, n, seg));
+            i += n;
+        }
+    }
+
     /// Sends `pkts` in `sendmmsg` batches; a datagram the kernel refuses is counted and
     /// skipped (the transport retransmits). Returns how many went out.
-    fn sendmmsg(&self, sock: &UdpSocket, pkts: &[OutPkt], counters: &Counters) -> usize {
+    fn sendmmsg(&mut self, sock: &UdpSocket, pkts: &[OutPkt], counters: &Counters) -> usize {
         let fd = sock.as_raw_fd();
+        self.group(pkts);
         let mut sent = 0;
-        let mut at = 0;
-        while at < pkts.len() {
-            let chunk = &pkts[at..(at + BATCH).min(pkts.len())];
-            let mut addrs: Vec<(libc::sockaddr_storage, libc::socklen_t)> = chunk.iter().map(|p| to_sockaddr(&p.dst)).collect();
-            let mut iovs: Vec<libc::iovec> = chunk
-                .iter()
-                .map(|p| libc::iovec { iov_base: p.buf.as_ptr() as *mut libc::c_void, iov_len: p.buf.len() })
-                .collect();
-            let mut hdrs: Vec<libc::mmsghdr> = (0..chunk.len())
-                .map(|i| {
-                    // SAFETY: msghdr is plain old data; zero is a valid starting value.
-                    let mut h: libc::msghdr = unsafe { std::mem::zeroed() };
-                    h.msg_name = std::ptr::addr_of_mut!(addrs[i].0).cast();
-                    h.msg_namelen = addrs[i].1;
-                    h.msg_iov = std::ptr::addr_of_mut!(iovs[i]);
-                    h.msg_iovlen = 1;
-                    libc::mmsghdr { msg_hdr: h, msg_len: 0 }
-                })
-                .collect();
-            // SAFETY: `hdrs` points at `addrs` and `iovs`, which point at buffers owned by
-            // `pkts`; all outlive the call, and the kernel only reads them.
-            let n = unsafe { libc::sendmmsg(fd, hdrs.as_mut_ptr(), hdrs.len() as libc::c_uint, libc::MSG_DONTWAIT) };
-            if n <= 0 {
+        let mut g = 0;
+        while g < self.groups.len() {
+            let chunk = g..(g + BATCH).min(self.groups.len());
+            let ng = chunk.len();
+            // Arguments for this batch; every vector is sized first, so the pointers taken
+            // below stay valid until the call returns.
+            let npkts: usize = self.groups[chunk.clone()].iter().map(|&(_, n, _)| n).sum();
+            self.iovs.clear();
+            self.iovs.reserve(npkts * 3);
+            self.addrs.clear();
+            self.cmsgs.clear();
+            self.cmsgs.resize(ng, [0; 4]);
+            self.hdrs.clear();
+            let mut iov_at = Vec::with_capacity(ng);
+            for &(first, n, _) in &self.groups[chunk.clone()] {
+                iov_at.push(self.iovs.len());
+                for p in &pkts[first..first + n] {
+                    self.iovs.push(libc::iovec { iov_base: p.buf.as_ptr() as *mut libc::c_void, iov_len: p.buf.len() });
+                    if let Some(m) = p.mem {
+                        self.iovs.push(libc::iovec { iov_base: m.addr as *mut libc::c_void, iov_len: m.len });
+                    }
+                    if p.tail_len > 0 {
+                        self.iovs.push(libc::iovec { iov_base: p.tail.as_ptr() as *mut libc::c_void, iov_len: p.tail_len as usize });
+                    }
+                }
+                self.addrs.push(to_sockaddr(&pkts[first].dst));
+            }
+            for (k, &(_, n, seg)) in self.groups[chunk.clone()].iter().enumerate() {
+                let end = iov_at.get(k + 1).copied().unwrap_or(self.iovs.len());
+                // SAFETY: msghdr is plain old data; zero is a valid starting value.
+                let mut h: libc::msghdr = unsafe { std::mem::zeroed() };
+                h.msg_name = std::ptr::addr_of_mut!(self.addrs[k].0).cast();
+                h.msg_namelen = self.addrs[k].1;
+                h.msg_iov = std::ptr::addr_of_mut!(self.iovs[iov_at[k]]);
+                h.msg_iovlen = end - iov_at[k];
+                if n > 1 {
+                    let buf = std::ptr::addr_of_mut!(self.cmsgs[k]).cast::<libc::c_void>();
+                    h.msg_control = buf;
+                    // SAFETY: CMSG_SPACE only computes a size.
+                    h.msg_controllen = unsafe { libc::CMSG_SPACE(std::mem::size_of::<u16>() as u32) } as usize;
+                    // SAFETY: `buf` is 32 bytes, aligned to 8, at least CMSG_SPACE(2) (24);
+                    // CMSG_FIRSTHDR/CMSG_DATA point inside it for a msghdr describing it.
+                    unsafe {
+                        let c = libc::CMSG_FIRSTHDR(&h);
+                        (*c).cmsg_level = SOL_UDP;
+                        (*c).cmsg_type = UDP_SEGMENT;
+                        (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<u16>() as u32) as usize;
+                        std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<u16>(), seg as u16);
+                    }
+                }
+                self.hdrs.push(libc::mmsghdr { msg_hdr: h, msg_len: 0 });
+            }
+            // SAFETY: `hdrs` points at `addrs`, `iovs` and `cmsgs`, which point at buffers
+            // owned by `pkts` or, for `mem` pieces, at registered memory checked under the
+            // engine lock our caller holds; all outlive the call, and the kernel only reads.
+            let r = unsafe { libc::sendmmsg(fd, self.hdrs.as_mut_ptr(), ng as libc::c_uint, libc::MSG_DONTWAIT) };
+            if r <= 0 {
                 let e = std::io::Error::last_os_error();
-                counters.tx_errors.fetch_add(1, Relaxed);
-                tracing::debug!(target: "softhca::tx", dst = %chunk[0].dst, "sendmmsg: {e}");
-                at += 1;
+                let (first, n, _) = self.groups[g];
+                if n > 1 && e.raw_os_error() != Some(libc::EAGAIN) && e.raw_os_error() != Some(libc::ENOBUFS) {
+                    // Segmentation refused (an old kernel, or a route that cannot): send
+                    // these one by one from now on.
+                    tracing::debug!(target: "softhca::tx", dst = %pkts[first].dst, "UDP_SEGMENT: {e}; segmentation off");
+                    self.gso = false;
+                    let rest: Vec<(usize, usize, usize)> = self.groups[g..].to_vec();
+                    self.groups.truncate(g);
+                    for (f, n, _) in rest {
+                        for (i, p) in pkts.iter().enumerate().skip(f).take(n) {
+                            self.groups.push((i, 1, p.wire_len()));
+                        }
+                    }
+                    continue;
+                }
+                counters.tx_errors.fetch_add(n as u64, Relaxed);
+                tracing::debug!(target: "softhca::tx", dst = %pkts[first].dst, "sendmmsg: {e}");
+                g += 1;
                 continue;
             }
-            let n = n as usize;
-            for p in &chunk[..n] {
-                counters.tx_bytes.fetch_add(p.buf.len() as u64, Relaxed);
+            for &(first, n, _) in &self.groups[g..g + r as usize] {
+                let bytes: usize = pkts[first..first + n].iter().map(|p| p.wire_len()).sum();
+                counters.tx_bytes.fetch_add(bytes as u64, Relaxed);
+                counters.tx_packets.fetch_add(n as u64, Relaxed);
+                sent += n;
             }
-            counters.tx_packets.fetch_add(n as u64, Relaxed);
-            sent += n;
-            at += n;
+            g += r as usize;
         }
         sent
     }

@@ -10,8 +10,13 @@
 //!   `cmd << 16 | index` (EINVAL if there is none).
 //!
 //! Every mapping must be shared and exactly the entry's size (one page); before
-//! GET_CONTEXT every mmap is EINVAL (kernel.md §5.2). The pages come from the HCA's
+//! GET_CONTEXT every mmap is EINVAL (docs/notes/kernel-6.1-uverbs.md §5.2). The pages come from the HCA's
 //! device memory ([`crate::pages`]), so the device half sees the doorbells written there.
+//!
+//! Every UAR and core-clock mapping made here is handed to the device half
+//! ([`crate::device::Device::user_mapped`]), which registers it with its doorbell trap:
+//! the engine write-protects the application's UAR mappings while it sleeps, so a
+//! doorbell store wakes it (see `crate::device::trap`).
 
 use std::sync::Arc;
 
@@ -22,6 +27,7 @@ use uverbs::sys::mlx5::{
     MMAP_NC_PAGE, MMAP_REGULAR_PAGE, MMAP_WC_PAGE,
 };
 
+use crate::device::MapKind;
 use crate::hca::Hca;
 use crate::pages::{CLOCK_INFO_PAGE, CLOCK_PAGE, PAGE_SIZE};
 
@@ -118,5 +124,15 @@ pub(crate) fn mmap(hca: &Arc<Hca>, st: &mut FileState, addr: u64, len: usize, pr
             uar.page
         }
     };
-    hca.pages().map_to_user(page, addr, vma_len, prot, flags)
+    let at = hca.pages().map_to_user(page, addr, vma_len, prot, flags)?;
+    let kind = match page {
+        CLOCK_PAGE => Some(MapKind::Clock),
+        // Never rewritten after creation: nothing to trap.
+        CLOCK_INFO_PAGE => None,
+        _ => Some(MapKind::Uar),
+    };
+    if let Some(kind) = kind {
+        hca.device().user_mapped(kind, page, at, vma_len);
+    }
+    Ok(at)
 }

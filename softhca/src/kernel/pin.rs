@@ -48,7 +48,12 @@ fn parse_maps(maps: &str) -> impl Iterator<Item = Vma> + '_ {
             end: u64::from_str_radix(e, 16).ok()?,
             write: perms.get(1) == Some(&b'w'),
             private: perms.get(3) == Some(&b'p'),
-            special: path == "[vvar]" || path == "[vsyscall]" || path == "[vvar_vclock]",
+            // Device pages (UARs, clock) are VM_IO | VM_PFNMAP on a real HCA: get_user_pages
+            // refuses them. Here it also keeps the engine from ever writing through an
+            // application mapping of a UAR page it may have write-protected (its doorbell
+            // trap, crate::device::engine), which would block it on itself.
+            special: path == "[vvar]" || path == "[vsyscall]" || path == "[vvar_vclock]"
+                || path.strip_prefix("/memfd:").is_some_and(|n| n.starts_with(crate::pages::MEMFD_NAME)),
         })
     })
 }
@@ -108,5 +113,16 @@ mod tests {
         let s: &'static [u8] = b"private read-only data";
         pin(s.as_ptr() as u64, s.len() as u64, false).unwrap();
         assert_eq!(pin(s.as_ptr() as u64, s.len() as u64, true), Err(Errno::EFAULT));
+    }
+
+    #[test]
+    fn device_pages_cannot_be_pinned() {
+        let pages = crate::pages::DevicePages::new(4).unwrap();
+        let page = pages.alloc().unwrap();
+        let user = pages.map_to_user(page, 0, 4096, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED).unwrap();
+        assert_eq!(pin(user, 64, true), Err(Errno::EFAULT), "a UAR page is not memory the HCA may DMA to");
+        assert_eq!(pin(user, 64, false), Err(Errno::EFAULT));
+        // SAFETY: unmapping the test's own mapping.
+        unsafe { libc::munmap(user as *mut libc::c_void, 4096) };
     }
 }

@@ -82,6 +82,11 @@ impl Endpoints {
     }
 
     /// The ICRC of `roce` (BTH up to, not including, the ICRC) on this flow.
+    /// [`icrc_pieces`] for this flow.
+    pub fn icrc_pieces(&self, pieces: &[&[u8]]) -> u32 {
+        icrc_pieces(self.src.ip(), self.dst.ip(), self.src.port(), self.dst.port(), pieces)
+    }
+
     pub fn icrc(&self, roce: &[u8]) -> u32 {
         icrc(
             self.src.ip(),
@@ -194,6 +199,39 @@ pub fn icrc(
     crc.finalize()
 }
 
+/// [`icrc`] over a packet given in pieces (headers, payload, pad), without assembling it:
+/// `pieces` concatenated are the RoCEv2 packet up to the ICRC. The BTH may straddle pieces.
+pub fn icrc_pieces(src: IpAddr, dst: IpAddr, udp_src_port: u16, udp_dst_port: u16, pieces: &[&[u8]]) -> u32 {
+    let roce_len: usize = pieces.iter().map(|p| p.len()).sum();
+    let udp_len = UDP_HEADER_LEN + roce_len + ICRC_LEN;
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(&MASKED_LRH);
+    match ip_pair(src, dst) {
+        IpPair::V4(s, d) => crc.update(&masked_ipv4_header(s, d, udp_len)),
+        IpPair::V6(s, d) => crc.update(&masked_ipv6_header(s, d, udp_len)),
+    }
+    let mut udp = [0xffu8; UDP_HEADER_LEN]; // checksum stays masked
+    udp[0..2].copy_from_slice(&udp_src_port.to_be_bytes());
+    udp[2..4].copy_from_slice(&udp_dst_port.to_be_bytes());
+    udp[4..6].copy_from_slice(&(udp_len as u16).to_be_bytes());
+    crc.update(&udp);
+    // The BTH's variant byte is masked wherever it falls.
+    let mut at = 0usize;
+    for p in pieces {
+        let end = at + p.len();
+        if at <= bth::VARIANT_BYTE && bth::VARIANT_BYTE < end {
+            let k = bth::VARIANT_BYTE - at;
+            crc.update(&p[..k]);
+            crc.update(&[0xff]);
+            crc.update(&p[k + 1..]);
+        } else {
+            crc.update(p);
+        }
+        at = end;
+    }
+    crc.finalize()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -294,5 +332,22 @@ mod tests {
         assert_eq!(h6[..8], [0x6f, 0xff, 0xff, 0xff, 0x00, 0x28, 0x11, 0xff]);
         assert_eq!(h6[23], 1);
         assert_eq!(h6[39], 1);
+    }
+
+    #[test]
+    fn pieces_match_the_contiguous_crc() {
+        let e = ep([127, 0, 0, 1], 4791, [127, 0, 0, 2]);
+        let pkt: Vec<u8> = (0..300u32).map(|i| (i * 7 + 3) as u8).collect();
+        let whole = e.icrc(&pkt);
+        for cut1 in [0usize, 1, 4, 5, 11, 12, 13, 40] {
+            for cut2 in [cut1, cut1 + 1, 100, 299, 300] {
+                let (a, rest) = pkt.split_at(cut1);
+                let (b, c) = rest.split_at(cut2 - cut1);
+                assert_eq!(e.icrc_pieces(&[a, b, c]), whole, "cuts {cut1} {cut2}");
+            }
+        }
+        assert_eq!(e.icrc_pieces(&[&pkt[..3]]), e.icrc(&pkt[..3]), "shorter than a BTH");
+        let v6 = Endpoints::new("[fe80::1]:5000".parse().unwrap(), "[fe80::2]:4791".parse().unwrap());
+        assert_eq!(v6.icrc_pieces(&[&pkt[..20], &pkt[20..]]), v6.icrc(&pkt));
     }
 }

@@ -181,6 +181,58 @@ impl<'a> RocePacket<'a> {
         Ok(len)
     }
 
+    /// Writes only the BTH and extension headers into `buf`, for a packet whose payload
+    /// (`payload_len` bytes, ignoring `self.payload`) travels separately, as `emit` would
+    /// write them (pad count included). Returns the header length. The caller appends the
+    /// payload, [`pad_len`] zero bytes and the ICRC (see `Endpoints::icrc_pieces`).
+    pub fn emit_headers(&self, buf: &mut [u8], payload_len: usize) -> Result<usize> {
+        let opcode = self.bth.opcode;
+        if self.ext_headers() != opcode.ext_headers() {
+            return Err(Error::HeaderMismatch(opcode));
+        }
+        if !opcode.has_payload() && payload_len != 0 {
+            return Err(Error::UnexpectedPayload { opcode, len: payload_len });
+        }
+        let with = RocePacket { payload: &[], ..*self };
+        with.check()?;
+        let len = self.header_len();
+        if buf.len() < len {
+            return Err(Error::Truncated { what: "output buffer", needed: len, available: buf.len() });
+        }
+        let bth = bth::Repr { pad_count: pad_len(payload_len) as u8, ..self.bth };
+        bth.emit(&mut bth::Packet::new_unchecked(&mut buf[..bth::HEADER_LEN]));
+        let mut at = bth::HEADER_LEN;
+        if let Some(r) = &self.deth {
+            r.emit(&mut deth::Packet::new_unchecked(&mut buf[at..]));
+            at += deth::HEADER_LEN;
+        }
+        if let Some(r) = &self.reth {
+            r.emit(&mut reth::Packet::new_unchecked(&mut buf[at..]));
+            at += reth::HEADER_LEN;
+        }
+        if let Some(r) = &self.atomic_eth {
+            r.emit(&mut atomic_eth::Packet::new_unchecked(&mut buf[at..]));
+            at += atomic_eth::HEADER_LEN;
+        }
+        if let Some(r) = &self.aeth {
+            r.emit(&mut aeth::Packet::new_unchecked(&mut buf[at..]));
+            at += aeth::HEADER_LEN;
+        }
+        if let Some(r) = &self.atomic_ack_eth {
+            r.emit(&mut atomic_ack_eth::Packet::new_unchecked(&mut buf[at..]));
+            at += atomic_ack_eth::HEADER_LEN;
+        }
+        if let Some(r) = &self.immdt {
+            r.emit(&mut immdt::Packet::new_unchecked(&mut buf[at..]));
+            at += immdt::HEADER_LEN;
+        }
+        if let Some(r) = &self.ieth {
+            r.emit(&mut ieth::Packet::new_unchecked(&mut buf[at..]));
+            at += ieth::HEADER_LEN;
+        }
+        Ok(at)
+    }
+
     /// [`RocePacket::emit`] into a new vector.
     pub fn to_vec(&self, ep: &Endpoints) -> Result<Vec<u8>> {
         let mut v = vec![0; self.buffer_len()];
@@ -637,5 +689,30 @@ mod tests {
             ok > 100,
             "only {ok} random packets parsed; steering is broken"
         );
+    }
+
+    #[test]
+    fn headers_and_pieces_equal_emit() {
+        let ep = v4([127, 0, 0, 5], 4791, [127, 0, 0, 6]);
+        for opcode in Opcode::ALL {
+            for len in [0usize, 1, 3, 4, 7, 256] {
+                let data: Vec<u8> = (0..len as u8).collect();
+                let p = sample(opcode, &data);
+                let whole = p.to_vec(&ep).unwrap();
+                let mut h = [0u8; 64];
+                let n = p.emit_headers(&mut h, p.payload.len()).unwrap();
+                let pad = [0u8; 3];
+                let pad = &pad[..pad_len(p.payload.len())];
+                let crc = ep.icrc_pieces(&[&h[..n], p.payload, pad]);
+                let mut v = h[..n].to_vec();
+                v.extend_from_slice(p.payload);
+                v.extend_from_slice(pad);
+                v.extend_from_slice(&crc.to_le_bytes());
+                assert_eq!(v, whole, "{opcode:?} len {len}");
+            }
+        }
+        let ack = sample(Opcode::RcAcknowledge, &[]);
+        assert!(ack.emit_headers(&mut [0u8; 64], 4).is_err(), "no payload allowed");
+        assert!(ack.emit_headers(&mut [0u8; 4], 0).is_err(), "short buffer");
     }
 }
