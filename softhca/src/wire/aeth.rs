@@ -11,7 +11,7 @@
 
 use core::time::Duration;
 
-use super::{be, check_len, Error, Result, U24_MAX};
+use super::{be, Error, Result, U24_MAX};
 
 mod field {
     use core::ops::Range;
@@ -203,35 +203,9 @@ impl Syndrome {
     };
 }
 
-/// A read/write view of an AETH.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
-}
+header_view!("AETH", "an");
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// Wraps a buffer without checking its length; accessors may panic if it is short.
-    pub const fn new_unchecked(buffer: T) -> Packet<T> {
-        Packet { buffer }
-    }
-
-    /// Wraps a buffer after checking it holds a whole AETH.
-    pub fn new_checked(buffer: T) -> Result<Packet<T>> {
-        let packet = Self::new_unchecked(buffer);
-        packet.check_len()?;
-        Ok(packet)
-    }
-
-    /// Checks the buffer holds a whole AETH.
-    pub fn check_len(&self) -> Result<()> {
-        check_len("AETH", self.buffer.as_ref(), HEADER_LEN)
-    }
-
-    /// Returns the wrapped buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-
     /// The raw syndrome byte (see [`Syndrome::from_byte`]).
     pub fn syndrome(&self) -> u8 {
         self.buffer.as_ref()[field::SYNDROME]

@@ -2,7 +2,7 @@
 //! at the target address before it acted, returned to the requester after the AETH of an
 //! ATOMIC_ACKNOWLEDGE.
 
-use super::{be, check_len, Result};
+use super::{be, Result};
 
 mod field {
     use core::ops::Range;
@@ -12,35 +12,9 @@ mod field {
 /// Length of an AtomicAckETH in bytes.
 pub const HEADER_LEN: usize = field::ORIG_DATA.end;
 
-/// A read/write view of an AtomicAckETH.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
-}
+header_view!("AtomicAckETH", "an");
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// Wraps a buffer without checking its length; accessors may panic if it is short.
-    pub const fn new_unchecked(buffer: T) -> Packet<T> {
-        Packet { buffer }
-    }
-
-    /// Wraps a buffer after checking it holds a whole AtomicAckETH.
-    pub fn new_checked(buffer: T) -> Result<Packet<T>> {
-        let packet = Self::new_unchecked(buffer);
-        packet.check_len()?;
-        Ok(packet)
-    }
-
-    /// Checks the buffer holds a whole AtomicAckETH.
-    pub fn check_len(&self) -> Result<()> {
-        check_len("AtomicAckETH", self.buffer.as_ref(), HEADER_LEN)
-    }
-
-    /// Returns the wrapped buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-
     /// The original remote data.
     pub fn orig_data(&self) -> u64 {
         be::u64(&self.buffer.as_ref()[field::ORIG_DATA])

@@ -7,7 +7,7 @@
 //!  20..28  compare data (COMPARE_SWAP; ignored by FETCH_ADD)
 //! ```
 
-use super::{be, check_len, Result};
+use super::{be, Result};
 
 mod field {
     use core::ops::Range;
@@ -20,35 +20,9 @@ mod field {
 /// Length of an AtomicETH in bytes.
 pub const HEADER_LEN: usize = field::COMPARE.end;
 
-/// A read/write view of an AtomicETH.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
-}
+header_view!("AtomicETH", "an");
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// Wraps a buffer without checking its length; accessors may panic if it is short.
-    pub const fn new_unchecked(buffer: T) -> Packet<T> {
-        Packet { buffer }
-    }
-
-    /// Wraps a buffer after checking it holds a whole AtomicETH.
-    pub fn new_checked(buffer: T) -> Result<Packet<T>> {
-        let packet = Self::new_unchecked(buffer);
-        packet.check_len()?;
-        Ok(packet)
-    }
-
-    /// Checks the buffer holds a whole AtomicETH.
-    pub fn check_len(&self) -> Result<()> {
-        check_len("AtomicETH", self.buffer.as_ref(), HEADER_LEN)
-    }
-
-    /// Returns the wrapped buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-
     /// Remote virtual address of the 8-byte target.
     pub fn va(&self) -> u64 {
         be::u64(&self.buffer.as_ref()[field::VA])

@@ -10,7 +10,7 @@
 //!  9..12    PSN (24 bits)
 //! ```
 
-use super::{be, check_len, Error, Opcode, Result, U24_MAX};
+use super::{be, Error, Opcode, Result, U24_MAX};
 
 mod field {
     use core::ops::Range;
@@ -42,35 +42,9 @@ const RESV7: u8 = 0x7f;
 /// The default partition key (full membership of the default partition).
 pub const DEFAULT_PKEY: u16 = 0xffff;
 
-/// A read/write view of a BTH.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
-}
+header_view!("BTH", "a");
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// Wraps a buffer without checking its length; accessors may panic if it is short.
-    pub const fn new_unchecked(buffer: T) -> Packet<T> {
-        Packet { buffer }
-    }
-
-    /// Wraps a buffer after checking it holds a whole BTH.
-    pub fn new_checked(buffer: T) -> Result<Packet<T>> {
-        let packet = Self::new_unchecked(buffer);
-        packet.check_len()?;
-        Ok(packet)
-    }
-
-    /// Checks the buffer holds a whole BTH.
-    pub fn check_len(&self) -> Result<()> {
-        check_len("BTH", self.buffer.as_ref(), HEADER_LEN)
-    }
-
-    /// Returns the wrapped buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-
     /// The raw opcode byte (see [`Opcode::try_from`]).
     pub fn opcode(&self) -> u8 {
         self.buffer.as_ref()[field::OPCODE]

@@ -7,7 +7,7 @@
 //!  5..8    source QP (24 bits)
 //! ```
 
-use super::{be, check_len, Error, Result, U24_MAX};
+use super::{be, Error, Result, U24_MAX};
 
 mod field {
     use core::ops::Range;
@@ -19,35 +19,9 @@ mod field {
 /// Length of a DETH in bytes.
 pub const HEADER_LEN: usize = field::SRC_QPN.end;
 
-/// A read/write view of a DETH.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
-}
+header_view!("DETH", "a");
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// Wraps a buffer without checking its length; accessors may panic if it is short.
-    pub const fn new_unchecked(buffer: T) -> Packet<T> {
-        Packet { buffer }
-    }
-
-    /// Wraps a buffer after checking it holds a whole DETH.
-    pub fn new_checked(buffer: T) -> Result<Packet<T>> {
-        let packet = Self::new_unchecked(buffer);
-        packet.check_len()?;
-        Ok(packet)
-    }
-
-    /// Checks the buffer holds a whole DETH.
-    pub fn check_len(&self) -> Result<()> {
-        check_len("DETH", self.buffer.as_ref(), HEADER_LEN)
-    }
-
-    /// Returns the wrapped buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-
     /// Queue key.
     pub fn qkey(&self) -> u32 {
         be::u32(&self.buffer.as_ref()[field::QKEY])

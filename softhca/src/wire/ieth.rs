@@ -1,7 +1,7 @@
 //! Invalidate Extended Transport Header (4 bytes): the R_Key that a SEND_LAST/ONLY_WITH_
 //! INVALIDATE asks the responder to invalidate once the message has landed.
 
-use super::{be, check_len, Result};
+use super::{be, Result};
 
 mod field {
     use core::ops::Range;
@@ -11,35 +11,9 @@ mod field {
 /// Length of an IETH in bytes.
 pub const HEADER_LEN: usize = field::RKEY.end;
 
-/// A read/write view of an IETH.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
-}
+header_view!("IETH", "an");
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// Wraps a buffer without checking its length; accessors may panic if it is short.
-    pub const fn new_unchecked(buffer: T) -> Packet<T> {
-        Packet { buffer }
-    }
-
-    /// Wraps a buffer after checking it holds a whole IETH.
-    pub fn new_checked(buffer: T) -> Result<Packet<T>> {
-        let packet = Self::new_unchecked(buffer);
-        packet.check_len()?;
-        Ok(packet)
-    }
-
-    /// Checks the buffer holds a whole IETH.
-    pub fn check_len(&self) -> Result<()> {
-        check_len("IETH", self.buffer.as_ref(), HEADER_LEN)
-    }
-
-    /// Returns the wrapped buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-
     /// The R_Key to invalidate.
     pub fn rkey(&self) -> u32 {
         be::u32(&self.buffer.as_ref()[field::RKEY])

@@ -5,7 +5,7 @@
 //! [`Repr::imm`] is those bytes read big-endian, so `imm.to_be_bytes()` gives them back
 //! unchanged.
 
-use super::{be, check_len, Result};
+use super::{be, Result};
 
 mod field {
     use core::ops::Range;
@@ -15,35 +15,9 @@ mod field {
 /// Length of an ImmDt in bytes.
 pub const HEADER_LEN: usize = field::IMM.end;
 
-/// A read/write view of an ImmDt.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
-}
+header_view!("ImmDt", "an");
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// Wraps a buffer without checking its length; accessors may panic if it is short.
-    pub const fn new_unchecked(buffer: T) -> Packet<T> {
-        Packet { buffer }
-    }
-
-    /// Wraps a buffer after checking it holds a whole ImmDt.
-    pub fn new_checked(buffer: T) -> Result<Packet<T>> {
-        let packet = Self::new_unchecked(buffer);
-        packet.check_len()?;
-        Ok(packet)
-    }
-
-    /// Checks the buffer holds a whole ImmDt.
-    pub fn check_len(&self) -> Result<()> {
-        check_len("ImmDt", self.buffer.as_ref(), HEADER_LEN)
-    }
-
-    /// Returns the wrapped buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-
     /// The immediate data, read big-endian.
     pub fn imm(&self) -> u32 {
         be::u32(&self.buffer.as_ref()[field::IMM])

@@ -20,6 +20,44 @@
 //! All multi-byte fields are big-endian ("network order") except the ICRC, which the IBA
 //! defines as the CRC register's bytes in the order a little-endian machine stores them.
 
+/// Declares a header module's `Packet<T>`: the smoltcp-style read/write view of a
+/// fixed-size header over any byte buffer, with the constructors every header shares
+/// (`new_unchecked`, `new_checked`, `check_len`, `into_inner`). The module defines
+/// `HEADER_LEN` and adds its own field accessors in further `impl` blocks.
+macro_rules! header_view {
+    ($what:literal, $article:literal) => {
+        #[doc = concat!("A read/write view of ", $article, " ", $what, ".")]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub struct Packet<T: AsRef<[u8]>> {
+            buffer: T,
+        }
+
+        impl<T: AsRef<[u8]>> Packet<T> {
+            /// Wraps a buffer without checking its length; accessors may panic if it is short.
+            pub const fn new_unchecked(buffer: T) -> Packet<T> {
+                Packet { buffer }
+            }
+
+            #[doc = concat!("Wraps a buffer after checking it holds a whole ", $what, ".")]
+            pub fn new_checked(buffer: T) -> $crate::wire::Result<Packet<T>> {
+                let packet = Self::new_unchecked(buffer);
+                packet.check_len()?;
+                Ok(packet)
+            }
+
+            #[doc = concat!("Checks the buffer holds a whole ", $what, ".")]
+            pub fn check_len(&self) -> $crate::wire::Result<()> {
+                $crate::wire::check_len($what, self.buffer.as_ref(), HEADER_LEN)
+            }
+
+            /// Returns the wrapped buffer.
+            pub fn into_inner(self) -> T {
+                self.buffer
+            }
+        }
+    };
+}
+
 pub mod aeth;
 pub mod atomic_ack_eth;
 pub mod atomic_eth;

@@ -137,41 +137,7 @@ impl<'a> RocePacket<'a> {
         }
         let buf = &mut buf[..len];
         let pad = self.pad_len();
-        let bth = bth::Repr {
-            pad_count: pad as u8,
-            ..self.bth
-        };
-        bth.emit(&mut bth::Packet::new_unchecked(&mut buf[..bth::HEADER_LEN]));
-        let mut at = bth::HEADER_LEN;
-        // Wire order as documented on ExtHeaders.
-        if let Some(r) = &self.deth {
-            r.emit(&mut deth::Packet::new_unchecked(&mut buf[at..]));
-            at += deth::HEADER_LEN;
-        }
-        if let Some(r) = &self.reth {
-            r.emit(&mut reth::Packet::new_unchecked(&mut buf[at..]));
-            at += reth::HEADER_LEN;
-        }
-        if let Some(r) = &self.atomic_eth {
-            r.emit(&mut atomic_eth::Packet::new_unchecked(&mut buf[at..]));
-            at += atomic_eth::HEADER_LEN;
-        }
-        if let Some(r) = &self.aeth {
-            r.emit(&mut aeth::Packet::new_unchecked(&mut buf[at..]));
-            at += aeth::HEADER_LEN;
-        }
-        if let Some(r) = &self.atomic_ack_eth {
-            r.emit(&mut atomic_ack_eth::Packet::new_unchecked(&mut buf[at..]));
-            at += atomic_ack_eth::HEADER_LEN;
-        }
-        if let Some(r) = &self.immdt {
-            r.emit(&mut immdt::Packet::new_unchecked(&mut buf[at..]));
-            at += immdt::HEADER_LEN;
-        }
-        if let Some(r) = &self.ieth {
-            r.emit(&mut ieth::Packet::new_unchecked(&mut buf[at..]));
-            at += ieth::HEADER_LEN;
-        }
+        let mut at = self.write_headers(buf, pad);
         buf[at..at + self.payload.len()].copy_from_slice(self.payload);
         at += self.payload.len();
         buf[at..at + pad].fill(0);
@@ -199,38 +165,27 @@ impl<'a> RocePacket<'a> {
         if buf.len() < len {
             return Err(Error::Truncated { what: "output buffer", needed: len, available: buf.len() });
         }
-        let bth = bth::Repr { pad_count: pad_len(payload_len) as u8, ..self.bth };
+        Ok(self.write_headers(buf, pad_len(payload_len)))
+    }
+
+    /// Writes the BTH (with `pad` as its pad count) and the extension headers, in wire
+    /// order (as documented on `ExtHeaders`), into the front of `buf`, which the caller
+    /// has checked holds them. Returns the header length.
+    fn write_headers(&self, buf: &mut [u8], pad: usize) -> usize {
+        let bth = bth::Repr { pad_count: pad as u8, ..self.bth };
         bth.emit(&mut bth::Packet::new_unchecked(&mut buf[..bth::HEADER_LEN]));
         let mut at = bth::HEADER_LEN;
-        if let Some(r) = &self.deth {
-            r.emit(&mut deth::Packet::new_unchecked(&mut buf[at..]));
-            at += deth::HEADER_LEN;
+        macro_rules! put {
+            // Each field of `ExtHeaders` is named after its header's module.
+            ($($h:ident),*) => {$(
+                if let Some(r) = &self.$h {
+                    r.emit(&mut $h::Packet::new_unchecked(&mut buf[at..]));
+                    at += $h::HEADER_LEN;
+                }
+            )*};
         }
-        if let Some(r) = &self.reth {
-            r.emit(&mut reth::Packet::new_unchecked(&mut buf[at..]));
-            at += reth::HEADER_LEN;
-        }
-        if let Some(r) = &self.atomic_eth {
-            r.emit(&mut atomic_eth::Packet::new_unchecked(&mut buf[at..]));
-            at += atomic_eth::HEADER_LEN;
-        }
-        if let Some(r) = &self.aeth {
-            r.emit(&mut aeth::Packet::new_unchecked(&mut buf[at..]));
-            at += aeth::HEADER_LEN;
-        }
-        if let Some(r) = &self.atomic_ack_eth {
-            r.emit(&mut atomic_ack_eth::Packet::new_unchecked(&mut buf[at..]));
-            at += atomic_ack_eth::HEADER_LEN;
-        }
-        if let Some(r) = &self.immdt {
-            r.emit(&mut immdt::Packet::new_unchecked(&mut buf[at..]));
-            at += immdt::HEADER_LEN;
-        }
-        if let Some(r) = &self.ieth {
-            r.emit(&mut ieth::Packet::new_unchecked(&mut buf[at..]));
-            at += ieth::HEADER_LEN;
-        }
-        Ok(at)
+        put!(deth, reth, atomic_eth, aeth, atomic_ack_eth, immdt, ieth);
+        at
     }
 
     /// [`RocePacket::emit`] into a new vector.

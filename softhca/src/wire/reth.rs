@@ -7,7 +7,7 @@
 //!  12..16  DMA length (of the whole message, not of this packet)
 //! ```
 
-use super::{be, check_len, Result};
+use super::{be, Result};
 
 mod field {
     use core::ops::Range;
@@ -19,35 +19,9 @@ mod field {
 /// Length of a RETH in bytes.
 pub const HEADER_LEN: usize = field::DMA_LEN.end;
 
-/// A read/write view of a RETH.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
-}
+header_view!("RETH", "a");
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// Wraps a buffer without checking its length; accessors may panic if it is short.
-    pub const fn new_unchecked(buffer: T) -> Packet<T> {
-        Packet { buffer }
-    }
-
-    /// Wraps a buffer after checking it holds a whole RETH.
-    pub fn new_checked(buffer: T) -> Result<Packet<T>> {
-        let packet = Self::new_unchecked(buffer);
-        packet.check_len()?;
-        Ok(packet)
-    }
-
-    /// Checks the buffer holds a whole RETH.
-    pub fn check_len(&self) -> Result<()> {
-        check_len("RETH", self.buffer.as_ref(), HEADER_LEN)
-    }
-
-    /// Returns the wrapped buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-
     /// Remote virtual address.
     pub fn va(&self) -> u64 {
         be::u64(&self.buffer.as_ref()[field::VA])
