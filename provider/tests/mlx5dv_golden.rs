@@ -311,62 +311,23 @@ fn layouts_match_header() {
         ("ibv_sge", size_of::<Sge>()),
     ]
     .into();
-    let offsets: BTreeMap<&str, usize> = [
-        ("mlx5_wqe_raddr_seg.raddr", offset_of!(RaddrSeg, raddr)),
-        ("mlx5_wqe_raddr_seg.rkey", offset_of!(RaddrSeg, rkey)),
-        (
-            "mlx5_wqe_raddr_seg.reserved",
-            offset_of!(RaddrSeg, reserved),
-        ),
-        (
-            "mlx5_wqe_atomic_seg.swap_add",
-            offset_of!(AtomicSeg, swap_add),
-        ),
-        (
-            "mlx5_wqe_atomic_seg.compare",
-            offset_of!(AtomicSeg, compare),
-        ),
-        ("ibv_sge.addr", offset_of!(Sge, addr)),
-        ("ibv_sge.length", offset_of!(Sge, length)),
-        ("ibv_sge.lkey", offset_of!(Sge, lkey)),
-        ("mlx5_cqe64.wqe_id", offset_of!(Cqe64, wqe_id)),
-        ("mlx5_cqe64.ml_path", offset_of!(Cqe64, ml_path)),
-        ("mlx5_cqe64.slid", offset_of!(Cqe64, slid)),
-        ("mlx5_cqe64.flags_rqpn", offset_of!(Cqe64, flags_rqpn)),
-        ("mlx5_cqe64.hds_ip_ext", offset_of!(Cqe64, hds_ip_ext)),
-        (
-            "mlx5_cqe64.l4_hdr_type_etc",
-            offset_of!(Cqe64, l4_hdr_type_etc),
-        ),
-        ("mlx5_cqe64.vlan_info", offset_of!(Cqe64, vlan_info)),
-        ("mlx5_cqe64.srqn_uidx", offset_of!(Cqe64, srqn_uidx)),
-        (
-            "mlx5_cqe64.imm_inval_pkey",
-            offset_of!(Cqe64, imm_inval_pkey),
-        ),
-        ("mlx5_cqe64.app", offset_of!(Cqe64, app)),
-        ("mlx5_cqe64.app_op", offset_of!(Cqe64, app_op)),
-        ("mlx5_cqe64.app_info", offset_of!(Cqe64, app_info)),
-        ("mlx5_cqe64.byte_cnt", offset_of!(Cqe64, byte_cnt)),
-        ("mlx5_cqe64.timestamp", offset_of!(Cqe64, timestamp)),
-        ("mlx5_cqe64.sop_drop_qpn", offset_of!(Cqe64, sop_drop_qpn)),
-        ("mlx5_cqe64.wqe_counter", offset_of!(Cqe64, wqe_counter)),
-        ("mlx5_cqe64.signature", offset_of!(Cqe64, signature)),
-        ("mlx5_cqe64.op_own", offset_of!(Cqe64, op_own)),
-        ("mlx5_err_cqe.srqn", offset_of!(ErrCqe, srqn)),
-        (
-            "mlx5_err_cqe.vendor_err_synd",
-            offset_of!(ErrCqe, vendor_err_synd),
-        ),
-        ("mlx5_err_cqe.syndrome", offset_of!(ErrCqe, syndrome)),
-        (
-            "mlx5_err_cqe.s_wqe_opcode_qpn",
-            offset_of!(ErrCqe, s_wqe_opcode_qpn),
-        ),
-        ("mlx5_err_cqe.wqe_counter", offset_of!(ErrCqe, wqe_counter)),
-        ("mlx5_err_cqe.signature", offset_of!(ErrCqe, signature)),
-        ("mlx5_err_cqe.op_own", offset_of!(ErrCqe, op_own)),
-    ]
+    // "struct.field" -> offset_of!, for every field the C side prints.
+    macro_rules! offsets {
+        ($($ty:ident $c:literal { $($f:ident),* })*) => {
+            [$($((concat!($c, ".", stringify!($f)), offset_of!($ty, $f)),)*)*]
+        };
+    }
+    let offsets: BTreeMap<&str, usize> = offsets! {
+        RaddrSeg "mlx5_wqe_raddr_seg" { raddr, rkey, reserved }
+        AtomicSeg "mlx5_wqe_atomic_seg" { swap_add, compare }
+        Sge "ibv_sge" { addr, length, lkey }
+        Cqe64 "mlx5_cqe64" {
+            wqe_id, ml_path, slid, flags_rqpn, hds_ip_ext, l4_hdr_type_etc, vlan_info,
+            srqn_uidx, imm_inval_pkey, app, app_op, app_info, byte_cnt, timestamp,
+            sop_drop_qpn, wqe_counter, signature, op_own
+        }
+        ErrCqe "mlx5_err_cqe" { srqn, vendor_err_synd, syndrome, s_wqe_opcode_qpn, wqe_counter, signature, op_own }
+    }
     .into();
     let theirs = records(all, "size");
     assert_eq!(theirs.len(), sizes.len());
