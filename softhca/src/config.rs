@@ -12,6 +12,17 @@
 //! address: the link-local GID from the MAC, then the IPv4-mapped GID, each listed once as
 //! RoCE v1 and once as RoCE v2 (indexes 0-3).
 //!
+//! A destination GID names a peer instance ([`Config::peer_addr`]): an IPv4-mapped GID is
+//! that IPv4 address, any other GID that IPv6 address, except a link-local one
+//! (`fe80::/64`, the modified EUI-64 of a MAC, GID indexes 0 and 1). Real RoCE resolves
+//! those to the peer's MAC on the same link (the kernel reads the MAC out of the GID);
+//! softhca's hosts derive their MAC from their address, so the owner of a MAC with the
+//! Mellanox OUI is this instance's address with its last three bytes replaced by the
+//! MAC's. That is exact for the default `127.x.y.z` instances (127/8 is one link) and for
+//! any peer that shares all but the last three address bytes with this one (an IPv4
+//! subnet of /8 or narrower, an IPv6 one of /104 or narrower); a link-local GID of any
+//! other MAC names no softhca host.
+//!
 //! The port's active MTU comes from the netdev that carries the address, as mlx5 derives
 //! it (`iboe_get_mtu`): the largest IB MTU whose full-size packet, with every RoCEv2
 //! header, still fits in the interface MTU ([`ib_mtu_for_netdev`]). Loopback (65536)
@@ -103,16 +114,8 @@ pub struct Config {
 impl Config {
     /// The configuration of an instance at `addr`.
     pub fn for_addr(addr: IpAddr) -> Config {
-        let tail = match addr {
-            IpAddr::V4(a) => {
-                let o = a.octets();
-                [o[1], o[2], o[3]]
-            }
-            IpAddr::V6(a) => {
-                let o = a.octets();
-                [o[13], o[14], o[15]]
-            }
-        };
+        let mac = mac_of(addr);
+        let tail = [mac[3], mac[4], mac[5]];
         let [a, b, c] = MELLANOX_OUI;
         let node_guid = [a, b, c, 0x03, 0x00, tail[0], tail[1], tail[2]];
         let netdev = netdev_of(addr);
@@ -120,7 +123,6 @@ impl Config {
         // Unknown interface MTU: assume a jumbo-capable one, as before MTUs were read.
         let active_mtu = netdev.as_ref().and_then(|(name, _)| netdev_mtu(name))
             .map_or(mtu::MTU_4096, |m| ib_mtu_for_netdev(m, ipv4));
-        let mac = [a, b, c, tail[0], tail[1], tail[2]];
         Config {
             name: "softhca0".to_string(),
             addr,
@@ -161,6 +163,51 @@ impl Config {
         }
     }
 
+    /// The address of the instance that a destination GID names, as seen from this one
+    /// (see the module docs): None for `::` and for a link-local GID whose MAC no softhca
+    /// host on this link has.
+    pub fn peer_addr(&self, gid: &[u8; 16]) -> Option<IpAddr> {
+        let v6 = Ipv6Addr::from(*gid);
+        if let Some(v4) = v6.to_ipv4_mapped() {
+            return Some(IpAddr::V4(v4));
+        }
+        if v6.is_unspecified() {
+            return None;
+        }
+        match link_local_mac(gid) {
+            Some(mac) => self.owner_of_mac(mac),
+            None => Some(IpAddr::V6(v6)),
+        }
+    }
+
+    /// What MODIFY_QP and CREATE_AH resolve a destination GID to: the destination MAC
+    /// (inside a link-local GID, or that of the softhca host the GID names; zero
+    /// otherwise) and the host's address ([`Config::peer_addr`]).
+    pub fn resolve(&self, gid: &[u8; 16]) -> ([u8; 6], Option<IpAddr>) {
+        let ip = self.peer_addr(gid);
+        let mac = link_local_mac(gid).or(ip.map(mac_of)).unwrap_or_default();
+        (mac, ip)
+    }
+
+    /// The address on this instance's link whose MAC is `mac` (the inverse of the MAC
+    /// derivation in [`Config::for_addr`]), if it is a softhca MAC.
+    pub fn owner_of_mac(&self, mac: [u8; 6]) -> Option<IpAddr> {
+        if mac[..3] != MELLANOX_OUI {
+            return None;
+        }
+        Some(match self.addr {
+            IpAddr::V4(a) => {
+                let o = a.octets();
+                IpAddr::V4(Ipv4Addr::new(o[0], mac[3], mac[4], mac[5]))
+            }
+            IpAddr::V6(a) => {
+                let mut o = a.octets();
+                o[13..].copy_from_slice(&mac[3..]);
+                IpAddr::V6(Ipv6Addr::from(o))
+            }
+        })
+    }
+
     /// The link-local GID: fe80::/64 with the modified EUI-64 of the MAC.
     pub fn link_local_gid(&self) -> [u8; 16] {
         let m = self.mac;
@@ -194,6 +241,35 @@ impl Config {
         }
         Ok(self.gids().get(index as usize).copied())
     }
+}
+
+/// The MAC of the softhca host at `addr`: the Mellanox OUI and the address's last three
+/// bytes.
+pub fn mac_of(addr: IpAddr) -> [u8; 6] {
+    let t = match addr {
+        IpAddr::V4(a) => {
+            let o = a.octets();
+            [o[1], o[2], o[3]]
+        }
+        IpAddr::V6(a) => {
+            let o = a.octets();
+            [o[13], o[14], o[15]]
+        }
+    };
+    let [a, b, c] = MELLANOX_OUI;
+    [a, b, c, t[0], t[1], t[2]]
+}
+
+/// The MAC a link-local GID (`fe80::/64` with a modified EUI-64 interface identifier,
+/// `xx:xx:xx:ff:fe:xx:xx:xx`) was built from, as the kernel's `rdma_get_ll_mac` reads it;
+/// None for any other GID.
+pub fn link_local_mac(gid: &[u8; 16]) -> Option<[u8; 6]> {
+    let g = gid;
+    let fe80 = g[0] == 0xfe && g[1] == 0x80 && g[2..8].iter().all(|&b| b == 0);
+    if !fe80 || g[11] != 0xff || g[12] != 0xfe {
+        return None;
+    }
+    Some([g[8] ^ 0x02, g[9], g[10], g[13], g[14], g[15]])
 }
 
 /// The name and interface index of the netdev that has `addr`.
@@ -325,6 +401,33 @@ mod tests {
         assert_eq!(c.gid(4), Ok(None));
         assert_eq!(c.gid(256), Err(OutOfTable));
         assert_ne!(c.netdev_ifindex, 0, "127/8 is on lo");
+    }
+
+    #[test]
+    fn link_local_gids_name_the_instance_that_owns_the_mac() {
+        let a = Config::for_addr("127.0.0.5".parse().unwrap());
+        let b = Config::for_addr("127.3.2.1".parse().unwrap());
+        assert_eq!(link_local_mac(&b.link_local_gid()), Some(b.mac));
+        assert_eq!(a.peer_addr(&b.link_local_gid()), Some(b.addr));
+        assert_eq!(b.peer_addr(&a.link_local_gid()), Some(a.addr));
+        assert_eq!(a.peer_addr(&a.link_local_gid()), Some(a.addr), "loopback to itself");
+        assert_eq!(a.peer_addr(&b.ip_gid()), Some(b.addr));
+        assert_eq!(a.peer_addr(&ZERO_GID), None);
+        // Another link: the first byte comes from this instance's address.
+        let c = Config::for_addr("10.231.0.1".parse().unwrap());
+        let d = Config::for_addr("10.231.0.12".parse().unwrap());
+        assert_eq!(c.peer_addr(&d.link_local_gid()), Some(d.addr));
+        let v6 = |s: &str| Config::for_addr(s.parse().unwrap());
+        let (e, f) = (v6("fd00::1:1"), v6("fd00::1:2"));
+        assert_eq!(e.peer_addr(&f.link_local_gid()), Some(f.addr));
+        // A MAC no softhca host has, a link-local GID that is no EUI-64, a global IPv6 GID.
+        let foreign: [u8; 16] = "fe80::211:22ff:fe33:4455".parse::<Ipv6Addr>().unwrap().octets();
+        assert_eq!(link_local_mac(&foreign), Some([0x00, 0x11, 0x22, 0x33, 0x44, 0x55]));
+        assert_eq!(a.peer_addr(&foreign), None);
+        let odd: [u8; 16] = "fe80::1".parse::<Ipv6Addr>().unwrap().octets();
+        assert_eq!((link_local_mac(&odd), a.peer_addr(&odd)), (None, Some("fe80::1".parse().unwrap())));
+        let global: [u8; 16] = "2001:db8::2:3".parse::<Ipv6Addr>().unwrap().octets();
+        assert_eq!(a.peer_addr(&global), Some("2001:db8::2:3".parse().unwrap()));
     }
 
     #[test]

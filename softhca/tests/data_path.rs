@@ -3,7 +3,8 @@
 //! SGEs, inline data, signaled and unsignaled WQEs, SQ wrap-around, many QPs at once, and
 //! completion events. Every byte is checked.
 //!
-//! Addresses: 127.1.1.x (distinct per test, so tests run in parallel).
+//! Addresses: 127.1.1.x hints, distinct per test, so tests run in parallel (see
+//! common::bind_free).
 
 mod common;
 
@@ -123,6 +124,39 @@ fn every_opcode_every_size_mtu_4096() {
 #[test]
 fn every_opcode_every_size_mtu_256() {
     all_kinds_all_sizes(5, 1);
+}
+
+/// QPs addressed by link-local GIDs (index 0, RoCE v1, and 1, RoCE v2: `fe80::` + the
+/// modified EUI-64 of the MAC, as `ibv_rc_pingpong -g 0` uses them): the GID names the
+/// instance whose MAC it holds (see softhca::config), and everything works as with the
+/// IPv4-mapped GIDs.
+#[test]
+fn link_local_gids_connect_two_instances() {
+    let a = Host::new([127, 1, 1, 19]);
+    let b = Host::new([127, 1, 1, 20]);
+    let o = Opts::default();
+    let (ga, gb) = (a.hca.config().link_local_gid(), b.hca.config().link_local_gid());
+    assert_eq!(ga[..2], [0xfe, 0x80]);
+    for sgid_index in [0u8, 1] {
+        let (mut ea, mut eb) = (End::new(&a, &o), End::new(&b, &o));
+        ea.connect_from(&o, sgid_index, eb.qp.qpn(), gb, 0x100, 0x200);
+        eb.connect_from(&o, sgid_index, ea.qp.qpn(), ga, 0x200, 0x100);
+        let mut seed = 40 + 10 * sgid_index as u64;
+        for len in [0, 1, 4096, 70_000] {
+            for kind in [Kind::Send, Kind::SendImm, Kind::Write, Kind::WriteImm, Kind::Read] {
+                transfer(&a, &b, &mut ea, &mut eb, kind, len, seed);
+                seed += 1;
+            }
+        }
+        let counter = b.mem(64, all_access());
+        let result = a.mem(64, all_access());
+        let op = SendOp::FetchAdd { raddr: counter.addr(), rkey: counter.mr.rkey(), add: 5 };
+        ea.qp.post_send(9, &signaled(op, Payload::Sgl(&[result.sge(0, 8)]))).unwrap();
+        assert_eq!(wait(&mut ea.scq, 1)[0].status, WcStatus::Success);
+        assert_eq!((counter.buf.read_u64(0), result.buf.read_u64(0)), (5, 0));
+    }
+    let (ca, cb) = (a.hca.device().counters(), b.hca.device().counters());
+    assert_eq!((ca.rx_wrong_peer, cb.rx_wrong_peer, ca.tx_errors, cb.tx_errors), (0, 0, 0, 0), "{ca:?}\n{cb:?}");
 }
 
 #[test]

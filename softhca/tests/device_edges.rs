@@ -1,19 +1,20 @@
 //! Device behaviour at the edges: garbage on the wire, packet capture, CQ overrun,
 //! malformed WQEs written behind the provider's back, and the legacy (static) UAR mode.
 //!
-//! Addresses: 127.1.5.x.
+//! Addresses: 127.1.5.x (hints, see common::bind_free).
 
 mod common;
 
-use std::net::UdpSocket;
+use std::collections::HashSet;
+use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 use common::*;
 use provider::cqe::{WcOpcode, WcStatus};
 use provider::wqe::{Payload, SendOp};
 use softhca::objects::QpState as HcaQpState;
-use softhca::wire::{BthRepr, Endpoints, Opcode, RethRepr, RocePacket};
-use softhca::Config;
+use softhca::wire::{AtomicEthRepr, BthRepr, Endpoints, NakCode, Opcode, RethRepr, RocePacket, Syndrome};
 
 fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
     let start = Instant::now();
@@ -30,10 +31,10 @@ fn garbage_on_the_wire_is_counted_and_dropped() {
     let (mut ea, eb) = connect(&a, &b, &Opts::default());
     let target = b.mem(4096, all_access());
     let before = target.buf.read();
-    // A stranger at 127.1.5.3 sends to b's port.
-    let s = UdpSocket::bind("127.1.5.3:4791").unwrap();
-    let to = "127.1.5.2:4791";
-    let ep = Endpoints::new("127.1.5.3:4791".parse().unwrap(), to.parse().unwrap());
+    // A stranger (near 127.1.5.3) sends to b's port.
+    let (_, s) = bind_free([127, 1, 5, 3]);
+    let to = std::net::SocketAddr::new(b.addr(), 4791);
+    let ep = Endpoints::new(s.local_addr().unwrap(), to);
     // A valid WRITE to b's QP with the right rkey: from the wrong host, so dropped.
     let mut w = RocePacket::new(BthRepr::new(Opcode::RcRdmaWriteOnly, eb.qp.qpn(), 0), &[1, 2, 3, 4]);
     w.reth = Some(RethRepr { va: target.addr(), rkey: target.mr.rkey(), dma_len: 4 });
@@ -73,11 +74,7 @@ fn pcap_capture_of_every_packet() {
     let dir = std::env::temp_dir().join(format!("softhca-pcap-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("cap-{addr}.pcap");
-    let mk = |ip: [u8; 4]| {
-        let mut c = Config::for_addr(std::net::IpAddr::from(ip));
-        c.pcap = Some(path.clone());
-        Host::with_config(c)
-    };
+    let mk = |ip: [u8; 4]| Host::at(ip, |c| c.pcap = Some(path.clone()));
     let a = mk([127, 1, 5, 4]);
     let b = mk([127, 1, 5, 5]);
     let o = Opts { mtu: 1, ..Default::default() };
@@ -87,11 +84,12 @@ fn pcap_capture_of_every_packet() {
     ea.qp.post_send(1, &signaled(SendOp::RdmaWrite { raddr: dst.addr(), rkey: dst.mr.rkey() }, Payload::Sgl(&[src.sge(0, 1000)]))).unwrap();
     assert_eq!(wait(&mut ea.scq, 1)[0].status, WcStatus::Success);
     let (ca, cb) = (a.hca.device().counters(), b.hca.device().counters());
+    let (file_a, file_b) = (dir.join(format!("cap-{}.pcap", a.addr())), dir.join(format!("cap-{}.pcap", b.addr())));
     drop((ea, _eb, src, dst));
     drop(a);
     drop(b);
     // A's capture: 4 WRITE packets (256-byte MTU) sent, 1 ACK received.
-    let file = dir.join("cap-127.1.5.4.pcap");
+    let file = file_a;
     let mut r = pcap_file::pcap::PcapReader::new(std::fs::File::open(&file).unwrap()).unwrap();
     let mut ops = Vec::new();
     while let Some(p) = r.next_packet() {
@@ -107,7 +105,7 @@ fn pcap_capture_of_every_packet() {
     assert_eq!(ops, vec![Opcode::RcRdmaWriteFirst, Opcode::RcRdmaWriteMiddle, Opcode::RcRdmaWriteMiddle,
                          Opcode::RcRdmaWriteLast, Opcode::RcAcknowledge]);
     assert_eq!((ca.tx_packets, ca.rx_packets, cb.rx_packets), (4, 1, 4));
-    assert!(dir.join("cap-127.1.5.5.pcap").exists());
+    assert!(file_b.exists());
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -154,6 +152,8 @@ fn raw_wqe(ip: u8, opcode: u8, ds: u8) {
     assert_eq!(wait(&mut ea.scq, 1)[0].status, WcStatus::Success);
     let pi = ea.qp.sq_producer_index() as u32;
     assert_eq!(pi, 1, "one WQEBB used so far");
+    // Sent so far: the good WRITE, and a retransmission of it if its ACK was slow.
+    let sent = a.hca.device().counters().tx_packets;
     let mut wqe = [0u8; 64];
     wqe[0..4].copy_from_slice(&((pi << 8) | opcode as u32).to_be_bytes());
     wqe[4..8].copy_from_slice(&((ea.qp.qpn() << 8) | ds as u32).to_be_bytes());
@@ -163,7 +163,7 @@ fn raw_wqe(ip: u8, opcode: u8, ds: u8) {
     ea.qp.post_send_raw(2, &[wqe]).unwrap();
     let wc = wait(&mut ea.scq, 1)[0];
     assert_eq!((wc.status, wc.vendor_err != 0), (WcStatus::LocQpOpErr, true), "opcode {opcode:#x} ds {ds}: {wc:?}");
-    assert_eq!(a.hca.device().counters().tx_packets, 1);
+    assert_eq!(a.hca.device().counters().tx_packets, sent, "a malformed WQE puts nothing on the wire");
 }
 
 #[test]
@@ -176,11 +176,7 @@ fn bad_wqe_opcode_or_size_gives_local_qp_operation_error() {
 
 #[test]
 fn legacy_static_uars() {
-    let mk = |ip: [u8; 4]| {
-        let mut c = Config::for_addr(std::net::IpAddr::from(ip));
-        c.dynamic_uars = false;
-        Host::with_config(c)
-    };
+    let mk = |ip: [u8; 4]| Host::at(ip, |c| c.dynamic_uars = false);
     let a = mk([127, 1, 5, 16]);
     let b = mk([127, 1, 5, 17]);
     assert!(a.ctx.ucontext().tot_bfregs > 0, "static UARs");
@@ -248,7 +244,7 @@ mod ud {
             }
             let got = dst.buf.read();
             assert_eq!(got[20], 0x45, "IPv4 header in the GRH area");
-            assert_eq!(&got[32..36], &[127, 1, 5, 18]);
+            assert_eq!(got[32..36], a.hca.config().ip_gid()[12..], "the sender's IPv4 address");
             assert!(got[40..40 + len] == src.buf.read()[..len]);
         }
         // Wrong Q_Key, and no receive posted: both silently dropped.
@@ -267,4 +263,252 @@ mod ud {
         ea.qp.post_send(12, &wr).unwrap();
         assert_eq!(wait(&mut ea.scq, 1)[0].status, WcStatus::LocLenErr);
     }
+}
+
+/// A requester played by hand on a UDP socket: it sends crafted requests to one softhca
+/// QP and reads the responses, so a test produces exactly the retransmission patterns a
+/// lossy wire makes only by chance.
+struct FakeRequester {
+    sock: UdpSocket,
+    to: SocketAddr,
+    /// The softhca QP the requests go to.
+    qpn: u32,
+}
+
+/// One response packet, owned.
+#[derive(Debug)]
+struct Resp {
+    opcode: Opcode,
+    psn: u32,
+    syndrome: Option<Syndrome>,
+    orig: Option<u64>,
+    payload: Vec<u8>,
+}
+
+impl Resp {
+    fn is_nak(&self) -> bool {
+        matches!(self.syndrome, Some(Syndrome::Nak(_) | Syndrome::RnrNak { .. }))
+    }
+}
+
+impl FakeRequester {
+    /// A new QP of `b`, connected (PSNs from 0 both ways) to a requester at a free address
+    /// near `hint`.
+    fn new(b: &Host, o: &Opts, hint: [u8; 4]) -> (FakeRequester, End) {
+        let (ip, sock) = bind_free(hint);
+        // Room for a burst of responses while the test thread is not reading (root may
+        // exceed rmem_max; otherwise the default ceiling applies).
+        let size: libc::c_int = 16 << 20;
+        for opt in [libc::SO_RCVBUFFORCE, libc::SO_RCVBUF] {
+            // SAFETY: setsockopt on a live socket with a pointer to a c_int and its size.
+            let r = unsafe {
+                libc::setsockopt(sock.as_raw_fd(), libc::SOL_SOCKET, opt, (&size as *const libc::c_int).cast(),
+                                 std::mem::size_of::<libc::c_int>() as libc::socklen_t)
+            };
+            if r == 0 {
+                break;
+            }
+        }
+        sock.set_read_timeout(Some(WAIT)).unwrap();
+        let e = End::new(b, o);
+        let IpAddr::V4(v4) = ip else { unreachable!() };
+        e.connect(o, 0x4321, v4.to_ipv6_mapped().octets(), 0x55, 0);
+        (FakeRequester { sock, to: SocketAddr::new(b.addr(), 4791), qpn: e.qp.qpn() }, e)
+    }
+
+    fn bytes(&self, pkt: &RocePacket<'_>) -> Vec<u8> {
+        pkt.to_vec(&Endpoints::new(self.sock.local_addr().unwrap(), self.to)).unwrap()
+    }
+
+    /// Sends the datagrams so that the responder takes them in one engine step: as one
+    /// UDP GSO send (`UDP_SEGMENT`; all but the last of equal size, the last not longer),
+    /// which reaches softhca's GRO socket as one message or, split by the kernel, as
+    /// datagrams queued together. (Separate sends, even one `sendmmsg`, can be hours
+    /// apart in engine steps when the sending thread loses its core to the engine.)
+    fn send_all(&self, dgrams: &[Vec<u8>]) {
+        let seg = dgrams[0].len();
+        assert!(dgrams.iter().all(|d| d.len() <= seg) && dgrams[..dgrams.len() - 1].iter().all(|d| d.len() == seg));
+        let IpAddr::V4(ip) = self.to.ip() else { unreachable!() };
+        let data: Vec<u8> = dgrams.concat();
+        // SAFETY: sockaddr_in and msghdr are plain old data; zero is a valid start.
+        let mut to: libc::sockaddr_in = unsafe { std::mem::zeroed() };
+        to.sin_family = libc::AF_INET as libc::sa_family_t;
+        to.sin_port = self.to.port().to_be();
+        to.sin_addr.s_addr = u32::from_ne_bytes(ip.octets());
+        let mut iov = libc::iovec { iov_base: data.as_ptr() as *mut libc::c_void, iov_len: data.len() };
+        let mut cmsg = [0u64; 4];
+        // SAFETY: as above.
+        let mut h: libc::msghdr = unsafe { std::mem::zeroed() };
+        h.msg_name = std::ptr::addr_of_mut!(to).cast();
+        h.msg_namelen = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        h.msg_iov = &mut iov;
+        h.msg_iovlen = 1;
+        if dgrams.len() > 1 {
+            h.msg_control = cmsg.as_mut_ptr().cast();
+            // SAFETY: CMSG_SPACE only computes a size.
+            h.msg_controllen = unsafe { libc::CMSG_SPACE(2) } as usize;
+            // SAFETY: `cmsg` is 32 bytes, 8-aligned, at least CMSG_SPACE(2); the header
+            // and its data lie inside it.
+            unsafe {
+                let c = libc::CMSG_FIRSTHDR(&h);
+                (*c).cmsg_level = libc::SOL_UDP;
+                (*c).cmsg_type = libc::UDP_SEGMENT;
+                (*c).cmsg_len = libc::CMSG_LEN(2) as usize;
+                std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<u16>(), seg as u16);
+            }
+        }
+        // SAFETY: `h` points at `to`, `iov` (over `data`) and `cmsg`, all outliving the call.
+        let n = unsafe { libc::sendmsg(self.sock.as_raw_fd(), &h, 0) };
+        assert_eq!(n, data.len() as isize, "sendmsg: {}", std::io::Error::last_os_error());
+    }
+
+    fn read_packet(&self, psn: u32, va: u64, rkey: u32, len: u32) -> Vec<u8> {
+        let mut pkt = RocePacket::new(BthRepr::new(Opcode::RcRdmaReadRequest, self.qpn, psn), &[]);
+        pkt.reth = Some(RethRepr { va, rkey, dma_len: len });
+        self.bytes(&pkt)
+    }
+
+    fn fetch_add_packet(&self, psn: u32, va: u64, rkey: u32, add: u64) -> Vec<u8> {
+        let mut pkt = RocePacket::new(BthRepr::new(Opcode::RcFetchAdd, self.qpn, psn), &[]);
+        pkt.atomic_eth = Some(AtomicEthRepr { va, rkey, swap_add: add, compare: 0 });
+        self.bytes(&pkt)
+    }
+
+    fn fetch_add(&self, psn: u32, va: u64, rkey: u32, add: u64) {
+        self.send_all(&[self.fetch_add_packet(psn, va, rkey, add)]);
+    }
+
+    /// The next response (fails the test after [`WAIT`] of silence).
+    fn recv(&self) -> Resp {
+        let mut buf = vec![0u8; 65536];
+        let (n, src) = self.sock.recv_from(&mut buf).expect("a response from the responder");
+        let ep = Endpoints::new(src, self.sock.local_addr().unwrap());
+        let p = RocePacket::parse(&buf[..n], &ep).expect("a valid response packet");
+        Resp {
+            opcode: p.bth.opcode,
+            psn: p.bth.psn,
+            syndrome: p.aeth.map(|a| a.syndrome),
+            orig: p.atomic_ack_eth.map(|a| a.orig_data),
+            payload: p.payload.to_vec(),
+        }
+    }
+
+    /// Receives until `done` says so.
+    fn recv_until(&self, mut done: impl FnMut(&Resp) -> bool) {
+        while !done(&self.recv()) {}
+    }
+}
+
+/// READ requests sent again after a loss (go-back-N) are duplicates: they are served
+/// again from the requested PSN but hold no new responder resource. Here every resource
+/// is in use and served, the requester sends all its READs again and then, having the
+/// first one's response, one new READ: a ConnectX serves it. (softhca used to count the
+/// queued duplicates as outstanding READs and answered the new one with a fatal
+/// invalid-request NAK, which `bench read-bw -t 16` on a lossy wire hit now and then.)
+#[test]
+fn duplicate_reads_take_no_responder_resource() {
+    const N: u32 = 4; // max_dest_rd_atomic
+    const MTU: usize = 256;
+    const PKTS: u32 = 1024; // response packets per READ: the duplicates stay queued a while
+    const READ: usize = PKTS as usize * MTU;
+    let b = Host::new([127, 1, 5, 20]);
+    let o = Opts { rd_atomic: N as u8, mtu: 1, ..Default::default() };
+    let (f, eb) = FakeRequester::new(&b, &o, [127, 1, 5, 21]);
+    let mem = b.mem((N as usize + 1) * READ, all_access());
+    mem.buf.fill_pattern(20);
+    let want = mem.buf.read();
+    let read = |k: u32| f.read_packet(k * PKTS, mem.addr() + (k as usize * READ) as u64, mem.mr.rkey(), READ as u32);
+    // Every response packet carries the bytes its PSN stands for; no NAK ever.
+    let check = |r: &Resp| {
+        assert!(!r.is_nak(), "the responder NAKed: {r:?} ({:?})", b.hca.device().counters());
+        let at = r.psn as usize * MTU;
+        assert!(r.payload == want[at..at + MTU], "response PSN {} carries the wrong bytes", r.psn);
+    };
+    // N READs, all answered: every resource in use, every response sent.
+    f.send_all(&(0..N).map(read).collect::<Vec<_>>());
+    f.recv_until(|r| {
+        check(r);
+        r.psn == N * PKTS - 1
+    });
+    // All N again, then one more.
+    f.send_all(&(0..=N).map(read).collect::<Vec<_>>());
+    let mut got = HashSet::new();
+    f.recv_until(|r| {
+        check(r);
+        if r.psn >= N * PKTS {
+            got.insert(r.psn);
+        }
+        got.len() == PKTS as usize
+    });
+    let c = b.hca.device().counters();
+    assert_eq!((c.err_naks_sent, c.duplicates_received), (0, N as u64), "{c:?}");
+    assert_eq!(b.hca.qp(eb.qp.qpn()).unwrap().state(), HcaQpState::Rts);
+}
+
+/// A duplicate atomic is answered with the original's saved result, never executed
+/// again, and holds no new resource; one whose resource has since been recycled (the
+/// requester has its answer) is ignored.
+#[test]
+fn duplicate_atomics_are_answered_from_the_saved_result() {
+    let b = Host::new([127, 1, 5, 22]);
+    let o = Opts { rd_atomic: 2, ..Default::default() };
+    let (f, eb) = FakeRequester::new(&b, &o, [127, 1, 5, 23]);
+    let counter = b.mem(64, all_access());
+    let add = |psn: u32, v: u64| f.fetch_add(psn, counter.addr(), counter.mr.rkey(), v);
+    let answers = |n: usize| -> Vec<(u32, u64)> {
+        (0..n).map(|_| {
+            let r = f.recv();
+            assert!(!r.is_nak() && r.opcode == Opcode::RcAtomicAcknowledge, "{r:?}");
+            (r.psn, r.orig.unwrap())
+        }).collect()
+    };
+    add(0, 1);
+    add(1, 2);
+    assert_eq!(answers(2), [(0, 0), (1, 1)]);
+    // Both again, twice (their answers were lost), then a new one (the first answer
+    // arrived after all): max_dest_rd_atomic 2 is enough.
+    for psn in [0, 1, 0, 1] {
+        add(psn, 1 + psn as u64);
+    }
+    add(2, 4);
+    assert_eq!(answers(5), [(0, 0), (1, 1), (0, 0), (1, 1), (2, 3)]);
+    assert_eq!(counter.buf.read_u64(0), 7, "every atomic ran once");
+    // A late copy of the first: its resource went to the third, so no answer; the next
+    // answer is the one for the second's duplicate.
+    add(0, 1);
+    add(1, 2);
+    assert_eq!(answers(1), [(1, 1)]);
+    assert_eq!(counter.buf.read_u64(0), 7);
+    let c = b.hca.device().counters();
+    assert_eq!((c.err_naks_sent, c.duplicates_received), (0, 6), "{c:?}");
+    assert_eq!(b.hca.qp(eb.qp.qpn()).unwrap().state(), HcaQpState::Rts);
+}
+
+/// A requester that really has more READs/atomics outstanding than max_dest_rd_atomic
+/// (the oldest response has not even gone out yet) gets an invalid-request NAK and the
+/// QP goes to ERR; the request over the limit is not executed. Atomics hold resources
+/// as READs do.
+#[test]
+fn more_reads_and_atomics_than_max_dest_rd_atomic_are_refused() {
+    let b = Host::new([127, 1, 5, 24]);
+    let o = Opts { rd_atomic: 2, ..Default::default() };
+    let (f, eb) = FakeRequester::new(&b, &o, [127, 1, 5, 25]);
+    let mem = b.mem(4096, all_access());
+    // Two atomics and a READ, taken in one step: the atomics' answers are still queued
+    // when the READ arrives.
+    f.send_all(&[
+        f.fetch_add_packet(0, mem.addr(), mem.mr.rkey(), 1),
+        f.fetch_add_packet(1, mem.addr(), mem.mr.rkey(), 2),
+        f.read_packet(2, mem.addr() + 8, mem.mr.rkey(), 8),
+    ]);
+    let nak = loop {
+        let r = f.recv();
+        assert_ne!(r.opcode, Opcode::RcRdmaReadResponseOnly, "the READ over the limit was executed");
+        if r.is_nak() {
+            break r;
+        }
+    };
+    assert_eq!((nak.psn, nak.syndrome), (2, Some(Syndrome::Nak(NakCode::InvalidRequest))));
+    wait_until("the QP in ERR", || b.hca.qp(eb.qp.qpn()).unwrap().state() == HcaQpState::Err);
+    assert_eq!(mem.buf.read_u64(0), 3, "the two atomics within the limit ran");
 }

@@ -10,21 +10,18 @@
 mod common;
 
 use std::io::Write;
-use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
 
 use common::*;
 use provider::cqe::WcStatus;
 use provider::wqe::{Payload, SendOp};
-use softhca::Config;
 
 fn note(why: &str) {
     let _ = writeln!(std::io::stderr(), "NOTE: {why}");
 }
 
 fn host(ip: [u8; 4], trap: bool) -> Host {
-    let cfg = Config { doorbell_trap: trap, ..Config::for_addr(IpAddr::V4(Ipv4Addr::from(ip))) };
-    Host::with_config(cfg)
+    Host::at(ip, |c| c.doorbell_trap = trap)
 }
 
 /// Waits until `h`'s engine has had nothing to do for a while (with the trap: armed, and

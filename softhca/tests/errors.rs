@@ -3,7 +3,7 @@
 //! requests (QP without the access right, receive buffer too small); local protection
 //! errors (bad lkey); RNR retries; a peer that disappears (retries exhausted); flushes.
 //!
-//! Addresses: 127.1.3.x.
+//! Addresses: 127.1.3.x (hints, see common::bind_free).
 
 mod common;
 
@@ -196,6 +196,31 @@ fn rnr_retries_then_rnr_retry_exceeded() {
     let rc = wait(&mut eb.rcq, 1)[0];
     assert_eq!((rc.status, rc.byte_len), (WcStatus::Success, 100));
     assert_eq!(dst.buf.read()[..100], src.buf.read()[..100]);
+}
+
+/// A link-local destination GID that names no instance (a MAC without the Mellanox OUI,
+/// or a softhca MAC whose address nobody holds) is a peer that never answers: the
+/// requests are retried until RETRY_EXC_ERR, then the QP is flushed. Not a hang.
+#[test]
+fn link_local_gid_of_no_instance_gives_retry_exceeded() {
+    let a = Host::new([127, 1, 3, 37]);
+    let local = a.mem(4096, all_access());
+    let foreign: [u8; 16] = "fe80::211:22ff:fe33:4455".parse::<std::net::Ipv6Addr>().unwrap().octets();
+    // The link-local GID of 127.1.250.251 (MAC 00:02:c9:01:fa:fb), an address no test
+    // uses: no instance there.
+    let absent = softhca::Config::for_addr(std::net::IpAddr::from([127, 1, 250, 251])).link_local_gid();
+    for (i, gid) in [foreign, absent].into_iter().enumerate() {
+        let o = Opts { timeout: 8, retry_cnt: 2, ..Default::default() }; // 1 ms x 3
+        let mut ea = End::new(&a, &o);
+        ea.connect_from(&o, 0, 0x4242, gid, 1, 1);
+        let id = 10 * i as u64;
+        ea.qp.post_send(id, &signaled(SendOp::RdmaWrite { raddr: 0x1000, rkey: 0x77 }, Payload::Sgl(&[local.sge(0, 64)]))).unwrap();
+        ea.qp.post_send(id + 1, &signaled(SendOp::Send, Payload::Sgl(&[local.sge(0, 8)]))).unwrap();
+        let wcs = wait(&mut ea.scq, 2);
+        assert_eq!((wcs[0].status, wcs[0].wr_id), (WcStatus::RetryExcErr, id), "{wcs:?}");
+        assert_eq!((wcs[1].status, wcs[1].wr_id), (WcStatus::WrFlushErr, id + 1), "{wcs:?}");
+    }
+    assert!(a.hca.device().counters().ack_timeouts >= 4);
 }
 
 #[test]

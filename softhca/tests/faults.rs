@@ -1,11 +1,13 @@
 //! Reliability under a lossy wire: both instances drop, duplicate and reorder their
 //! transmitted packets (1 % and 10 %), and 256 MiB of RDMA WRITEs (1 MiB each) must
 //! arrive intact, together with READs, SENDs and atomics whose duplicates must not be
-//! executed twice.
+//! executed twice. And READs with 16 outstanding (`bench read-bw -t 16`): go-back-N
+//! sends READ requests again that the responder has already served, which must not eat
+//! into its `max_dest_rd_atomic`.
 //!
 //! `DOORBELL_FAULT_MIB` sets the volume (default 256 MiB per test).
 //!
-//! Addresses: 127.1.2.x.
+//! Addresses: 127.1.2.x (hints, see common::bind_free).
 
 mod common;
 
@@ -13,7 +15,6 @@ use common::*;
 use provider::cqe::WcStatus;
 use provider::wqe::{Payload, SendOp, SendWr};
 use softhca::device::FaultSpec;
-use softhca::Config;
 
 const CHUNK: usize = 1 << 20;
 const SLOTS: usize = 16;
@@ -23,9 +24,7 @@ fn volume_mib() -> usize {
 }
 
 fn lossy(ip: u8, p: f64, seed: u64) -> Host {
-    let mut cfg = Config::for_addr(std::net::IpAddr::from([127, 1, 2, ip]));
-    cfg.fault = Some(FaultSpec::new(p, p, p, seed));
-    Host::with_config(cfg)
+    Host::at([127, 1, 2, ip], |c| c.fault = Some(FaultSpec::new(p, p, p, seed)))
 }
 
 fn run(ip: u8, p: f64) {
@@ -107,4 +106,68 @@ fn lossy_wire_10_percent() {
 #[test]
 fn clean_wire() {
     run(5, 0.0);
+}
+
+/// `DOORBELL_FAULT=drop=0.02,reorder=0.01 doorbell bench read-bw -q 4 -s 4097 -t 16`,
+/// for a few fixed seeds: 16 READs of 4097 bytes (two packets) outstanding on each of
+/// four QPs, every completion a success and every byte checked. Retransmitted READ
+/// requests reach the responder as duplicates of READs it has served (and the requester
+/// may have completed); a new READ after them must be served, not refused with a fatal
+/// invalid-request NAK.
+fn reads_outstanding(seed: u64) {
+    const QPS: usize = 4;
+    const DEPTH: usize = 16;
+    const LEN: usize = 4097;
+    const READS: u64 = 300; // per QP
+    let spec = |s| FaultSpec::new(0.02, 0.0, 0.01, s);
+    let hint = 10 + 2 * (seed % 8) as u8;
+    let a = Host::at([127, 1, 2, hint], |c| c.fault = Some(spec(seed)));
+    let b = Host::at([127, 1, 2, hint + 1], |c| c.fault = Some(spec(seed + 1000)));
+    let o = Opts { mtu: 5, rd_atomic: DEPTH as u8, cq: 256, ..Default::default() };
+    // Distinct contents for every (QP, slot) so a READ landing in the wrong place shows.
+    let src = b.mem(QPS * DEPTH * LEN, all_access());
+    src.buf.fill_pattern(seed);
+    let want = src.buf.read();
+    let dst = a.mem(QPS * DEPTH * LEN, all_access());
+    let mut qps: Vec<(End, End)> = (0..QPS).map(|_| connect(&a, &b, &o)).collect();
+    let at = |q: usize, slot: usize| (q * DEPTH + slot) * LEN;
+    let post = |e: &mut End, q: usize, i: u64| {
+        let slot = (i as usize) % DEPTH;
+        let sgl = [dst.sge(at(q, slot), LEN)];
+        let op = SendOp::RdmaRead { raddr: src.addr() + at(q, slot) as u64, rkey: src.mr.rkey() };
+        e.qp.post_send(i, &signaled(op, Payload::Sgl(&sgl))).unwrap();
+    };
+    for (q, (ea, _)) in qps.iter_mut().enumerate() {
+        for i in 0..DEPTH as u64 {
+            post(ea, q, i);
+        }
+    }
+    let mut done = [0u64; QPS];
+    while done.iter().any(|&d| d < READS) {
+        for (q, (ea, _)) in qps.iter_mut().enumerate() {
+            if done[q] == READS {
+                continue;
+            }
+            let wc = wait(&mut ea.scq, 1)[0];
+            assert_eq!((wc.status, wc.wr_id), (WcStatus::Success, done[q]), "seed {seed} QP {q}: {wc:?} ({:?})", b.hca.device().counters());
+            let r = at(q, (done[q] as usize) % DEPTH);
+            let got = dst.buf.read();
+            assert!(got[r..r + LEN] == want[r..r + LEN], "seed {seed} QP {q}: READ {} returned wrong bytes", done[q]);
+            dst.buf.write(r, &[0; LEN]);
+            let next = done[q] + DEPTH as u64;
+            if next < READS {
+                post(ea, q, next);
+            }
+            done[q] += 1;
+        }
+    }
+    let (ca, cb) = (a.hca.device().counters(), b.hca.device().counters());
+    assert_eq!((ca.err_naks_received, cb.err_naks_sent, ca.error_cqes), (0, 0, 0), "seed {seed}: {ca:?}\n{cb:?}");
+}
+
+#[test]
+fn reads_16_outstanding_on_a_lossy_wire() {
+    for seed in [4, 15, 17, 100, 172] {
+        reads_outstanding(seed);
+    }
 }

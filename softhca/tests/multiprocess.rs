@@ -3,9 +3,9 @@
 //! child's stdin/stdout, and then move data both ways over RoCEv2 between two softhca
 //! instances that share nothing but the wire.
 //!
-//! Parent (127.1.4.1): RDMA WRITE 1 MiB into the peer, then SEND "go". Peer (127.1.4.2):
-//! checks every byte, RDMA WRITE_WITH_IMM 1 MiB back, RDMA READ the parent's buffer and
-//! checks it, FETCH_AND_ADD on the parent's counter, then reports "MP ok".
+//! Parent (near 127.1.4.1): RDMA WRITE 1 MiB into the peer, then SEND "go". Peer (near
+//! 127.1.4.2): checks every byte, RDMA WRITE_WITH_IMM 1 MiB back, RDMA READ the parent's
+//! buffer and checks it, FETCH_AND_ADD on the parent's counter, then reports "MP ok".
 
 mod common;
 

@@ -8,14 +8,23 @@
 //!
 //! Skips, saying so, when dumpcap is missing or may not capture (needs root or
 //! CAP_NET_RAW), or when the loopback address is unavailable.
+//!
+//! Also: softhca's own capture (`DOORBELL_PCAP`) holds every packet the instance sent
+//! and received once the process has exited, even when the instance was never dropped.
+
+mod common;
 
 use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::*;
 use pcap_file::pcap::PcapReader;
+use provider::cqe::WcStatus;
+use provider::wqe::{Payload, SendOp};
 use softhca::wire::{BthRepr, Endpoints, Opcode, RethRepr, RocePacket};
 
 fn skip(why: &str) {
@@ -235,4 +244,100 @@ fn kernel_ipv6_header_matches_the_icrc_reconstruction() {
         Ok(frames) => check_frames(&frames, true),
         Err(why) => skip(&format!("IPv6 capture check not run: {why}")),
     }
+}
+
+/// Where `pcap_file_is_complete_at_exit` runs its child.
+const PCAP_CHILD: &str = "DOORBELL_PCAP_CHILD";
+
+/// The child: two capturing instances that are never dropped (like a program's default
+/// instance, a static), some traffic, the packet counts on stdout, and an exit right
+/// after the last completion.
+fn pcap_child(dir: &Path) {
+    // The timed fallback keeps an engine stepping for 2 ms after its last packet before
+    // it sleeps (and flushes its capture): longer than this process takes to exit.
+    let mk = |hint| Host::at(hint, |c| {
+        c.pcap = Some(dir.join("cap-{addr}.pcap"));
+        c.doorbell_trap = false;
+    });
+    let (a, b) = (mk([127, 1, 6, 1]), mk([127, 1, 6, 2]));
+    let o = Opts { mtu: 1, ..Default::default() };
+    let (mut ea, eb) = connect(&a, &b, &o);
+    let src = a.mem(4096, all_access());
+    let dst = b.mem(4096, all_access());
+    src.buf.fill_pattern(3);
+    for i in 0..40u64 {
+        let len = 1 + (i as usize * 397) % 4000;
+        let op = if i % 2 == 0 {
+            SendOp::RdmaWrite { raddr: dst.addr(), rkey: dst.mr.rkey() }
+        } else {
+            SendOp::RdmaRead { raddr: dst.addr(), rkey: dst.mr.rkey() }
+        };
+        ea.qp.post_send(i, &signaled(op, Payload::Sgl(&[src.sge(0, len)]))).unwrap();
+        assert_eq!(wait(&mut ea.scq, 1)[0].status, WcStatus::Success);
+    }
+    // Every packet sent has arrived and is counted ...
+    let start = Instant::now();
+    loop {
+        let (ca, cb) = (a.hca.device().counters(), b.hca.device().counters());
+        if ca.tx_packets == cb.rx_packets && cb.tx_packets == ca.rx_packets {
+            break;
+        }
+        assert!(start.elapsed() < WAIT, "packets still in flight: {ca:?} {cb:?}");
+        std::thread::yield_now();
+    }
+    // ... and the engine steps that counted (and captured) them are over: a
+    // deregistration waits for the engine lock.
+    drop((src, dst));
+    let (ca, cb) = (a.hca.device().counters(), b.hca.device().counters());
+    println!("PCAP {} {} {} {}", a.addr(), ca.tx_packets + ca.rx_packets, b.addr(), cb.tx_packets + cb.rx_packets);
+    std::io::stdout().flush().unwrap();
+    std::mem::forget((ea, eb, a, b));
+}
+
+/// The frames of a pcap file written by softhca, each checked to hold a RoCEv2 packet
+/// with a valid ICRC.
+fn softhca_capture(path: &Path) -> Vec<Vec<u8>> {
+    let file = std::fs::File::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut r = PcapReader::new(file).expect("a pcap file");
+    let mut frames = Vec::new();
+    while let Some(p) = r.next_packet() {
+        let f = p.expect("a whole record").data.into_owned();
+        // Ethernet 14 + IPv4 20 + UDP 8.
+        let ip = &f[14..34];
+        let src = SocketAddr::from(([ip[12], ip[13], ip[14], ip[15]], u16::from_be_bytes([f[34], f[35]])));
+        let dst = SocketAddr::from(([ip[16], ip[17], ip[18], ip[19]], u16::from_be_bytes([f[36], f[37]])));
+        RocePacket::parse(&f[42..], &Endpoints::new(src, dst)).expect("a captured packet with a valid ICRC");
+        frames.push(f);
+    }
+    frames
+}
+
+/// `DOORBELL_PCAP` in a process that exits normally right after its last packets: the
+/// file holds every packet the device counted, sent and received. (The capture used to
+/// be flushed only when the engine slept or stopped, and a never-dropped instance lost
+/// its last packets at exit.)
+#[test]
+fn pcap_file_is_complete_at_exit() {
+    if let Some(dir) = std::env::var_os(PCAP_CHILD) {
+        return pcap_child(Path::new(&dir));
+    }
+    let dir = std::env::temp_dir().join(format!("softhca-pcap-exit-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "pcap_file_is_complete_at_exit", "--nocapture", "--test-threads", "1"])
+        .env(PCAP_CHILD, &dir)
+        .env_remove("DOORBELL_FAULT")
+        .output()
+        .expect("spawn the child");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "child failed: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    let line = stdout.lines().find_map(|l| l.find("PCAP ").map(|i| &l[i + 5..])).expect("the child's counts");
+    let f: Vec<&str> = line.split_whitespace().collect();
+    for host in f.chunks(2) {
+        let (addr, counted): (&str, usize) = (host[0], host[1].parse().unwrap());
+        let frames = softhca_capture(&dir.join(format!("cap-{addr}.pcap")));
+        assert!(counted > 80, "{addr}: {counted} packets");
+        assert_eq!(frames.len(), counted, "{addr}: packets in the capture vs. sent + received");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -88,6 +88,15 @@ fn rc_pingpong_gid_index_2() {
     check_pingpong(&pair, 5000, 50, "::ffff:127.0.0.");
 }
 
+/// `-g 0`: the link-local GID (`fe80::` + the EUI-64 of the port's MAC, RoCE v1 type),
+/// which real RoCE resolves to the peer's MAC on the link; softhca resolves it to the
+/// instance that owns the MAC (see softhca::config).
+#[test]
+fn rc_pingpong_link_local_gid() {
+    let Some(pair) = stock_pair("ibv_rc_pingpong", &["-d", "softhca0", "-g", "0", "-n", "50", "-c"]) else { return };
+    check_pingpong(&pair, 4096, 50, "fe80::202:c9ff:fe");
+}
+
 /// Without `-g` the address vector has no GRH, which a RoCE port refuses (as mlx5 on
 /// Ethernet does): the server reports the failed RTR transition and both ends exit
 /// non-zero (and neither hangs).

@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use crate::config::ROCE_V2_PORT;
 use crate::hca::Hca;
-use crate::objects::{Qp, QpAttrs, QpState};
+use crate::objects::{AddressVector, Qp, QpAttrs, QpState};
 
 use super::counters::Counters;
 use super::cqe::{opcode as cqe_op, syndrome, CqCtx, Cqe};
@@ -78,7 +78,10 @@ pub(crate) struct QpCtx {
     pub published: (u16, u16),
 }
 
-/// The UDP destination a GID names: an IPv4-mapped GID is that IPv4 address.
+/// The UDP destination a GID names literally: an IPv4-mapped GID is that IPv4 address,
+/// any other GID that IPv6 address. A link-local GID needs the local link to resolve (see
+/// [`crate::Config::peer_addr`], which the kernel half applies when the address vector
+/// is set, and [`peer_of_av`]).
 pub fn peer_of(dgid: &[u8; 16]) -> Option<SocketAddr> {
     let v6 = std::net::Ipv6Addr::from(*dgid);
     let ip = match v6.to_ipv4_mapped() {
@@ -87,6 +90,18 @@ pub fn peer_of(dgid: &[u8; 16]) -> Option<SocketAddr> {
         None => IpAddr::V6(v6),
     };
     Some(SocketAddr::new(ip, ROCE_V2_PORT))
+}
+
+/// Where a connected QP's packets go: the host its address vector resolved to when it was
+/// set. A GID that names no softhca host (a link-local GID of a foreign MAC) keeps its
+/// literal address, which no datagram reaches (the send fails and is counted in
+/// `tx_errors`): like packets to a MAC nobody has, requests are retried until the QP's
+/// retry count runs out and the WQE completes with RETRY_EXC_ERR.
+pub fn peer_of_av(av: &AddressVector) -> Option<SocketAddr> {
+    match av.dest_ip {
+        Some(ip) => Some(SocketAddr::new(ip, ROCE_V2_PORT)),
+        None => peer_of(&av.dgid),
+    }
 }
 
 impl QpCtx {
@@ -127,7 +142,7 @@ impl QpCtx {
         let to = attrs.state;
         self.attrs = attrs;
         self.mtu = attrs.mtu_bytes().unwrap_or(256);
-        self.peer = peer_of(&attrs.av.dgid);
+        self.peer = peer_of_av(&attrs.av);
         if to == QpState::Reset || (from == QpState::Reset && to == QpState::Init) {
             // Back to the start: libmlx5 zeroes the doorbell record after RESET.
             self.sq_pi = 0;

@@ -9,6 +9,19 @@
 //! - PSN behind: a duplicate. SEND/WRITE are acknowledged again, READs re-executed from
 //!   their RETH, atomics answered from the saved original value (never re-executed).
 //!
+//! READs and atomics hold one of the QP's `max_dest_rd_atomic` responder resources
+//! ([`RdSlot`]), as on a ConnectX: a ring of the most recent ones, each remembering its
+//! PSN range, whether its response has gone out completely, and an atomic's original
+//! value. A new READ/atomic takes a slot; when the ring is full the oldest slot is
+//! recycled, which is safe because a requester keeps at most `max_rd_atomic` of them
+//! outstanding, so the new request tells that it has the oldest one's response. Only
+//! when that response has never gone out completely has the requester exceeded the limit
+//! (invalid request NAK). A duplicate READ or atomic takes no slot: it is served from
+//! the slot its PSN falls in (a READ re-executed from the requested PSN, replacing the
+//! response streams from there on; an atomic answered with the saved value), and one
+//! older than every slot is ignored (IBA: a duplicate for a resource the responder no
+//! longer holds is silently dropped; the requester has finished with it).
+//!
 //! SEND and WRITE_WITH_IMM consume a receive WQE; with none posted the responder sends an
 //! RNR NAK with the QP's `min_rnr_timer` and leaves the expected PSN where it was.
 //! Acknowledges are coalesced: a request with AckReq marks the QP, and one ACK for the
@@ -38,9 +51,6 @@ use super::wqe::Sge;
 /// How long a PSN gap may last before the sequence NAK is repeated.
 pub const RENAK: Duration = Duration::from_micros(500);
 
-/// Atomic results kept for answering duplicates.
-const SAVED_ATOMICS: usize = 64;
-
 /// A message being received.
 #[derive(Debug)]
 pub enum InMsg {
@@ -69,6 +79,27 @@ pub struct ReadStream {
     pub msn: u32,
 }
 
+/// One responder resource: a READ or atomic accepted at the expected PSN (see the module
+/// docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RdSlot {
+    /// First PSN, and PSNs covered (a READ's response packets; 1 for an atomic).
+    pub psn: u32,
+    pub n: u32,
+    /// The whole response has been sent at least once (a READ's last response packet, or
+    /// the atomic ACK).
+    pub served: bool,
+    /// An atomic's original value, the answer to its duplicates.
+    pub orig: Option<u64>,
+}
+
+impl RdSlot {
+    fn holds(&self, p: u32) -> bool {
+        let d = psn::diff(p, self.psn);
+        d >= 0 && (d as u32) < self.n
+    }
+}
+
 /// A response waiting to be sent.
 #[derive(Debug, Clone, Copy)]
 pub enum Out {
@@ -91,8 +122,8 @@ pub struct Responder {
     pub cur: Option<InMsg>,
     pub out: VecDeque<Out>,
     pub ack_pending: bool,
-    /// `(psn, original value)` of recent atomics.
-    pub atomics: VecDeque<(u32, u64)>,
+    /// The READ/atomic resources in use, oldest first (at most `max_dest_rd_atomic`).
+    pub slots: VecDeque<RdSlot>,
 }
 
 impl Responder {
@@ -123,8 +154,32 @@ impl Responder {
         self.out.push_back(o);
     }
 
-    fn pending_reads(&self) -> u32 {
-        self.out.iter().filter(|o| matches!(o, Out::Read(_))).count() as u32
+    /// The slot whose PSN range holds `p`.
+    fn slot(&mut self, p: u32) -> Option<&mut RdSlot> {
+        self.slots.iter_mut().find(|s| s.holds(p))
+    }
+
+    /// Makes room for a new READ/atomic among `max` slots by recycling the oldest one,
+    /// whose queued (duplicate) responses are dropped: the requester has it complete.
+    /// Fails when the oldest response never went out: the requester has more than `max`
+    /// outstanding.
+    fn make_room(&mut self, max: u32) -> Result<(), ()> {
+        while self.slots.len() >= max.max(1) as usize {
+            let old = self.slots.front().copied().expect("slots is not empty");
+            if !old.served {
+                return Err(());
+            }
+            self.slots.pop_front();
+            self.out.retain(|o| !matches!(o, Out::Read(s) if old.holds(s.psn)));
+        }
+        Ok(())
+    }
+
+    /// The response of the slot holding `p` has gone out completely.
+    fn served(&mut self, p: u32) {
+        if let Some(s) = self.slot(p) {
+            s.served = true;
+        }
     }
 }
 
@@ -346,10 +401,11 @@ impl QpCtx {
             Ok(v) => v,
             Err((code, why)) => return self.nak_fatal(env, code, &why),
         };
-        if self.resp.pending_reads() >= self.attrs.max_dest_rd_atomic().max(1) {
-            return self.nak_fatal(env, NakCode::InvalidRequest, "more READs than max_dest_rd_atomic");
+        if self.resp.make_room(self.attrs.max_dest_rd_atomic()).is_err() {
+            return self.nak_fatal(env, NakCode::InvalidRequest, "more READs/atomics than max_dest_rd_atomic");
         }
         let n = packets(len, self.mtu);
+        self.resp.slots.push_back(RdSlot { psn: pkt.bth.psn, n, served: false, orig: None });
         self.resp.msn = psn::add(self.resp.msn, 1);
         let s = ReadStream { psn: pkt.bth.psn, va, rkey, len, k: 0, n, msn: self.resp.msn };
         tracing::trace!(target: "softhca::responder", qpn = self.qp.qpn, psn = s.psn, va, len, rkey, packets = n, "read request");
@@ -368,6 +424,9 @@ impl QpCtx {
         if a.va % 8 != 0 {
             return self.nak_fatal(env, NakCode::InvalidRequest, "misaligned atomic");
         }
+        if self.resp.make_room(self.attrs.max_dest_rd_atomic()).is_err() {
+            return self.nak_fatal(env, NakCode::InvalidRequest, "more READs/atomics than max_dest_rd_atomic");
+        }
         let compare = (pkt.bth.opcode == Opcode::RcCompareSwap).then_some(a.compare);
         let orig = match mkey::atomic_remote(env.hca, &self.qp.pd, a.rkey, a.va, compare, a.swap_add) {
             Ok(v) => v,
@@ -375,10 +434,7 @@ impl QpCtx {
         };
         tracing::trace!(target: "softhca::responder", qpn = self.qp.qpn, psn = pkt.bth.psn, va = a.va, orig, "atomic");
         let p = pkt.bth.psn;
-        if self.resp.atomics.len() >= SAVED_ATOMICS {
-            self.resp.atomics.pop_front();
-        }
-        self.resp.atomics.push_back((p, orig));
+        self.resp.slots.push_back(RdSlot { psn: p, n: 1, served: false, orig: Some(orig) });
         self.resp.msn = psn::add(self.resp.msn, 1);
         let msn = self.resp.msn;
         self.resp.push(Out::AtomicAck { psn: p, msn, orig });
@@ -389,7 +445,13 @@ impl QpCtx {
         let p = pkt.bth.psn;
         match pkt.bth.opcode {
             Opcode::RcRdmaReadRequest => {
-                // Executed again from the (possibly advanced) RETH of the re-request.
+                // Executed again from the (possibly advanced) RETH of the re-request, in
+                // the slot of the original: no new resource. One older than every slot is
+                // for a READ the requester has finished (a delayed copy): ignored.
+                if !self.resp.slots.iter().any(|s| s.holds(p)) {
+                    tracing::debug!(target: "softhca::responder", qpn = self.qp.qpn, psn = p, "duplicate read of no held resource: ignored");
+                    return;
+                }
                 let Ok((va, rkey, len)) = self.check_read(pkt, env) else { return };
                 let n = packets(len, self.mtu);
                 self.resp.out.retain(|o| match o {
@@ -401,9 +463,16 @@ impl QpCtx {
                 self.resp.push(Out::Read(s));
             }
             Opcode::RcCompareSwap | Opcode::RcFetchAdd => {
-                if let Some(&(_, orig)) = self.resp.atomics.iter().find(|(q, _)| *q == p) {
-                    let msn = self.resp.msn;
-                    self.resp.push(Out::AtomicAck { psn: p, msn, orig });
+                // Answered from the saved original value, never executed again.
+                match self.resp.slots.iter().find(|s| s.psn == p).and_then(|s| s.orig) {
+                    Some(orig) => {
+                        let msn = self.resp.msn;
+                        tracing::trace!(target: "softhca::responder", qpn = self.qp.qpn, psn = p, orig, "duplicate atomic: saved result");
+                        self.resp.push(Out::AtomicAck { psn: p, msn, orig });
+                    }
+                    None => {
+                        tracing::debug!(target: "softhca::responder", qpn = self.qp.qpn, psn = p, "duplicate atomic of no held resource: ignored");
+                    }
                 }
             }
             _ => self.resp.ack_pending = true,
@@ -450,6 +519,7 @@ impl QpCtx {
                     pkt.atomic_ack_eth = Some(AtomicAckEthRepr { orig_data: orig });
                     env.tx.send(&pkt, peer, env.counters);
                     self.resp.out.pop_front();
+                    self.resp.served(p);
                 }
                 Out::Read(s) => {
                     if self.state == QpState::Err {
@@ -494,7 +564,9 @@ impl QpCtx {
                     if let Some(Out::Read(f)) = self.resp.out.front_mut() {
                         f.k += 1;
                         if f.k >= f.n {
+                            let first = f.psn;
                             self.resp.out.pop_front();
+                            self.resp.served(first);
                         }
                     }
                 }

@@ -76,7 +76,10 @@ impl QpCtx {
                 self.req.tx_idx += 1;
                 continue;
             };
-            let Some(dst) = peer_of(&av.dgid) else {
+            // Resolved as the kernel resolves an AH's GID (a link-local one on softhca's
+            // link, see Config::peer_addr).
+            let resolved = env.hca.config().peer_addr(&av.dgid).map(|ip| SocketAddr::new(ip, ROCE_V2_PORT));
+            let Some(dst) = resolved.or_else(|| peer_of(&av.dgid)) else {
                 self.req.wqes[idx].error = Some(syndrome::LOCAL_QP_OP);
                 break;
             };

@@ -94,9 +94,13 @@ pub struct AddressVector {
     pub static_rate: u8,
     pub dlid: u16,
     pub src_path_bits: u8,
-    /// Destination MAC. softhca has no neighbour table; the device half addresses peers by
-    /// GID (the IPv4 address inside it), so this stays zero.
+    /// Destination MAC, resolved when the address vector is set (as `ib_resolve_eth_dmac`
+    /// does): the MAC inside a link-local GID, or the MAC of the softhca host an IP GID
+    /// names; zero when neither applies.
     pub dmac: [u8; 6],
+    /// softhca's wire: the address of the host the GID names, resolved when the address
+    /// vector is set ([`crate::Config::peer_addr`]); None for a GID that names none.
+    pub dest_ip: Option<std::net::IpAddr>,
 }
 
 /// The modifiable part of the QP context, in the hardware's terms: what QUERY_QP reads

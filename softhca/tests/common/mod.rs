@@ -1,8 +1,15 @@
 //! Shared helpers of the data-path tests: two softhca instances ("hosts") on loopback
 //! addresses, driven through doorbell's provider exactly as an application would.
+//!
+//! Addresses: each test names its hosts by a hint `[127, x, y, z]`, unique inside its
+//! test binary, and [`bind_free`] binds the first free one of `127.x.y.z`,
+//! `127.(x+1).y.z`, ... . So two runs of the same tests at once (two `cargo test`
+//! processes, or a test binary and its re-run) never fail with "Address already in use":
+//! the second finds the address taken and moves on. Tests address their peers by the
+//! hosts' real GIDs and addresses (`Host::gid`, `Host::addr`), never by the hint.
 #![allow(dead_code)]
 
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, UdpSocket};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -121,14 +128,43 @@ pub struct Host {
     pub hca: Arc<Hca>,
 }
 
+/// Binds the RoCEv2 port (UDP 4791) on the first free address of `127.x.y.z`,
+/// `127.(x+1).y.z`, ... (second octet 1..=254, wrapping) for `hint = [127, x, y, z]`, and
+/// returns the address and the bound socket (bound here, so nobody can take it between
+/// the check and the use). See the module docs.
+pub fn bind_free(hint: [u8; 4]) -> (IpAddr, UdpSocket) {
+    let start = hint[1].max(1) as u32;
+    let mut last = None;
+    for i in 0..254u32 {
+        let second = (1 + (start - 1 + i) % 254) as u8;
+        let ip = IpAddr::V4(Ipv4Addr::new(127, second, hint[2], hint[3]));
+        match softhca::config::bind_roce_socket(ip) {
+            Ok(s) => return (ip, s),
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => last = Some(e),
+            Err(e) => panic!("bind {ip}:4791: {e}"),
+        }
+    }
+    panic!("no free 127.*.{}.{} address: {last:?}", hint[2], hint[3]);
+}
+
 impl Host {
-    pub fn new(ip: [u8; 4]) -> Host {
-        Host::with_config(Config::for_addr(IpAddr::V4(Ipv4Addr::from(ip))))
+    /// An instance on a free address near `hint` (see [`bind_free`]).
+    pub fn new(hint: [u8; 4]) -> Host {
+        Host::at(hint, |_| {})
     }
 
-    pub fn with_config(cfg: Config) -> Host {
+    /// An instance on a free address near `hint`, its configuration adjusted by `f`.
+    pub fn at(hint: [u8; 4], f: impl FnOnce(&mut Config)) -> Host {
+        let (ip, sock) = bind_free(hint);
+        let mut cfg = Config::for_addr(ip);
+        f(&mut cfg);
+        Host::with_socket(cfg, sock)
+    }
+
+    /// An instance with configuration `cfg` on `sock`, already bound to `cfg.addr`:4791.
+    pub fn with_socket(cfg: Config, sock: UdpSocket) -> Host {
         trace();
-        let hca = Hca::new(cfg).expect("bind the instance's address");
+        let hca = Hca::with_socket(cfg, sock).expect("start the instance");
         let dev = uverbs::Device::from_endpoint(Box::new(hca.open()), "softhca0");
         let ctx = Context::from_device(dev).expect("open context");
         let pd = ctx.alloc_pd().expect("alloc pd");
@@ -137,6 +173,11 @@ impl Host {
 
     pub fn gid(&self) -> [u8; 16] {
         self.hca.config().ip_gid()
+    }
+
+    /// The instance's address.
+    pub fn addr(&self) -> IpAddr {
+        self.hca.config().addr
     }
 
     pub fn mem(&self, len: usize, access: Access) -> Mem {
@@ -205,12 +246,18 @@ impl End {
         End { qp, scq, rcq }
     }
 
-    /// INIT -> RTR -> RTS towards `remote` (QPN, GID) with PSNs `my_psn` / `their_psn`.
+    /// INIT -> RTR -> RTS towards `remote` (QPN, GID) with PSNs `my_psn` / `their_psn`,
+    /// from the IPv4-mapped RoCE v2 GID (index 3).
     pub fn connect(&self, o: &Opts, remote_qpn: u32, remote_gid: [u8; 16], my_psn: u32, their_psn: u32) {
+        self.connect_from(o, 3, remote_qpn, remote_gid, my_psn, their_psn);
+    }
+
+    /// [`End::connect`] from source GID index `sgid_index`.
+    pub fn connect_from(&self, o: &Opts, sgid_index: u8, remote_qpn: u32, remote_gid: [u8; 16], my_psn: u32, their_psn: u32) {
         self.qp.to_init(1, o.access).expect("INIT");
         let rtr = QpAttr {
             state: Some(QpState::Rtr),
-            ah: Some(provider::qp::Ah { dgid: remote_gid, sgid_index: 3, hop_limit: 64, port: 1, ..Default::default() }),
+            ah: Some(provider::qp::Ah { dgid: remote_gid, sgid_index, hop_limit: 64, port: 1, ..Default::default() }),
             path_mtu: Some(o.mtu),
             dest_qpn: Some(remote_qpn),
             rq_psn: Some(their_psn),

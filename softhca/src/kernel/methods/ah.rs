@@ -42,6 +42,7 @@ pub(crate) fn create_ah(c: &mut WCall<'_>) -> Result<()> {
     }
     let resp = Mlx5CreateAhResp { response_length: min_resp as u32, ..Default::default() };
     c.udata.copy_to(&resp.as_bytes()[..min_resp])?;
+    let (dmac, dest_ip) = c.hca.config().resolve(&a.dgid);
     let av = AddressVector {
         dgid: a.dgid,
         flow_label: a.flow_label & 0xf_ffff,
@@ -52,7 +53,8 @@ pub(crate) fn create_ah(c: &mut WCall<'_>) -> Result<()> {
         static_rate: a.static_rate,
         dlid: a.dlid,
         src_path_bits: a.src_path_bits,
-        dmac: [0; 6],
+        dmac,
+        dest_ip,
     };
     pd.usecnt.fetch_add(1, Ordering::SeqCst);
     let ah = Arc::new(Ah { pd, av, port: a.port_num, user_handle: cmd.user_handle,

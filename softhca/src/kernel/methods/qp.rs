@@ -588,6 +588,9 @@ fn modify_qp(hca: &Hca, st: &mut FileState, cmd: &ExModifyQp, udata: &Udata) -> 
         if !(d.static_rate == 0 || (2..=22).contains(&d.static_rate)) {
             return Err(Errno::EINVAL);
         }
+        // ib_resolve_eth_dmac: where the GID leads (a link-local GID on softhca's link,
+        // see config::Config::peer_addr).
+        let (dmac, dest_ip) = hca.config().resolve(&d.dgid);
         n.av = AddressVector {
             dgid: d.dgid,
             flow_label: d.flow_label & 0xf_ffff,
@@ -598,7 +601,8 @@ fn modify_qp(hca: &Hca, st: &mut FileState, cmd: &ExModifyQp, udata: &Udata) -> 
             static_rate: d.static_rate,
             dlid: 0,
             src_path_bits: 0,
-            dmac: [0; 6],
+            dmac,
+            dest_ip,
         };
         n.port = if mask & PORT != 0 { port_num } else { core_port };
     }
