@@ -232,7 +232,14 @@ fn sweep(comm: &mut Communicator, a: &Args, dtypes: &[DataType], ops: &[ReduceOp
     if root {
         let algo = match comm.tuning().algo.forced {
             Some(f) => f.name().to_string(),
-            None => format!("auto (tree up to {} B, ring above)", comm.tuning().algo.tree_max_bytes),
+            None => {
+                let c = comm.tuning().algo;
+                if collective::doubling::applies(n) {
+                    format!("auto (doubling up to {} B, tree up to {} B, ring above)", c.doubling_max_bytes, c.tree_max_bytes)
+                } else {
+                    format!("auto (tree up to {} B, ring above)", c.tree_max_bytes)
+                }
+            }
         };
         println!("# doorbell allreduce: {n} ranks, algo {algo}, transport {}", comm.transport());
         println!("# minbytes {} maxbytes {} stepfactor {} iters {} warmup {} check {}", a.minbytes, a.maxbytes, a.stepfactor, a.iters, a.warmup, a.check);

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The collective benchmark of docs/BENCHMARKS.md: 4 ranks on this machine, doorbell's
-# ring and tree all-reduce (float sum, softhca over 127.0.0.N) against Open MPI's
-# MPI_Allreduce over TCP loopback, measured in the same run, and a merged table of
-# busbw ratios and the ring/tree crossover.
+# ring, tree and recursive doubling all-reduce (float sum, softhca over 127.0.0.N)
+# against Open MPI's MPI_Allreduce over TCP loopback, measured in the same run, and a
+# merged table of busbw ratios and the crossovers.
 #
 #   collective/bench/run.sh [-b 8] [-e 64M] [-n 10] [-w 2] [-o OUTDIR]
 #
@@ -25,7 +25,7 @@ mkdir -p "$out"
 mpicc -O2 -o "$out/mpi_allreduce" "$root/collective/bench/mpi_allreduce.c"
 
 echo "# $(date -u +%FT%TZ) $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)" | tee "$out/env.txt"
-for algo in ring tree; do
+for algo in ring tree doubling; do
   echo "== doorbell $algo" >&2
   "$bin" allreduce --count 0 --algo "$algo" -b "$minb" -e "$maxb" -n "$iters" -w "$warmup" | tee "$out/doorbell_$algo.txt"
 done
@@ -44,17 +44,28 @@ def rows(name):
             # size -> (out-of-place time, busbw), in-place ignored (same shape)
             r[int(f[0])] = (float(f[4]), float(f[6]))
     return r
-ring, tree, mpi = rows('doorbell_ring.txt'), rows('doorbell_tree.txt'), rows('mpi.txt')
-print("\n| size | ring us | tree us | Open MPI us | ring busbw | tree busbw | MPI busbw | best/MPI busbw | best algo |")
-print("|---:|---:|---:|---:|---:|---:|---:|---:|:--|")
-cross = None
-for s in sorted(set(ring) & set(tree) & set(mpi)):
-    (rt, rb), (tt, tb), (mt, mb) = ring[s], tree[s], mpi[s]
-    best = 'ring' if rt <= tt else 'tree'
-    if best == 'ring' and cross is None:
-        cross = s
-    bb = max(rb, tb)
+algos = ['ring', 'tree', 'doubling']
+res = {a: rows(f'doorbell_{a}.txt') for a in algos}
+mpi = rows('mpi.txt')
+print("\n| size | ring us | tree us | doubling us | Open MPI us | ring busbw | tree busbw | doubling busbw | MPI busbw | best/MPI time | best/MPI busbw | best algo |")
+print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|:--|")
+cross = {}
+sizes = set(mpi)
+for a in algos:
+    sizes &= set(res[a])
+for s in sorted(sizes):
+    t = {a: res[a][s][0] for a in algos}
+    b = {a: res[a][s][1] for a in algos}
+    (mt, mb) = mpi[s]
+    best = min(algos, key=lambda a: t[a])
+    for x in algos:
+        for y in algos:
+            if x != y and t[x] <= t[y] and (x, y) not in cross:
+                cross[(x, y)] = s
+    bb = b[best]
     ratio = f"{bb / mb:.2f}" if mb > 0 else "-"
-    print(f"| {s} | {rt:.1f} | {tt:.1f} | {mt:.1f} | {rb:.3f} | {tb:.3f} | {mb:.3f} | {ratio} | {best} |")
-print(f"\nring/tree crossover (first size where the ring is faster): {cross} B")
+    print(f"| {s} | {t['ring']:.1f} | {t['tree']:.1f} | {t['doubling']:.1f} | {mt:.1f} | {b['ring']:.3f} | {b['tree']:.3f} | {b['doubling']:.3f} | {mb:.3f} | {t[best] / mt:.2f} | {ratio} | {best} |")
+print()
+for x, y in [('tree', 'doubling'), ('ring', 'tree'), ('ring', 'doubling')]:
+    print(f"{x} at least as fast as {y} first at: {cross.get((x, y))} B")
 PY

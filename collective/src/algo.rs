@@ -1,25 +1,36 @@
 //! Choosing the all-reduce algorithm.
 //!
-//! The tree's latency grows with `log2 n` hops, the ring's with `2 (n - 1)` steps,
-//! but the ring moves the minimum `2 (n - 1) / n` of the data per rank with every
-//! link busy, while the tree sends the whole (half) buffer through each inner node.
-//! So small messages take the tree and large ones the ring. The crossover
-//! ([`DEFAULT_TREE_MAX_BYTES`]) was measured with `doorbell allreduce` on softhca, 4
-//! ranks (docs/BENCHMARKS.md, docs/collectives.md); `DOORBELL_TREE_MAX_BYTES`
-//! overrides it and `DOORBELL_ALGO=ring|tree` (or `--algo`) forces one.
+//! Recursive doubling takes `log2 n` sequential messages, the tree `2 log2 n` (up and
+//! down), the ring `2 (n - 1)`; but the ring moves the minimum `2 (n - 1) / n` of the
+//! data per rank with every link busy, the tree sends the whole (half) buffer through
+//! each inner node, and recursive doubling sends the whole buffer `log2 n` times. So
+//! small messages take recursive doubling (when the rank count is a power of two),
+//! middle ones the tree, and large ones the ring. The crossovers
+//! ([`DEFAULT_DOUBLING_MAX_BYTES`], [`DEFAULT_TREE_MAX_BYTES`]) were measured with
+//! `doorbell allreduce` on softhca, 4 ranks (docs/BENCHMARKS.md,
+//! docs/collectives.md); `DOORBELL_DOUBLING_MAX_BYTES` and `DOORBELL_TREE_MAX_BYTES`
+//! override them and `DOORBELL_ALGO=ring|tree|doubling` (or `--algo`) forces one.
 
 use std::fmt;
 use std::str::FromStr;
 
-/// Messages up to this many bytes use the tree (when not forced): the crossover
-/// measured with 4 ranks on softhca lay between 512 KiB and 2 MiB over two runs.
-pub const DEFAULT_TREE_MAX_BYTES: usize = 512 << 10;
+/// Messages up to this many bytes use the tree (when not forced and recursive doubling
+/// does not apply): with 3 ranks on softhca (polled mode) the tree led up to 64 KiB and
+/// the ring from 256 KiB.
+pub const DEFAULT_TREE_MAX_BYTES: usize = 128 << 10;
+
+/// Messages up to this many bytes use recursive doubling when the rank count is a
+/// power of two (when not forced): with 4 ranks on softhca it led from 8 B to 128 KiB,
+/// the ring from 256 KiB (docs/BENCHMARKS.md).
+pub const DEFAULT_DOUBLING_MAX_BYTES: usize = 128 << 10;
 
 /// An all-reduce algorithm.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Algo {
     Ring,
     Tree,
+    /// Recursive doubling (power-of-two rank counts; others fall back to the tree).
+    Doubling,
 }
 
 impl Algo {
@@ -27,6 +38,7 @@ impl Algo {
         match self {
             Algo::Ring => "ring",
             Algo::Tree => "tree",
+            Algo::Doubling => "doubling",
         }
     }
 }
@@ -43,7 +55,8 @@ impl FromStr for Algo {
         match s.to_ascii_lowercase().as_str() {
             "ring" => Ok(Algo::Ring),
             "tree" => Ok(Algo::Tree),
-            _ => Err(format!("unknown algorithm {s:?} (ring, tree)")),
+            "doubling" | "rd" => Ok(Algo::Doubling),
+            _ => Err(format!("unknown algorithm {s:?} (ring, tree, doubling)")),
         }
     }
 }
@@ -55,16 +68,18 @@ pub struct AlgoChoice {
     pub forced: Option<Algo>,
     /// Largest message (bytes) for the tree when not forced.
     pub tree_max_bytes: usize,
+    /// Largest message (bytes) for recursive doubling when not forced.
+    pub doubling_max_bytes: usize,
 }
 
 impl Default for AlgoChoice {
     fn default() -> Self {
-        AlgoChoice { forced: None, tree_max_bytes: DEFAULT_TREE_MAX_BYTES }
+        AlgoChoice { forced: None, tree_max_bytes: DEFAULT_TREE_MAX_BYTES, doubling_max_bytes: DEFAULT_DOUBLING_MAX_BYTES }
     }
 }
 
 impl AlgoChoice {
-    /// From `DOORBELL_ALGO` and `DOORBELL_TREE_MAX_BYTES`.
+    /// From `DOORBELL_ALGO`, `DOORBELL_TREE_MAX_BYTES` and `DOORBELL_DOUBLING_MAX_BYTES`.
     pub fn from_env() -> Result<AlgoChoice, String> {
         let mut c = AlgoChoice::default();
         if let Ok(v) = std::env::var("DOORBELL_ALGO") {
@@ -75,15 +90,23 @@ impl AlgoChoice {
         if let Ok(v) = std::env::var("DOORBELL_TREE_MAX_BYTES") {
             c.tree_max_bytes = v.parse().map_err(|_| format!("DOORBELL_TREE_MAX_BYTES={v:?} is not a number"))?;
         }
+        if let Ok(v) = std::env::var("DOORBELL_DOUBLING_MAX_BYTES") {
+            c.doubling_max_bytes = v.parse().map_err(|_| format!("DOORBELL_DOUBLING_MAX_BYTES={v:?} is not a number"))?;
+        }
         Ok(c)
     }
 
     /// The algorithm for a message of `bytes` among `nranks`.
     pub fn pick(&self, bytes: usize, nranks: usize) -> Algo {
-        if let Some(a) = self.forced {
-            return a;
+        let doubling = crate::doubling::applies(nranks);
+        match self.forced {
+            Some(Algo::Doubling) if !doubling => return Algo::Tree,
+            Some(a) => return a,
+            None => {}
         }
-        if nranks <= 2 || bytes > self.tree_max_bytes {
+        if doubling && bytes <= self.doubling_max_bytes {
+            Algo::Doubling
+        } else if nranks <= 2 || bytes > self.tree_max_bytes {
             Algo::Ring
         } else {
             Algo::Tree
@@ -98,11 +121,21 @@ mod tests {
     #[test]
     fn by_size_and_forced() {
         let c = AlgoChoice::default();
-        assert_eq!(c.pick(8, 4), Algo::Tree);
+        assert_eq!(c.pick(8, 4), Algo::Doubling);
+        assert_eq!(c.pick(8, 6), Algo::Tree, "not a power of two");
+        let wide = AlgoChoice { tree_max_bytes: 512 << 10, doubling_max_bytes: 64 << 10, ..c };
+        assert_eq!(wide.pick(64 << 10, 4), Algo::Doubling);
+        assert_eq!(wide.pick((64 << 10) + 1, 4), Algo::Tree, "between the thresholds");
+        assert_eq!(wide.pick((512 << 10) + 1, 4), Algo::Ring);
         assert_eq!(c.pick(64 << 20, 4), Algo::Ring);
-        assert_eq!(c.pick(8, 2), Algo::Ring, "two ranks: the ring is one exchange");
+        assert_eq!(c.pick(8, 2), Algo::Doubling, "two ranks: one exchange");
+        assert_eq!(c.pick(1 << 20, 2), Algo::Ring, "two ranks: the ring halves the bytes");
         let f = AlgoChoice { forced: Some(Algo::Tree), ..c };
         assert_eq!(f.pick(64 << 20, 4), Algo::Tree);
+        let d = AlgoChoice { forced: Some(Algo::Doubling), ..c };
+        assert_eq!(d.pick(64 << 20, 4), Algo::Doubling);
+        assert_eq!(d.pick(8, 3), Algo::Tree, "forced doubling falls back where it cannot run");
         assert_eq!("Ring".parse::<Algo>(), Ok(Algo::Ring));
+        assert_eq!("rd".parse::<Algo>(), Ok(Algo::Doubling));
     }
 }

@@ -21,6 +21,7 @@ use std::time::Duration;
 
 use crate::algo::{Algo, AlgoChoice};
 use crate::bootstrap::{Exchange, Monitor, TcpBootstrap, Watch};
+use crate::doubling;
 use crate::dtype::Element;
 use crate::engine::{Bufs, Engine, LinkInfo};
 use crate::error::{Error, Result};
@@ -28,7 +29,7 @@ use crate::launch::LaunchEnv;
 use crate::op::ReduceOp;
 use crate::plan::Plan;
 use crate::ring::{self, RingShape};
-use crate::stream::{Channel, Region, StreamList, RING_LANES_MAX};
+use crate::stream::{Channel, Region, StreamList, MAX_SLOTS, RING_LANES_MAX};
 use crate::transport::mem::MemFabric;
 use crate::transport::rdma::RdmaTransport;
 use crate::transport::Transport;
@@ -88,8 +89,8 @@ impl Tuning {
         if self.slot_bytes < 64 || self.slot_bytes % 64 != 0 || self.slot_bytes > 1 << 30 {
             return Err(Error::Invalid(format!("chunk size {} must be a multiple of 64 up to 1 GiB", self.slot_bytes)));
         }
-        if self.nslots < 2 {
-            return Err(Error::Invalid("at least 2 slots per stream".into()));
+        if self.nslots < 2 || self.nslots > MAX_SLOTS {
+            return Err(Error::Invalid(format!("2 to {MAX_SLOTS} slots per stream")));
         }
         if self.ring_lanes == 0 || self.ring_lanes > RING_LANES_MAX {
             return Err(Error::Invalid(format!("ring lanes must be 1..={RING_LANES_MAX}")));
@@ -162,6 +163,9 @@ fn topology(rank: usize, size: usize, lanes: usize) -> (Vec<usize>, StreamList, 
     let (ti, to) = tree::streams(rank, size);
     ins.extend(ti);
     outs.extend(to);
+    let (di, dout) = doubling::streams(rank, size);
+    ins.extend(di);
+    outs.extend(dout);
     let mut peers: Vec<usize> = ins.iter().chain(&outs).map(|&(p, _)| p).collect();
     peers.sort_unstable();
     peers.dedup();
@@ -344,6 +348,10 @@ impl Communicator {
                 let chunk = (self.tuning.tree_chunk_bytes.min(self.tuning.slot_bytes) / std::mem::size_of::<T>()).max(1);
                 tree::all_reduce_plan(&self.engine, self.rank, self.size, count, chunk)
             }
+            Algo::Doubling => {
+                let chunk = (self.tuning.slot_bytes / std::mem::size_of::<T>()).max(1);
+                doubling::all_reduce_plan(&self.engine, self.rank, self.size, count, chunk)
+            }
         }
     }
 
@@ -416,7 +424,12 @@ impl Communicator {
             return Ok(());
         }
         let mut x = [1u8];
-        let mut plan = tree::all_reduce_plan(&self.engine, self.rank, self.size, 1, 1);
+        // The fewest sequential messages: recursive doubling where it applies.
+        let mut plan = if doubling::applies(self.size) {
+            doubling::all_reduce_plan(&self.engine, self.rank, self.size, 1, 1)
+        } else {
+            tree::all_reduce_plan(&self.engine, self.rank, self.size, 1, 1)
+        };
         self.engine.run(&mut plan, Bufs::InPlace(&mut x), ReduceOp::Max)
     }
 }

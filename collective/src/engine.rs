@@ -3,11 +3,19 @@
 //!
 //! One pass of the loop runs every lane as far as it can (an action runs when its
 //! inputs have arrived and its outputs have credit), then polls the transport for
-//! arrivals (data, credits) and failures. When nothing moves it returns outstanding
-//! credits after a short while (so a sender waiting for slots is never left behind
-//! a credit that is below the batching threshold), checks the liveness watch (a
-//! rank whose bootstrap connection dropped) and the no-progress timeout, and backs
-//! off from spinning to yielding to short sleeps.
+//! arrivals (data, credits) and failures. When nothing moves it returns at once the
+//! credits a sender may be stuck without (see `flush_credits`), checks the liveness
+//! watch (a rank whose bootstrap connection dropped) and the no-progress timeout,
+//! polls on while yielding the CPU for [`SPIN_FOR`], and then returns every
+//! outstanding credit and sleeps on the transport.
+//!
+//! Why poll-and-yield rather than sleep at once: with four ranks (and, on softhca,
+//! their devices) on two cores, a rank that sleeps needs a wake-up for every message,
+//! and a wake-up costs more (15 to 150 us on a small VM) than a whole message;
+//! `sched_yield` between polls leaves the CPU to whichever rank has work, the way Open
+//! MPI's progress loop does when it is oversubscribed. After [`SPIN_FOR`] without
+//! anything happening the rank is probably waiting for a slow peer (or computing
+//! ranks), and it sleeps so as not to burn a core.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -21,10 +29,17 @@ use crate::staging::Staging;
 use crate::stream::{imm, Channel, InStream, OutStream, Region, MAX_CHANNELS};
 use crate::transport::{Event, Transport};
 
-/// How long the loop spins before sleeping on the transport.
-const SPIN_ITERS: u32 = 64;
+/// How long the loop polls, yielding the CPU between polls, before it sleeps on the
+/// transport (`DOORBELL_SPIN_US` overrides, in microseconds).
+pub const SPIN_FOR: Duration = Duration::from_millis(1);
 /// Longest sleep on the transport between checks of the watch and the deadline.
 const WAIT_SLICE: Duration = Duration::from_millis(2);
+
+/// [`SPIN_FOR`], or `DOORBELL_SPIN_US`.
+fn spin_for() -> Duration {
+    static V: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
+    *V.get_or_init(|| std::env::var("DOORBELL_SPIN_US").ok().and_then(|v| v.trim().parse().ok()).map_or(SPIN_FOR, Duration::from_micros))
+}
 
 /// The buffers of one collective.
 pub enum Bufs<'a, T> {
@@ -53,6 +68,9 @@ pub struct Engine {
     pub(crate) ins: Vec<InStream>,
     out_of: Vec<[u32; MAX_CHANNELS]>,
     in_of: Vec<[u32; MAX_CHANNELS]>,
+    /// For each output stream, the input stream whose credits its messages carry
+    /// (same link, [`Channel::reverse`]), or `NONE`.
+    pair: Vec<u32>,
     peers: Vec<usize>,
     events: Vec<Event>,
     threshold: u64,
@@ -126,6 +144,7 @@ impl Engine {
                 credited: 0,
             });
         }
+        let pair = out_streams.iter().map(|o: &OutStream| in_of[o.link][o.ch.reverse().index()]).collect();
         Ok(Engine {
             transport,
             _recv_stage: recv_stage,
@@ -134,6 +153,7 @@ impl Engine {
             ins: in_streams,
             out_of,
             in_of,
+            pair,
             peers,
             events: Vec::with_capacity(256),
             threshold: nslots.div_ceil(2) as u64,
@@ -262,18 +282,22 @@ impl Engine {
             if let Some((rank, why)) = self.watch.failed() {
                 return Err(Error::PeerFailed { rank, why });
             }
-            if idle < SPIN_ITERS {
-                std::hint::spin_loop();
-                continue;
-            }
             let waited = idle_since.elapsed();
-            if !flushed {
-                self.flush_credits()?;
-                flushed = true;
-            }
             if waited >= self.timeout {
                 return Err(self.stall_error(plan, waited));
             }
+            if waited < spin_for() {
+                // Only credits a sender may be stuck without (see flush_credits): the
+                // others ride on data or go with the threshold, saving a message each.
+                if !flushed {
+                    self.flush_credits(false)?;
+                    flushed = true;
+                }
+                std::thread::yield_now();
+                continue;
+            }
+            // About to sleep: nobody must wait for a credit of ours meanwhile.
+            self.flush_credits(true)?;
             self.transport.wait(WAIT_SLICE)?;
         }
     }
@@ -307,22 +331,18 @@ impl Engine {
         for e in ev.drain(..) {
             match e {
                 Event::Recv { link, imm, len } => match imm::decode(imm) {
-                    imm::Imm::Data { ch, seq } => {
+                    imm::Imm::Data { ch, seq, credit } => {
                         let id = self.in_of[link][ch.index()];
                         let peer = self.peers[link];
                         if id == NONE {
                             return Err(Error::Protocol { rank: peer, why: format!("data on unexpected channel {}", ch.0) });
                         }
                         self.ins[id as usize].arrive(seq, len).map_err(|why| Error::Protocol { rank: peer, why })?;
-                    }
-                    imm::Imm::Credit { ch, count } => {
-                        let id = self.out_of[link][ch.index()];
-                        let peer = self.peers[link];
-                        if id == NONE {
-                            return Err(Error::Protocol { rank: peer, why: format!("credit on unexpected channel {}", ch.0) });
+                        if let Some(count) = credit {
+                            self.credit(link, ch.reverse(), count, imm::PIGGY_BITS)?;
                         }
-                        self.outs[id as usize].credit(count).map_err(|why| Error::Protocol { rank: peer, why })?;
                     }
+                    imm::Imm::Credit { ch, count } => self.credit(link, ch, count, imm::COUNT_BITS)?,
                 },
                 Event::Failed { link, why } => {
                     // The bootstrap watch may know better (the peer died): prefer it.
@@ -337,9 +357,25 @@ impl Engine {
         Ok(any)
     }
 
-    fn flush_credits(&mut self) -> Result<()> {
+    /// Applies a credit for our stream on `link`, `ch`.
+    fn credit(&mut self, link: usize, ch: Channel, count: u32, bits: u32) -> Result<()> {
+        let id = self.out_of[link][ch.index()];
+        let peer = self.peers[link];
+        if id == NONE {
+            return Err(Error::Protocol { rank: peer, why: format!("credit on unexpected channel {}", ch.0) });
+        }
+        self.outs[id as usize].credit(count, bits).map_err(|why| Error::Protocol { rank: peer, why })
+    }
+
+    /// Sends the credits not reported yet: all of them, or (`all` false) only those of
+    /// streams whose sender may be out of slots for good: it is stuck exactly when
+    /// every slot holds a message we received and have not reported (`received -
+    /// reported >= nslots`); with fewer, either more messages are on the way (and
+    /// their consumption crosses the threshold), or a credit of ours is.
+    fn flush_credits(&mut self, all: bool) -> Result<()> {
         for s in &mut self.ins {
-            if s.consumed > s.reported {
+            let starved = s.received - s.reported >= s.region.nslots as u64;
+            if s.consumed > s.reported && (all || starved) {
                 self.transport.notify(s.link, imm::credit(s.ch, s.consumed))?;
                 s.reported = s.consumed;
             }
@@ -388,16 +424,32 @@ impl Engine {
                 unsafe { std::slice::from_raw_parts_mut(recv.add(off), n) }
             };
             let local: Option<&[T]> = a.local.map(|off| unsafe { std::slice::from_raw_parts(send.add(off), n) });
-            match (ins.len(), local) {
-                (0, Some(l)) => dst.copy_from_slice(l),
-                (1, Some(l)) => T::reduce(dst, in_slot(self, 0), l, op),
-                (2, Some(l)) => {
-                    T::reduce(dst, in_slot(self, 0), l, op);
-                    T::reduce_acc(dst, in_slot(self, 1), op);
+            if a.acc {
+                // The partial result stored earlier at recv[store]: combined into the
+                // send slot, or, without outputs, in place (dst is that very range).
+                assert!(ins.len() == 1 && local.is_none(), "an accumulating action has one input and no local part");
+                if outs.is_empty() {
+                    T::reduce_acc(dst, in_slot(self, 0), op);
+                } else {
+                    let off = a.store.expect("an accumulating action stores its result");
+                    // SAFETY: inside the plan's receive extent (run() checked it), and
+                    // dst is a send slot here, so this shared view aliases nothing
+                    // mutable.
+                    let partial = unsafe { std::slice::from_raw_parts(recv.add(off) as *const T, n) };
+                    T::reduce(dst, in_slot(self, 0), partial, op);
                 }
-                (1, None) => dst.copy_from_slice(in_slot(self, 0)),
-                (2, None) => T::reduce(dst, in_slot(self, 0), in_slot(self, 1), op),
-                _ => unreachable!("action with no data"),
+            } else {
+                match (ins.len(), local) {
+                    (0, Some(l)) => dst.copy_from_slice(l),
+                    (1, Some(l)) => T::reduce(dst, in_slot(self, 0), l, op),
+                    (2, Some(l)) => {
+                        T::reduce(dst, in_slot(self, 0), l, op);
+                        T::reduce_acc(dst, in_slot(self, 1), op);
+                    }
+                    (1, None) => dst.copy_from_slice(in_slot(self, 0)),
+                    (2, None) => T::reduce(dst, in_slot(self, 0), in_slot(self, 1), op),
+                    _ => unreachable!("action with no data"),
+                }
             }
             if a.finalize && op == ReduceOp::Avg {
                 T::div_all(dst, self.nranks);
@@ -413,8 +465,17 @@ impl Engine {
             }
         }
         for &o in outs {
+            // The paired stream's credit rides along (see crate::stream).
+            let piggy = match self.pair[o as usize] {
+                NONE => None,
+                i => {
+                    let p = &mut self.ins[i as usize];
+                    p.reported = p.consumed;
+                    Some(p.consumed)
+                }
+            };
             let s = &mut self.outs[o as usize];
-            let (link, src, lkey, dst, rkey, im) = (s.link, s.next_local(), s.lkey, s.next_remote(), s.remote.rkey, imm::data(s.ch, s.sent));
+            let (link, src, lkey, dst, rkey, im) = (s.link, s.next_local(), s.lkey, s.next_remote(), s.remote.rkey, imm::data(s.ch, s.sent, piggy));
             s.sent += 1;
             self.transport.write_imm(link, src, lkey, bytes as u32, dst, rkey, im)?;
         }

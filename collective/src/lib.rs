@@ -21,6 +21,7 @@
 pub mod algo;
 pub mod bootstrap;
 pub mod comm;
+pub mod doubling;
 pub mod dtype;
 pub mod engine;
 pub mod error;

@@ -1,10 +1,12 @@
 //! Plans: what one rank does in one collective, as independent *lanes* of *actions*.
 //!
 //! An action takes up to two incoming messages (the oldest unconsumed message of each
-//! input stream), optionally its own contribution from the send buffer, reduces or
+//! input stream), optionally its own contribution from the send buffer (or, for
+//! recursive doubling, the partial result it stored earlier), reduces or
 //! copies them into a result, optionally stores the result in the receive buffer,
 //! and sends it on up to two output streams. Every algorithm (ring reduce-scatter
-//! and all-gather steps, tree reduce and broadcast steps, chain broadcast) is a
+//! and all-gather steps, tree reduce and broadcast steps, recursive doubling's
+//! exchanges, chain broadcast) is a
 //! sequence of such actions. Actions of a lane run in order; lanes run
 //! independently, so parallel rings and the two trees overlap. An action runs when
 //! all its inputs have arrived and all its outputs have a free slot (credit).
@@ -23,12 +25,15 @@ pub struct Action {
     pub len: usize,
     /// Apply the final step of the operation (Avg: divide by the rank count).
     pub finalize: bool,
+    /// The contribution is the partial result already at `recv[store ..]` (stored by
+    /// an earlier action of the same lane) instead of `local`.
+    pub acc: bool,
 }
 
 impl Action {
     /// An action over `len` elements.
     pub fn new(len: usize) -> Action {
-        Action { inputs: [0; 2], n_in: 0, outputs: [0; 2], n_out: 0, local: None, store: None, len, finalize: false }
+        Action { inputs: [0; 2], n_in: 0, outputs: [0; 2], n_out: 0, local: None, store: None, len, finalize: false, acc: false }
     }
 
     /// Adds an input stream (at most two).
@@ -54,6 +59,14 @@ impl Action {
 
     pub fn store(mut self, off: usize) -> Action {
         self.store = Some(off);
+        self
+    }
+
+    /// Combines the input with the partial result at `recv[off ..]` and stores the
+    /// result there again (one input, no `local`).
+    pub fn accumulate(mut self, off: usize) -> Action {
+        self.store = Some(off);
+        self.acc = true;
         self
     }
 

@@ -4,7 +4,7 @@
 //! A link (one RC QP between two ranks) carries several *channels*; each channel in
 //! each direction is a stream. The sender of stream `s` writes message `k` with RDMA
 //! WRITE WITH IMM into slot `k % nslots` of the receiver's staging region for `s`; the
-//! immediate names the channel and carries `k` (mod 2^27), and the receiver gets one
+//! immediate names the channel and carries `k` (mod 2^16), and the receiver gets one
 //! receive completion per message, in order (RC delivers in order). When the receiver
 //! has consumed messages (reduced or copied them out), it returns a *credit*: a
 //! zero-byte WRITE WITH IMM whose immediate carries the consumed count. The sender
@@ -12,15 +12,37 @@
 //! slot the receiver has not consumed; and since a credit for message `k` proves the
 //! write of `k` finished, the sender's own staging slot `k % nslots` is free again too.
 //!
-//! Immediate layout (host order; the wire carries it big-endian):
-//! `bit 31` credit flag, `bits 30..27` channel, `bits 26..0` sequence or count.
+//! *Piggybacked credits.* Where a link carries streams both ways that belong together
+//! (a tree's up and down channels, a recursive doubling step's channel, a two-rank
+//! ring lane), every data message also carries the sender's consumed count of the
+//! paired stream coming the other way ([`Channel::reverse`]). A rank that both sends
+//! and receives on a pair then returns credits for free, and an explicit credit (a
+//! message and its ACK on the wire, and perhaps a wake-up) is only needed when it
+//! consumes without sending. Counts only grow and RC delivers a link's messages in
+//! order, so whichever carries a count, the sender applies the newest one.
+//!
+//! Channels: 0..3 ring lanes, 4..7 the two trees (up and down), 8..15 recursive
+//! doubling's steps.
+//!
+//! Immediate layout (host order; the wire carries it big-endian): `bit 31` credit
+//! flag, `bits 30..27` channel; a credit's `bits 26..0` are the count; a data
+//! message's `bit 26` says whether `bits 25..16` carry a piggybacked count (mod 2^10),
+//! and `bits 15..0` are its sequence number. Slots per stream stay below 2^9 so both
+//! wrap unambiguously ([`MAX_SLOTS`]).
 
 use std::collections::VecDeque;
 
 /// Channels a link can carry.
 pub const MAX_CHANNELS: usize = 16;
+/// Most slots per stream: a piggybacked count (10 bits) must tell apart every value
+/// between the sender's credited and sent counts.
+pub const MAX_SLOTS: usize = 1 << 9;
 /// Ring channels (parallel rings, each with its own slots): 0..RING_LANES_MAX.
 pub const RING_LANES_MAX: usize = 4;
+/// Recursive doubling's channels: `DOUBLING_BASE + step`, up to [`DOUBLING_STEPS_MAX`]
+/// steps (256 ranks).
+const DOUBLING_BASE: u8 = RING_LANES_MAX as u8 + 4;
+pub const DOUBLING_STEPS_MAX: usize = MAX_CHANNELS - DOUBLING_BASE as usize;
 
 /// A channel id (4 bits in the immediate).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -39,6 +61,22 @@ impl Channel {
     pub const fn tree_down(t: usize) -> Channel {
         Channel(RING_LANES_MAX as u8 + 2 * t as u8 + 1)
     }
+    /// Recursive doubling, step `j` (the exchange with rank `r ^ 2^j`).
+    pub const fn doubling(j: usize) -> Channel {
+        Channel(DOUBLING_BASE + j as u8)
+    }
+    /// The channel that carries the other direction of the same exchange on a link:
+    /// a tree's down channel for its up channel and back; a ring lane or a doubling
+    /// step uses one channel both ways.
+    pub const fn reverse(self) -> Channel {
+        let t = RING_LANES_MAX as u8;
+        if self.0 >= t && self.0 < t + 4 {
+            Channel(self.0 ^ 1)
+        } else {
+            self
+        }
+    }
+
     pub const fn index(self) -> usize {
         self.0 as usize
     }
@@ -50,40 +88,56 @@ pub mod imm {
 
     const CREDIT: u32 = 1 << 31;
     const CHAN_SHIFT: u32 = 27;
-    /// Sequence numbers and counts travel modulo 2^27.
-    pub const SEQ_BITS: u32 = 27;
+    /// Explicit credits carry the consumed count modulo 2^27.
+    pub const COUNT_BITS: u32 = 27;
+    const COUNT_MASK: u32 = (1 << COUNT_BITS) - 1;
+    /// Data: bit 26 set when bits 25..16 carry a piggybacked credit for the paired
+    /// stream (its consumed count modulo 2^10).
+    const PIGGY: u32 = 1 << 26;
+    const PIGGY_SHIFT: u32 = 16;
+    pub const PIGGY_BITS: u32 = 10;
+    const PIGGY_MASK: u32 = (1 << PIGGY_BITS) - 1;
+    /// Data sequence numbers travel modulo 2^16.
+    pub const SEQ_BITS: u32 = 16;
     pub const SEQ_MASK: u32 = (1 << SEQ_BITS) - 1;
 
     /// A decoded immediate.
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     pub enum Imm {
-        /// Message `seq` (mod 2^27) of a stream.
-        Data { ch: Channel, seq: u32 },
+        /// Message `seq` (mod 2^16) of a stream, with the sender's consumed count (mod
+        /// 2^10) of the paired stream in the other direction, if it has one.
+        Data { ch: Channel, seq: u32, credit: Option<u32> },
         /// The receiver has consumed `count` (mod 2^27) messages of the stream.
         Credit { ch: Channel, count: u32 },
     }
 
-    pub const fn data(ch: Channel, seq: u64) -> u32 {
-        ((ch.0 as u32 & 0xf) << CHAN_SHIFT) | (seq as u32 & SEQ_MASK)
+    pub const fn data(ch: Channel, seq: u64, credit: Option<u64>) -> u32 {
+        let piggy = match credit {
+            Some(c) => PIGGY | ((c as u32 & PIGGY_MASK) << PIGGY_SHIFT),
+            None => 0,
+        };
+        ((ch.0 as u32 & 0xf) << CHAN_SHIFT) | piggy | (seq as u32 & SEQ_MASK)
     }
 
     pub const fn credit(ch: Channel, count: u64) -> u32 {
-        CREDIT | ((ch.0 as u32 & 0xf) << CHAN_SHIFT) | (count as u32 & SEQ_MASK)
+        CREDIT | ((ch.0 as u32 & 0xf) << CHAN_SHIFT) | (count as u32 & COUNT_MASK)
     }
 
     pub const fn decode(v: u32) -> Imm {
         let ch = Channel(((v >> CHAN_SHIFT) & 0xf) as u8);
         if v & CREDIT != 0 {
-            Imm::Credit { ch, count: v & SEQ_MASK }
+            Imm::Credit { ch, count: v & COUNT_MASK }
         } else {
-            Imm::Data { ch, seq: v & SEQ_MASK }
+            let credit = if v & PIGGY != 0 { Some((v >> PIGGY_SHIFT) & PIGGY_MASK) } else { None };
+            Imm::Data { ch, seq: v & SEQ_MASK, credit }
         }
     }
 
-    /// The full counter whose low bits are `low`, given that it is at least `base`
-    /// and less than `base + 2^27`.
-    pub const fn expand(base: u64, low: u32) -> u64 {
-        base + ((low.wrapping_sub(base as u32)) & SEQ_MASK) as u64
+    /// The full counter whose low `bits` bits are `low`, given that it is at least
+    /// `base` and less than `base + 2^bits`.
+    pub const fn expand(base: u64, low: u32, bits: u32) -> u64 {
+        let mask = (1u32 << bits) - 1;
+        base + ((low.wrapping_sub(base as u32)) & mask) as u64
     }
 }
 
@@ -141,10 +195,11 @@ impl OutStream {
         self.remote.addr + self.next_slot() * self.remote.slot_bytes as u64
     }
 
-    /// Applies a credit immediate.
+    /// Applies a credit: the low `bits` bits of the receiver's consumed count (an
+    /// explicit credit's [`imm::COUNT_BITS`], or a piggybacked [`imm::PIGGY_BITS`]).
     #[inline]
-    pub fn credit(&mut self, low: u32) -> Result<(), String> {
-        let c = imm::expand(self.credited, low);
+    pub fn credit(&mut self, low: u32, bits: u32) -> Result<(), String> {
+        let c = imm::expand(self.credited, low, bits);
         if c > self.sent {
             return Err(format!("channel {}: credit for {c} messages but only {} sent", self.ch.0, self.sent));
         }
@@ -217,20 +272,30 @@ mod tests {
     #[test]
     fn immediates_round_trip() {
         for ch in [Channel::ring(0), Channel::ring(3), Channel::tree_up(1), Channel::tree_down(1)] {
-            for seq in [0u64, 1, 12345, (1 << 27) - 1, 1 << 27, (5 << 27) + 9] {
-                assert_eq!(imm::decode(imm::data(ch, seq)), Imm::Data { ch, seq: seq as u32 & imm::SEQ_MASK });
-                assert_eq!(imm::decode(imm::credit(ch, seq)), Imm::Credit { ch, count: seq as u32 & imm::SEQ_MASK });
+            for seq in [0u64, 1, 12345, 65537, (1 << 27) - 1, 1 << 27, (5 << 27) + 9] {
+                assert_eq!(imm::decode(imm::data(ch, seq, None)), Imm::Data { ch, seq: seq as u32 & imm::SEQ_MASK, credit: None });
+                assert_eq!(imm::decode(imm::data(ch, seq, Some(seq + 3))), Imm::Data {
+                    ch,
+                    seq: seq as u32 & imm::SEQ_MASK,
+                    credit: Some((seq as u32 + 3) & ((1 << imm::PIGGY_BITS) - 1)),
+                });
+                assert_eq!(imm::decode(imm::credit(ch, seq)), Imm::Credit { ch, count: seq as u32 & ((1 << imm::COUNT_BITS) - 1) });
             }
         }
         assert_eq!(Channel::tree_down(1).index(), 7);
+        assert_eq!(Channel::tree_up(1).reverse(), Channel::tree_down(1));
+        assert_eq!(Channel::tree_down(0).reverse(), Channel::tree_up(0));
+        assert_eq!(Channel::ring(3).reverse(), Channel::ring(3));
+        assert_eq!(Channel::doubling(2).reverse(), Channel::doubling(2));
     }
 
     #[test]
     fn counters_expand_across_wraps() {
-        assert_eq!(imm::expand(0, 5), 5);
+        assert_eq!(imm::expand(0, 5, 27), 5);
         let base = (3u64 << 27) - 2;
-        assert_eq!(imm::expand(base, 1), (3 << 27) + 1);
-        assert_eq!(imm::expand(base, imm::SEQ_MASK - 1), base);
+        assert_eq!(imm::expand(base, 1, 27), (3 << 27) + 1);
+        assert_eq!(imm::expand(base, (1 << 27) - 2, 27), base);
+        assert_eq!(imm::expand(1022, 3, imm::PIGGY_BITS), 1027);
     }
 
     #[test]
@@ -241,9 +306,11 @@ mod tests {
         o.sent = 2;
         assert!(!o.has_credit());
         assert_eq!(o.next_remote(), 0x1000);
-        o.credit(1).unwrap();
+        o.credit(1, imm::COUNT_BITS).unwrap();
         assert!(o.has_credit());
-        assert!(o.credit(3).is_err(), "credit beyond what was sent");
+        assert!(o.credit(3, imm::COUNT_BITS).is_err(), "credit beyond what was sent");
+        o.credit(2, imm::PIGGY_BITS).unwrap();
+        assert_eq!(o.credited, 2);
         let mut i = InStream::new(0, 1, Channel(0), region);
         i.arrive(0, 64).unwrap();
         assert!(i.arrive(0, 8).is_err(), "out of sequence");

@@ -113,6 +113,20 @@ impl Context {
         &self.dev
     }
 
+    /// Polled mode: one step of a software device's data path in this thread (posted
+    /// WQEs go out on the wire, arrived packets become CQEs), without waiting for the
+    /// device's own thread. Returns whether it did anything; always false on hardware,
+    /// which needs no help. See [`uverbs::Endpoint::progress`] for when it pays off.
+    pub fn progress(&self) -> bool {
+        self.dev.progress()
+    }
+
+    /// What to block on (readable: [`Context::progress`] has work) between calls, next
+    /// to the completion channel; `None` on hardware.
+    pub fn progress_fd(&self) -> Option<std::os::fd::RawFd> {
+        self.dev.progress_fd()
+    }
+
     /// The mlx5 GET_CONTEXT answer.
     pub fn ucontext(&self) -> &AllocUcontextResp {
         &self.ucontext

@@ -75,6 +75,24 @@ impl Device {
         matches!(self.backend, Backend::Kernel(_))
     }
 
+    /// [`Endpoint::progress`]: one step of a software device's data path in the calling
+    /// thread (polled mode); a kernel device progresses by itself (false).
+    pub fn progress(&self) -> bool {
+        match &self.backend {
+            Backend::Kernel(_) => false,
+            Backend::Soft(ep) => ep.progress(),
+        }
+    }
+
+    /// [`Endpoint::progress_fd`]: what to block on between [`Device::progress`] calls,
+    /// besides the completion channel.
+    pub fn progress_fd(&self) -> Option<std::os::fd::RawFd> {
+        match &self.backend {
+            Backend::Kernel(_) => None,
+            Backend::Soft(ep) => ep.progress_fd(),
+        }
+    }
+
     /// `ioctl(fd, RDMA_VERBS_IOCTL, hdr)`.
     ///
     /// # Safety

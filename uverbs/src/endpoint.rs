@@ -7,6 +7,8 @@
 //! receives them: the endpoint must treat them as untrusted user pointers (reading and
 //! writing through checked copies that fail with EFAULT), never as Rust references.
 
+use std::os::fd::RawFd;
+
 use crate::Result;
 
 /// A uverbs file implemented outside the kernel. Dropping it is `close()`: every object
@@ -25,4 +27,25 @@ pub trait Endpoint: Send + Sync {
 
     /// The `enum rdma_driver_id` this device checks ioctl headers against.
     fn driver_id(&self) -> u32;
+
+    /// Polled mode: does one step of the device's data path in the calling thread, if it
+    /// can do so without waiting (another thread may be stepping it). Returns whether
+    /// the step did anything. A software device that moves packets in a thread of its
+    /// own otherwise hands every doorbell and every arrival to that thread: a wake-up
+    /// each, which on a small machine costs more than the work. An application that
+    /// waits for completions anyway can call this while it waits, and its posts then
+    /// leave, and its arrivals complete, without a hand-off. Calling it also tells the
+    /// device that the caller keeps calling it for a while (see the implementation), so
+    /// the device may leave the caller's doorbells to it. Hardware (and the default)
+    /// does nothing.
+    fn progress(&self) -> bool {
+        false
+    }
+
+    /// A descriptor that becomes readable when [`Endpoint::progress`] has something to
+    /// do (a packet arrived), for a caller that blocks between calls; `None` when there
+    /// is none (hardware: wait on the completion channel alone).
+    fn progress_fd(&self) -> Option<RawFd> {
+        None
+    }
 }

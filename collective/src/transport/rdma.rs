@@ -11,8 +11,17 @@
 //!   unsignaled WQEs, so a broken link always surfaces.
 //! * Notifications (credits) are zero-byte WRITE WITH IMM to a 64-byte landing
 //!   region each rank registers and publishes with its connection data.
+//! * Progress: on a software device (softhca) the transport drives the data path
+//!   itself ([`Context::progress`], polled mode): every `poll` first runs a device step
+//!   in this thread, so writes just posted leave at once and arrived packets turn into
+//!   completions without waiting for the device's thread, and `wait` blocks on the
+//!   device's socket as well as the completion channel. A message then costs one
+//!   wake-up (the receiving rank's) instead of three (sender's device thread,
+//!   receiver's device thread, receiver). `DOORBELL_POLLED=0` leaves everything to the
+//!   device's thread. Hardware has nothing to drive; the calls are no-ops there.
 
 use std::collections::HashMap;
+use std::os::fd::RawFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -36,6 +45,8 @@ pub const SIGNAL_EVERY: u32 = 32;
 /// and retries: a dead peer is reported as retry-exceeded after about half a second.
 pub const ACK_TIMEOUT: u8 = 14;
 pub const RETRY_CNT: u8 = 7;
+/// The variable that turns polled mode off (`0`).
+pub const POLLED_ENV: &str = "DOORBELL_POLLED";
 
 struct Link {
     qp: Qp,
@@ -61,6 +72,9 @@ pub struct RdmaTransport {
     channel: CompChannel,
     /// The CQ is armed and its event not consumed yet.
     armed: bool,
+    /// Polled mode: drive the device in `poll`, and block on this too in `wait`
+    /// (None: the device progresses by itself).
+    progress_fd: Option<RawFd>,
     _pd: Pd,
     ctx: Arc<Context>,
     port: u8,
@@ -127,6 +141,7 @@ impl RdmaTransport {
             cq,
             channel,
             armed: false,
+            progress_fd: if polled_allowed() { ctx.progress_fd() } else { None },
             _pd: pd,
             ctx,
             port,
@@ -146,7 +161,15 @@ impl RdmaTransport {
         self.gid
     }
 
+    /// In polled mode, one device step in this thread (see the module doc).
+    fn progress(&self) {
+        if self.progress_fd.is_some() {
+            self.ctx.progress();
+        }
+    }
+
     fn drain_cq(&mut self, out: &mut Vec<Event>) -> Result<()> {
+        self.progress();
         loop {
             let n = self.cq.poll(&mut self.wcs);
             for i in 0..n {
@@ -219,6 +242,11 @@ impl RdmaTransport {
             }
         }
     }
+}
+
+/// Whether `DOORBELL_POLLED` allows polled mode (anything but `0`, `false`, `off`, `no`).
+fn polled_allowed() -> bool {
+    !matches!(std::env::var(POLLED_ENV).as_deref().map(str::trim), Ok("0" | "false" | "off" | "no"))
 }
 
 /// The `ibv_mtu` code to use: the port's active MTU, lowered to what the netdev
@@ -324,7 +352,8 @@ impl Transport for RdmaTransport {
     }
 
     /// Arms the CQ, checks once more for a CQE that beat the arm, then sleeps on
-    /// the completion channel.
+    /// the completion channel (and, in polled mode, the device's socket: the packet
+    /// that will become our completion wakes us, and the next `poll` completes it).
     fn wait(&mut self, timeout: Duration) -> Result<()> {
         if !self.pending.is_empty() {
             return Ok(());
@@ -339,11 +368,15 @@ impl Transport for RdmaTransport {
                 return Ok(());
             }
         }
-        let mut fd = libc::pollfd { fd: self.channel.fd(), events: libc::POLLIN, revents: 0 };
+        // In polled mode a packet for us wakes us too (a negative fd is ignored).
+        let mut fds = [
+            libc::pollfd { fd: self.channel.fd(), events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: self.progress_fd.unwrap_or(-1), events: libc::POLLIN, revents: 0 },
+        ];
         let ts = libc::timespec { tv_sec: timeout.as_secs() as libc::time_t, tv_nsec: timeout.subsec_nanos() as libc::c_long };
-        // SAFETY: one live pollfd, a valid timespec, no signal mask.
-        let r = unsafe { libc::ppoll(&mut fd, 1, &ts, std::ptr::null()) };
-        if r > 0 {
+        // SAFETY: two live pollfds, a valid timespec, no signal mask.
+        let r = unsafe { libc::ppoll(fds.as_mut_ptr(), 2, &ts, std::ptr::null()) };
+        if r > 0 && fds[0].revents != 0 {
             self.channel.get_event(Some(Duration::ZERO))?;
             self.cq.ack_event();
             self.armed = false;

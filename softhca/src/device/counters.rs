@@ -104,6 +104,9 @@ counters! {
     yield_stalls,
     /// Engine steps that panicked (a softhca bug; the engine carries on).
     engine_panics,
+    /// Steps run by an application thread in polled mode (`Device::progress`) that did
+    /// something.
+    progress_steps,
     /// The longest engine step, and the longest gap between the end of one step and the
     /// start of the next while work was pending (scheduling delay), in microseconds.
     step_max_us,

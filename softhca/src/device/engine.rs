@@ -1,14 +1,8 @@
 //! The device thread: one per HCA instance, the "ConnectX" that runs the data path.
 //!
-//! Each step, under the engine lock:
-//! 1. receive one `recvmmsg` batch and hand each packet to its QP (responder for requests,
-//!    requester for responses); ICRC-failing and malformed packets are counted and dropped;
-//! 2. per QP: queue the coalesced ACK, read the SQ doorbell record and fetch new WQEs
-//!    (RTS), run the ACK/RNR timers, send request packets inside the window, drain the
-//!    response queue; in ERR, flush whatever was posted;
-//! 3. per CQ: look for arm doorbells and deliver completion events;
-//! 4. send everything built in `sendmmsg` batches (fault injection and capture on the way);
-//! 5. refresh the clock page every [`super::timers::CLOCK_PERIOD`].
+//! Each iteration runs one step under the engine lock ([`super::datapath::step`]: receive,
+//! per-QP work, CQ events, transmit) and refreshes the clock page every
+//! [`super::timers::CLOCK_PERIOD`].
 //!
 //! Between steps, the idle policy (`Engine::idle`): after a step that did work the
 //! engine steps again at once. When idle, one of two modes:
@@ -26,31 +20,30 @@
 //!   doorbells are then noticed within one sleep period.
 //!
 //! In both modes a packet or a control-path change (the wake fd) ends the sleep at once.
+//! While an application thread drives the data path itself (polled mode, see
+//! [`super::polled`]), the engine lifts the trap and sleeps on the wake fd alone until
+//! the polled window ends or a transport timer is due.
 //! Time the thread loses to the scheduler beyond what it asked for postpones the
 //! transport timers (a starved host must not look like a dead peer).
 //!
 //! The engine holds only a `Weak<Hca>`; it stops when the HCA is dropped or
 //! [`super::Device`] asks it to.
 
-use std::net::{SocketAddr, UdpSocket};
+use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use crate::hca::Hca;
-use crate::wire::{Endpoints, Error as WireError, RocePacket, Transport};
 
+use super::datapath::{self, Datapath};
 use super::fault::Injector;
-use super::qp::{Env, QpCtx};
-use super::requester::BUDGET;
-use super::rx::Rx;
 use super::timers::{self, CLOCK_PERIOD, DEEP_IDLE_AFTER, SLEEP_DEEP, SLEEP_MAX, SLEEP_MIN, SPIN, YIELD};
 use super::trace::{capture_path, Capture};
 use super::trap::Trap;
 use super::tx::Tx;
-use super::{events, Shared, State};
-use crate::objects::QpState;
+use super::Shared;
 use crate::pages::DevicePages;
 
 /// Socket buffer sizes asked for (the receive side forced past rmem_max when allowed).
@@ -111,12 +104,11 @@ fn setsockopt_int(fd: RawFd, name: libc::c_int, v: libc::c_int) -> bool {
 struct Engine {
     shared: Arc<Shared>,
     hca: Weak<Hca>,
-    sock: UdpSocket,
+    /// The socket's descriptor (the socket itself is in the data path, under the lock).
+    sock: RawFd,
     local: SocketAddr,
-    rx: Rx,
-    tx: Tx,
-    capture: Option<Capture>,
-    scratch: Vec<u8>,
+    /// Packets are captured: flush the file before sleeping.
+    capturing: bool,
     last_work: Instant,
     sleep: Duration,
     last_clock: Instant,
@@ -173,15 +165,16 @@ pub(crate) fn spawn(shared: Arc<Shared>, pages: Arc<DevicePages>, hca: &Arc<Hca>
         unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000 as libc::c_ulong, 0, 0, 0) };
         let trap = Trap::new(shared.clone(), pages);
         tracing::debug!(target: "softhca::engine", trap = trap.is_some(), grace_us = grace.as_micros() as u64, "idle mode");
+        let capture = pcap.and_then(Capture::open);
+        let capturing = capture.is_some();
+        let fd = sock.as_raw_fd();
+        shared.lock().dp = Some(Datapath::new(sock, local, Tx::new(local, fault, gso), capture));
         let mut e = Engine {
             shared,
             hca: weak,
-            sock,
+            sock: fd,
             local,
-            rx: Rx::new(),
-            tx: Tx::new(local, fault, gso),
-            capture: pcap.and_then(Capture::open),
-            scratch: Vec::with_capacity(4096),
+            capturing,
             last_work: now,
             sleep: SLEEP_MIN,
             last_clock: now,
@@ -222,25 +215,16 @@ impl Engine {
                 let gap = now.duration_since(end).as_micros() as u64;
                 self.shared.counters.gap_max_us.fetch_max(gap, Ordering::Relaxed);
             }
-            let shared = self.shared.clone();
-            let stepped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                let mut st = shared.lock();
+            let (work, deadline) = {
+                let mut st = self.shared.lock();
                 if !stall.is_zero() {
                     for q in st.qps.values_mut() {
                         q.req.postpone(stall);
                     }
                 }
-                self.step(&hca, &mut st, now)
-            }));
-            // A bug must not silently kill the device: count it, log it, keep going.
-            let (work, deadline) = stepped.unwrap_or_else(|_| {
-                shared.counters.engine_panics.fetch_add(1, Ordering::Relaxed);
-                tracing::error!(target: "softhca::engine", "engine step panicked");
-                // Packets queued by the broken step may refer to application memory that
-                // is only valid under the engine lock, released by now.
-                self.tx.abandon();
-                (true, None)
-            });
+                let skip_rx = std::mem::replace(&mut self.rx_idle, false);
+                datapath::step_guarded(&hca, &mut st, &self.shared.counters, now, skip_rx, datapath::Flush::All)
+            };
             if work || trapped {
                 if let Some(t) = self.trap.as_mut().filter(|t| t.armed()) {
                     // A trapped store (served by the step just run), or work found by the
@@ -271,63 +255,17 @@ impl Engine {
             self.last_end = work.then_some(end);
             self.idle(work, deadline);
         }
-        if let Some(c) = self.capture.as_mut() {
-            c.flush();
-        }
+        self.flush_capture();
         tracing::debug!(target: "softhca::engine", local = %self.local, "engine down");
     }
 
-    /// One pass over the wire, the QPs and the CQs. Returns whether anything happened and
-    /// the earliest transport timer.
-    fn step(&mut self, hca: &Hca, st: &mut State, now: Instant) -> (bool, Option<Instant>) {
-        let counters = &self.shared.counters;
-        let State { qps, cqs } = st;
-        // After a sleep that ended without the socket becoming readable there is nothing to
-        // receive: skip the syscall (it is most of an idle wake-up's cost).
-        let n = if std::mem::replace(&mut self.rx_idle, false) { 0 } else { self.rx.recv(&self.sock) };
-        let mut env = Env { hca, cqs, tx: &mut self.tx, counters, now, scratch: &mut self.scratch, work: n > 0 };
-        for i in 0..n {
-            let Some((msg, seg, src)) = self.rx.get(i) else {
-                counters.rx_malformed.fetch_add(1, Ordering::Relaxed);
-                continue;
-            };
-            let ep = Endpoints::new(src, self.local);
-            // One packet, or a coalesced run of them (UDP_GRO).
-            for bytes in msg.chunks(seg) {
-                counters.rx_packets.fetch_add(1, Ordering::Relaxed);
-                counters.rx_bytes.fetch_add(bytes.len() as u64, Ordering::Relaxed);
-                if let Some(c) = self.capture.as_mut() {
-                    c.packet(&ep, bytes);
-                }
-                dispatch(qps, &mut env, bytes, &ep);
+    /// Pushes captured packets to the file (before a sleep, and at exit).
+    fn flush_capture(&self) {
+        if self.capturing {
+            if let Some(c) = self.shared.lock().dp.as_mut().and_then(|d| d.capture.as_mut()) {
+                c.flush();
             }
         }
-        let mut deadline: Option<Instant> = None;
-        for q in qps.values_mut() {
-            q.resp.flush_ack();
-            match q.state {
-                QpState::Rts => {
-                    q.fetch_sq(&mut env);
-                    q.check_timers(&mut env);
-                    q.pump(&mut env, BUDGET);
-                }
-                QpState::Err => q.flush(&mut env),
-                _ => {}
-            }
-            q.drain_out(&mut env, BUDGET);
-            q.publish();
-            if let Some(d) = q.deadline() {
-                deadline = Some(deadline.map_or(d, |x| x.min(d)));
-            }
-        }
-        let mut work = env.work;
-        for cq in env.cqs.values_mut() {
-            work |= events::check(cq, hca.pages(), counters);
-            cq.publish();
-        }
-        // (`env`'s borrow of the transmit queue ends here.)
-        work |= self.tx.flush(&self.sock, counters, self.capture.as_mut()) > 0;
-        (work, deadline)
     }
 
     /// The trap's userfaultfd woke the engine: an application store hit a protected UAR
@@ -357,6 +295,9 @@ impl Engine {
             self.sleep = SLEEP_MIN;
             return;
         }
+        if let Some(until) = self.shared.polled.until(now) {
+            return self.idle_polled(now, until, deadline);
+        }
         let idle = now.duration_since(self.last_work);
         if idle < SPIN {
             std::hint::spin_loop();
@@ -374,12 +315,10 @@ impl Engine {
         if let Some(d) = deadline {
             t = t.min(d.saturating_duration_since(now));
         }
-        if let Some(c) = self.capture.as_mut() {
-            c.flush();
-        }
+        self.flush_capture();
         self.intended = t;
         self.shared.counters.sleeps.fetch_add(1, Ordering::Relaxed);
-        let woke = self.shared.sleep(self.sock.as_raw_fd(), None, Some(t)).any();
+        let woke = self.shared.sleep(self.sock, None, Some(t)).any();
         self.rx_idle = !woke;
         if woke {
             self.last_work = Instant::now();
@@ -388,6 +327,27 @@ impl Engine {
             let cap = if idle >= DEEP_IDLE_AFTER { SLEEP_DEEP } else { SLEEP_MAX };
             self.sleep = (self.sleep * 2).min(cap);
         }
+    }
+
+    /// Polled mode (see [`super::polled`]): an application thread steps the data path
+    /// while it waits. Lift the trap (its doorbells must not fault) and sleep on the wake
+    /// fd alone (not the socket: the application wakes for packets) until the window
+    /// ends or a transport timer is due; then step once, as a safety net, and decide
+    /// again.
+    fn idle_polled(&mut self, now: Instant, until: Instant, deadline: Option<Instant>) {
+        if let Some(t) = self.trap.as_mut().filter(|t| t.armed()) {
+            t.disarm();
+        }
+        let mut t = until.saturating_duration_since(now);
+        if let Some(d) = deadline {
+            t = t.min(d.saturating_duration_since(now));
+        }
+        self.flush_capture();
+        self.intended = t;
+        self.shared.counters.sleeps.fetch_add(1, Ordering::Relaxed);
+        self.shared.sleep(-1, None, Some(t));
+        // The socket was not watched: whatever arrived is for the next step.
+        self.rx_idle = false;
     }
 
     /// Idling with the doorbell trap:
@@ -439,7 +399,7 @@ impl Engine {
         }
         self.intended = wait;
         self.shared.counters.sleeps.fetch_add(1, Ordering::Relaxed);
-        let w = self.shared.sleep(self.sock.as_raw_fd(), Some(fd), Some(wait));
+        let w = self.shared.sleep(self.sock, Some(fd), Some(wait));
         self.rx_idle = !w.sock;
         self.trap_woken = w.trap;
     }
@@ -467,65 +427,14 @@ impl Engine {
             timeout = Some(timeout.map_or(SLEEP_DEEP, |x| x.min(SLEEP_DEEP)));
         }
         let fd = t.fd();
-        if let Some(c) = self.capture.as_mut() {
-            c.flush();
-        }
+        self.flush_capture();
         // An unbounded sleep is not a stall.
         self.intended = timeout.unwrap_or(Duration::from_secs(1 << 20));
         self.shared.counters.sleeps.fetch_add(1, Ordering::Relaxed);
         tracing::trace!(target: "softhca::engine", ?timeout, "sleep (armed)");
-        let w = self.shared.sleep(self.sock.as_raw_fd(), Some(fd), timeout);
+        let w = self.shared.sleep(self.sock, Some(fd), timeout);
         tracing::trace!(target: "softhca::engine", ?w, "woken");
         self.rx_idle = !w.sock;
         self.trap_woken = w.trap;
-    }
-}
-
-/// Hands one received datagram to the QP it names.
-fn dispatch(qps: &mut std::collections::BTreeMap<u32, QpCtx>, env: &mut Env<'_>, bytes: &[u8], ep: &Endpoints) {
-    let pkt = match RocePacket::parse(bytes, ep) {
-        Ok(p) => p,
-        Err(WireError::BadIcrc { received, computed }) => {
-            env.counters.rx_bad_icrc.fetch_add(1, Ordering::Relaxed);
-            tracing::debug!(target: "softhca::rx", src = %ep.src, received, computed, "bad ICRC: dropped");
-            return;
-        }
-        Err(e) => {
-            env.counters.rx_malformed.fetch_add(1, Ordering::Relaxed);
-            tracing::debug!(target: "softhca::rx", src = %ep.src, "malformed: {e}");
-            return;
-        }
-    };
-    let bth = &pkt.bth;
-    tracing::trace!(target: "softhca::rx", opcode = ?bth.opcode, qpn = bth.dest_qpn, psn = bth.psn, len = pkt.payload.len(),
-                    ack_req = bth.ack_req, src = %ep.src, "rx");
-    let ud = match bth.opcode.transport() {
-        Transport::Rc => false,
-        Transport::Ud => true,
-        _ => {
-            env.counters.rx_no_qp.fetch_add(1, Ordering::Relaxed);
-            return;
-        }
-    };
-    let Some(q) = qps.get_mut(&bth.dest_qpn) else {
-        env.counters.rx_no_qp.fetch_add(1, Ordering::Relaxed);
-        return;
-    };
-    if ud != (q.qp.qp_type == crate::objects::QpType::Ud) {
-        env.counters.rx_no_qp.fetch_add(1, Ordering::Relaxed);
-        return;
-    }
-    if ud {
-        q.on_ud(&pkt, env, ep.src, ep.dst, bytes.len());
-        return;
-    }
-    if q.peer.map(|p| p.ip()) != Some(ep.src.ip()) {
-        env.counters.rx_wrong_peer.fetch_add(1, Ordering::Relaxed);
-        return;
-    }
-    if bth.opcode.is_request() {
-        q.on_request(&pkt, env);
-    } else {
-        q.on_response(&pkt, env);
     }
 }

@@ -8,8 +8,10 @@
 //! ConnectX would, so an unmodified mlx5 provider cannot tell the difference.
 //!
 //! Module map:
-//! - [`engine`]: the device thread, its step, and how it idles; [`trap`]: the doorbell
-//!   trap (write-protected UAR pages, userfaultfd) that wakes it;
+//! - [`engine`]: the device thread and how it idles; [`datapath`]: the socket and the
+//!   step it runs; [`trap`]: the doorbell trap (write-protected UAR pages,
+//!   userfaultfd) that wakes it; [`polled`]: polled mode, where an application thread
+//!   that waits for completions runs the step itself ([`Device::progress`]);
 //! - [`qp`]: per-QP device context (state as the hardware acts on it, ERR and flush);
 //! - [`requester`]: WQE fetch (SQ doorbell), packetization, ACK/NAK/response handling,
 //!   go-back-N, ACK and RNR timers; [`responder`]: request execution, duplicates,
@@ -45,11 +47,13 @@
 
 pub mod counters;
 pub mod cqe;
+pub mod datapath;
 pub mod engine;
 pub mod events;
 pub mod fault;
 mod mem;
 pub mod mkey;
+pub mod polled;
 pub mod psn;
 pub mod qp;
 pub mod requester;
@@ -66,9 +70,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::hca::Hca;
 use crate::objects::{Cq, Mr, Qp, QpState};
@@ -81,11 +85,13 @@ pub use trap::MapKind;
 use cqe::CqCtx;
 use qp::QpCtx;
 
-/// The device's view of every live QP and CQ.
+/// The device's view of every live QP and CQ, and the data path that steps them.
 #[derive(Debug, Default)]
 pub(crate) struct State {
     pub qps: BTreeMap<u32, QpCtx>,
     pub cqs: HashMap<u32, CqCtx>,
+    /// Set when the engine starts.
+    pub dp: Option<datapath::Datapath>,
 }
 
 /// What the hooks and the engine thread share.
@@ -98,6 +104,8 @@ pub(crate) struct Shared {
     pub stop: AtomicBool,
     /// The doorbell trap's registrations (see [`trap`]).
     pub trap: trap::TrapShared,
+    /// Polled mode's window and the trap's state (see [`polled`]).
+    pub polled: polled::Polled,
 }
 
 /// Which descriptors ended a [`Shared::sleep`].
@@ -128,6 +136,7 @@ impl Shared {
 
     /// Sleeps until `sock` is readable, the wake fd fires, the trap's userfaultfd has a
     /// message (`trap`), or `timeout` passes (None: no timeout). Returns what woke it.
+    /// A negative `sock` is not watched (`ppoll` skips negative descriptors).
     pub fn sleep(&self, sock: RawFd, trap: Option<RawFd>, timeout: Option<Duration>) -> Woken {
         let mut fds = [
             libc::pollfd { fd: sock, events: libc::POLLIN, revents: 0 },
@@ -185,6 +194,7 @@ impl Device {
             wake,
             stop: AtomicBool::new(false),
             trap: Default::default(),
+            polled: Default::default(),
         };
         Ok(Device { shared: Arc::new(shared), pages, thread: Mutex::new(None) })
     }
@@ -214,6 +224,30 @@ impl Device {
         if self.shared.trap.register(kind, page, addr, len as u64) {
             self.shared.wake();
         }
+    }
+
+    /// Polled mode (see [`polled`]): runs one data-path step in the calling thread unless
+    /// another thread is stepping (it never waits for the engine lock), and keeps the
+    /// engine thread in the background for [`polled::WINDOW`]. Returns whether the step
+    /// did anything. When the step wrote completions, the acknowledgements it built may
+    /// wait for the next step ([`datapath::Flush::DeferAcks`]): the caller is expected to
+    /// handle the completions and call again (the engine thread sends them otherwise,
+    /// within the window).
+    pub fn progress(&self, hca: &Hca) -> bool {
+        let now = Instant::now();
+        if self.shared.polled.enter(now) {
+            self.shared.wake();
+        }
+        let mut st = match self.shared.state.try_lock() {
+            Ok(g) => g,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(TryLockError::WouldBlock) => return false,
+        };
+        let (work, _) = datapath::step_guarded(hca, &mut st, &self.shared.counters, now, false, datapath::Flush::DeferAcks);
+        if work {
+            self.shared.counters.progress_steps.fetch_add(1, Ordering::Relaxed);
+        }
+        work
     }
 
     /// The device counters now.

@@ -417,6 +417,8 @@ impl Trap {
             i += 1;
         }
         tracing::trace!(target: "softhca::engine", ranges = self.ranges.len(), "trap armed");
+        // Before the engine looks at the polled-mode window again (see `super::polled`).
+        self.shared.polled.set_armed(true);
         if !self.armed {
             self.armed = true;
             self.shared.counters.trap_arms.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -451,6 +453,7 @@ impl Trap {
             i += 1;
         }
         self.armed = false;
+        self.shared.polled.set_armed(false);
         tracing::trace!(target: "softhca::engine", "trap disarmed");
         // Messages of faults that were just resolved (their threads are awake) would make
         // the next ppoll return at once: read them now.

@@ -205,6 +205,14 @@ impl Tx {
         self.queue.len()
     }
 
+    /// Whether everything queued is RC acknowledgements (ACKs and NAKs: no payload, no
+    /// reference to application memory), so it may wait for the next flush.
+    pub fn only_acks(&self) -> bool {
+        self.held.is_none()
+            && !self.queue.is_empty()
+            && self.queue.iter().all(|p| p.mem.is_none() && p.buf.first() == Some(&(crate::wire::Opcode::RcAcknowledge as u8)))
+    }
+
     /// A pooled buffer of exactly `n` bytes of unspecified content (the caller writes
     /// every byte: no zeroing of a reused buffer).
     fn take_buf(&mut self, n: usize) -> Vec<u8> {

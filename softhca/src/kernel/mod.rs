@@ -150,6 +150,15 @@ impl uverbs::Endpoint for File {
     fn driver_id(&self) -> u32 {
         RDMA_DRIVER_MLX5
     }
+
+    fn progress(&self) -> bool {
+        self.hca.device().progress(&self.hca)
+    }
+
+    fn progress_fd(&self) -> Option<std::os::fd::RawFd> {
+        use std::os::fd::AsRawFd;
+        Some(self.hca.socket().as_raw_fd())
+    }
 }
 
 impl Drop for File {

@@ -18,23 +18,20 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-/// libdoorbell_preload.so of this build: in the target profile directory, next to the
-/// test executable's `deps/` folder (or in it).
+/// libdoorbell_preload.so of this build, in the target profile directory next to the
+/// test executable's `deps/` folder.
 ///
-/// `cargo test` does not build a cdylib that nothing links against, so on a clean
-/// checkout the library is not there yet: it is then built with the same cargo, profile
-/// and target directory as the test itself (once per test process). That lands it next
-/// to the `doorbell` executable too, where `doorbell softhca` looks for it.
+/// `cargo test` does not build a cdylib that nothing links against: on a clean checkout
+/// the library would be missing, and after a change to softhca it would be stale. So it
+/// is built here (once per test process) with the same cargo, profile and target
+/// directory as the test itself, which is a no-op when it is up to date. That puts it
+/// next to the `doorbell` executable too, where `doorbell softhca` looks for it.
 pub fn preload() -> PathBuf {
     static LIB: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     LIB.get_or_init(|| {
         let exe = std::env::current_exe().expect("test executable path");
         let deps = exe.parent().expect("deps dir");
         let profile_dir = deps.parent().unwrap_or(deps);
-        let find = || [profile_dir, deps].into_iter().map(|d| d.join("libdoorbell_preload.so")).find(|p| p.is_file());
-        if let Some(p) = find() {
-            return p;
-        }
         let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
             Some("debug") => "dev",
             Some(name) => name,
@@ -42,15 +39,16 @@ pub fn preload() -> PathBuf {
         };
         let target_dir = profile_dir.parent().expect("target dir");
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| option_env!("CARGO").unwrap_or("cargo").into());
-        eprintln!("building libdoorbell_preload.so (cargo build -p softhca-preload --profile {profile})");
         let status = Command::new(&cargo)
             .args(["build", "-q", "-p", "softhca-preload", "--profile", profile])
             .env("CARGO_TARGET_DIR", target_dir)
             .current_dir(env!("CARGO_MANIFEST_DIR"))
             .status()
             .expect("run cargo");
-        assert!(status.success(), "cargo build -p softhca-preload failed: {status}");
-        find().unwrap_or_else(|| panic!("libdoorbell_preload.so not found next to {} after building it", exe.display()))
+        assert!(status.success(), "cargo build -p softhca-preload --profile {profile} failed: {status}");
+        let lib = profile_dir.join("libdoorbell_preload.so");
+        assert!(lib.is_file(), "{} missing after cargo build -p softhca-preload", lib.display());
+        lib
     })
     .clone()
 }

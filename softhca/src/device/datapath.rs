@@ -1,0 +1,192 @@
+//! The data path of one instance: its socket, receive and transmit batches, capture, and
+//! the step that moves everything one notch.
+//!
+//! It lives in the device state ([`super::State`]), behind the engine lock, so that a step
+//! can run in whichever thread holds the lock: normally the engine thread
+//! ([`super::engine`]), and in polled mode also an application thread that calls
+//! [`super::Device::progress`] while it waits for completions ([`super::polled`]).
+//!
+//! One step:
+//! 1. receive one `recvmmsg` batch and hand each packet to its QP (responder for requests,
+//!    requester for responses); ICRC-failing and malformed packets are counted and dropped;
+//! 2. per QP: queue the coalesced ACK, read the SQ doorbell record and fetch new WQEs
+//!    (RTS), run the ACK/RNR timers, send request packets inside the window, drain the
+//!    response queue; in ERR, flush whatever was posted;
+//! 3. per CQ: look for arm doorbells and deliver completion events;
+//! 4. send everything built in `sendmmsg` batches (fault injection and capture on the way).
+
+use std::collections::BTreeMap;
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use crate::hca::Hca;
+use crate::objects::QpState;
+use crate::wire::{Endpoints, Error as WireError, RocePacket, Transport};
+
+use super::counters::Counters;
+use super::qp::{Env, QpCtx};
+use super::requester::BUDGET;
+use super::rx::Rx;
+use super::trace::Capture;
+use super::tx::Tx;
+use super::{events, State};
+
+/// The socket and the buffers a step works with.
+pub(crate) struct Datapath {
+    pub sock: UdpSocket,
+    pub local: SocketAddr,
+    pub rx: Rx,
+    pub tx: Tx,
+    pub capture: Option<Capture>,
+    scratch: Vec<u8>,
+}
+
+impl std::fmt::Debug for Datapath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Datapath").field("local", &self.local).field("capture", &self.capture).finish_non_exhaustive()
+    }
+}
+
+impl Datapath {
+    pub fn new(sock: UdpSocket, local: SocketAddr, tx: Tx, capture: Option<Capture>) -> Datapath {
+        Datapath { sock, local, rx: Rx::new(), tx, capture, scratch: Vec::with_capacity(4096) }
+    }
+}
+
+/// How a step ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Flush {
+    /// Everything built leaves now.
+    All,
+    /// If the step began with nothing queued, wrote completions, and built only
+    /// acknowledgements, these wait for the next step. Polled mode: the caller handles
+    /// the completions and steps again (it has work: a message arrived), and the ACK
+    /// leaves in the same `sendmmsg` as whatever the completions made it post, one
+    /// system call and a few microseconds earlier for the message that matters.
+    DeferAcks,
+}
+
+/// One pass over the wire, the QPs and the CQs, under the engine lock (`st`). `skip_rx`:
+/// the caller knows the socket is empty (its sleep ended without it becoming readable),
+/// so the receive syscall is skipped. Returns whether anything happened and the earliest
+/// transport timer.
+pub(crate) fn step(hca: &Hca, st: &mut State, counters: &Counters, now: Instant, skip_rx: bool, flush: Flush) -> (bool, Option<Instant>) {
+    let State { qps, cqs, dp } = st;
+    let Some(dp) = dp.as_mut() else { return (false, None) };
+    let queued = dp.tx.pending() > 0;
+    let cqes = counters.cqes.load(Ordering::Relaxed);
+    let n = if skip_rx { 0 } else { dp.rx.recv(&dp.sock) };
+    let mut env = Env { hca, cqs, tx: &mut dp.tx, counters, now, scratch: &mut dp.scratch, work: n > 0 };
+    for i in 0..n {
+        let Some((msg, seg, src)) = dp.rx.get(i) else {
+            counters.rx_malformed.fetch_add(1, Ordering::Relaxed);
+            continue;
+        };
+        let ep = Endpoints::new(src, dp.local);
+        // One packet, or a coalesced run of them (UDP_GRO).
+        for bytes in msg.chunks(seg) {
+            counters.rx_packets.fetch_add(1, Ordering::Relaxed);
+            counters.rx_bytes.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+            if let Some(c) = dp.capture.as_mut() {
+                c.packet(&ep, bytes);
+            }
+            dispatch(qps, &mut env, bytes, &ep);
+        }
+    }
+    let mut deadline: Option<Instant> = None;
+    for q in qps.values_mut() {
+        q.resp.flush_ack();
+        match q.state {
+            QpState::Rts => {
+                q.fetch_sq(&mut env);
+                q.check_timers(&mut env);
+                q.pump(&mut env, BUDGET);
+            }
+            QpState::Err => q.flush(&mut env),
+            _ => {}
+        }
+        q.drain_out(&mut env, BUDGET);
+        q.publish();
+        if let Some(d) = q.deadline() {
+            deadline = Some(deadline.map_or(d, |x| x.min(d)));
+        }
+    }
+    let mut work = env.work;
+    for cq in env.cqs.values_mut() {
+        work |= events::check(cq, hca.pages(), counters);
+        cq.publish();
+    }
+    // (`env`'s borrow of the transmit queue ends here.)
+    let completed = counters.cqes.load(Ordering::Relaxed) != cqes;
+    if flush == Flush::DeferAcks && !queued && completed && dp.tx.only_acks() {
+        return (true, deadline);
+    }
+    work |= dp.tx.flush(&dp.sock, counters, dp.capture.as_mut()) > 0;
+    (work, deadline)
+}
+
+/// [`step`], with a panic contained: counted, logged, and the step's queued packets
+/// dropped (they may refer to application memory that is only valid under the lock the
+/// caller holds). A bug must not silently kill the device, nor unwind into the
+/// application that called [`super::Device::progress`].
+pub(crate) fn step_guarded(hca: &Hca, st: &mut State, counters: &Counters, now: Instant, skip_rx: bool, flush: Flush) -> (bool, Option<Instant>) {
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| step(hca, st, counters, now, skip_rx, flush)));
+    r.unwrap_or_else(|_| {
+        counters.engine_panics.fetch_add(1, Ordering::Relaxed);
+        tracing::error!(target: "softhca::engine", "engine step panicked");
+        if let Some(dp) = st.dp.as_mut() {
+            dp.tx.abandon();
+        }
+        (true, None)
+    })
+}
+
+/// Hands one received datagram to the QP it names.
+fn dispatch(qps: &mut BTreeMap<u32, QpCtx>, env: &mut Env<'_>, bytes: &[u8], ep: &Endpoints) {
+    let pkt = match RocePacket::parse(bytes, ep) {
+        Ok(p) => p,
+        Err(WireError::BadIcrc { received, computed }) => {
+            env.counters.rx_bad_icrc.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(target: "softhca::rx", src = %ep.src, received, computed, "bad ICRC: dropped");
+            return;
+        }
+        Err(e) => {
+            env.counters.rx_malformed.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(target: "softhca::rx", src = %ep.src, "malformed: {e}");
+            return;
+        }
+    };
+    let bth = &pkt.bth;
+    tracing::trace!(target: "softhca::rx", opcode = ?bth.opcode, qpn = bth.dest_qpn, psn = bth.psn, len = pkt.payload.len(),
+                    ack_req = bth.ack_req, src = %ep.src, "rx");
+    let ud = match bth.opcode.transport() {
+        Transport::Rc => false,
+        Transport::Ud => true,
+        _ => {
+            env.counters.rx_no_qp.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+    };
+    let Some(q) = qps.get_mut(&bth.dest_qpn) else {
+        env.counters.rx_no_qp.fetch_add(1, Ordering::Relaxed);
+        return;
+    };
+    if ud != (q.qp.qp_type == crate::objects::QpType::Ud) {
+        env.counters.rx_no_qp.fetch_add(1, Ordering::Relaxed);
+        return;
+    }
+    if ud {
+        q.on_ud(&pkt, env, ep.src, ep.dst, bytes.len());
+        return;
+    }
+    if q.peer.map(|p| p.ip()) != Some(ep.src.ip()) {
+        env.counters.rx_wrong_peer.fetch_add(1, Ordering::Relaxed);
+        return;
+    }
+    if bth.opcode.is_request() {
+        q.on_request(&pkt, env);
+    } else {
+        q.on_response(&pkt, env);
+    }
+}
