@@ -168,7 +168,7 @@ impl Qp {
     #[cold]
     #[inline(never)]
     fn trace_small(&self, pi: u16, wr_id: u64, ds: u8, wr: &SendWr<'_>, blueflame: bool) {
-        tracing::trace!(target: "provider::post", qpn = self.qpn, pi, wr_id, ds, op = ?wr.op, "wqe");
+        tracing::trace!(target: "provider::post", qpn = self.qpn, pi, wr_id, ds, op = %format_args!("{:x?}", wr.op), "wqe");
         if blueflame {
             tracing::trace!(target: "provider::doorbell", qpn = self.qpn, pi = self.sq_cur_post, bytes = 64usize, "blueflame");
         } else {
@@ -213,7 +213,7 @@ impl Qp {
             self.shared.sq_wrid[idx].store(*wr_id, Ordering::Relaxed);
             self.sq_cur_post = pi.wrapping_add(info.wqebb_count);
             self.shared.sq_next[idx].store(self.sq_cur_post as u32, Ordering::Relaxed);
-            tracing::trace!(target: "provider::post", qpn = self.qpn, pi, wr_id, ds = info.ds, op = ?wr.op, "wqe");
+            tracing::trace!(target: "provider::post", qpn = self.qpn, pi, wr_id, ds = info.ds, op = %format_args!("{:x?}", wr.op), "wqe");
             last = Some((pi, info));
         }
         self.ring(&ring, last, wrs.len());

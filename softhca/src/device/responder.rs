@@ -366,7 +366,7 @@ impl QpCtx {
             *remaining -= n;
         }
         env.counters.dma_write_bytes.fetch_add(n, Relaxed);
-        tracing::trace!(target: "softhca::responder", qpn = self.qp.qpn, psn = pkt.bth.psn, va = at, len = n, rkey, "write into memory");
+        tracing::trace!(target: "softhca::responder", qpn = self.qp.qpn, psn = pkt.bth.psn, va = %format_args!("{at:#x}"), len = n, rkey = %format_args!("{rkey:#x}"), "write into memory");
         if op.ends_message() {
             self.resp.cur = None;
             if imm.is_some() {
@@ -408,7 +408,7 @@ impl QpCtx {
         self.resp.slots.push_back(RdSlot { psn: pkt.bth.psn, n, served: false, orig: None });
         self.resp.msn = psn::add(self.resp.msn, 1);
         let s = ReadStream { psn: pkt.bth.psn, va, rkey, len, k: 0, n, msn: self.resp.msn };
-        tracing::trace!(target: "softhca::responder", qpn = self.qp.qpn, psn = s.psn, va, len, rkey, packets = n, "read request");
+        tracing::trace!(target: "softhca::responder", qpn = self.qp.qpn, psn = s.psn, va = %format_args!("{va:#x}"), len, rkey = %format_args!("{rkey:#x}"), packets = n, "read request");
         self.resp.push(Out::Read(s));
         self.resp.epsn = psn::add(self.resp.epsn, n);
     }
@@ -432,7 +432,7 @@ impl QpCtx {
             Ok(v) => v,
             Err(e) => return self.nak_fatal(env, NakCode::RemoteAccessError, &format!("atomic rkey {:#x}: {e:?}", a.rkey)),
         };
-        tracing::trace!(target: "softhca::responder", qpn = self.qp.qpn, psn = pkt.bth.psn, va = a.va, orig, "atomic");
+        tracing::trace!(target: "softhca::responder", qpn = self.qp.qpn, psn = pkt.bth.psn, va = %format_args!("{:#x}", a.va), orig, "atomic");
         let p = pkt.bth.psn;
         self.resp.slots.push_back(RdSlot { psn: p, n: 1, served: false, orig: Some(orig) });
         self.resp.msn = psn::add(self.resp.msn, 1);
@@ -459,7 +459,7 @@ impl QpCtx {
                     _ => true,
                 });
                 let s = ReadStream { psn: p, va, rkey, len, k: 0, n, msn: self.resp.msn };
-                tracing::trace!(target: "softhca::responder", qpn = self.qp.qpn, psn = p, va, len, "duplicate read: executed again");
+                tracing::trace!(target: "softhca::responder", qpn = self.qp.qpn, psn = p, va = %format_args!("{va:#x}"), len, "duplicate read: executed again");
                 self.resp.push(Out::Read(s));
             }
             Opcode::RcCompareSwap | Opcode::RcFetchAdd => {

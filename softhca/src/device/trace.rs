@@ -15,7 +15,7 @@
 //! |---------------------|-------|--------------------------------------------------------|
 //! | `provider::post`    | TRACE | verb -> WQE (qpn, pi, wr_id, ds, op)                    |
 //! | `provider::doorbell`| TRACE | doorbell record + UAR/BlueFlame write                   |
-//! | `softhca::doorbell` | TRACE | the device sees a new SQ producer counter               |
+//! | `softhca::doorbell` | TRACE | a trapped UAR store (`trap`, address, flags); the device sees a new SQ producer counter |
 //! | `softhca::wqe`      | TRACE | WQE fetched and decoded (index, opcode, len, PSNs)      |
 //! | `softhca::tx`       | TRACE | each packet sent (opcode, dest QPN, PSN, length)        |
 //! | `softhca::rx`       | TRACE | each packet received (opcode, dest QPN, PSN, length)    |
@@ -25,6 +25,8 @@
 //! | `softhca::events`   | TRACE | CQ armed, completion event                              |
 //! | `softhca::qp`       | DEBUG | QP state changes seen by the device                     |
 //! | `softhca::fault`    | TRACE | injected drops, duplicates, reorders                    |
+//! | `softhca::engine`   | DEBUG/TRACE | idle mode, sleeps and wake-ups, trap armed/disarmed |
+//! | `softhca::device`   | TRACE | objects the device half learns of (MR, CQ, QP hooks)    |
 //! | `provider::poll`    | TRACE | CQE turned into a work completion                       |
 
 use std::collections::HashSet;

@@ -509,7 +509,7 @@ impl Trap {
                 } else {
                     c.trap_faults.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 }
-                tracing::trace!(target: "softhca::doorbell", addr = m.address, flags = m.flags, clock, "trap");
+                tracing::trace!(target: "softhca::doorbell", addr = %format_args!("{:#x}", m.address), flags = m.flags, clock, "trap");
                 if !self.armed {
                     // Resolved already (the page is writable / the clock is back): the
                     // thread may still be parked on the message.
