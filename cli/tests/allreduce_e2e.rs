@@ -105,8 +105,8 @@ fn allreduce_starts_four_ranks_by_itself() {
 }
 
 #[test]
-fn launch_runs_non_power_of_two_worlds_both_algorithms() {
-    for (n, algo) in [(3usize, "ring"), (5, "tree"), (6, "ring"), (7, "tree"), (2, "tree"), (8, "ring")] {
+fn launch_runs_non_power_of_two_worlds_every_algorithm() {
+    for (n, algo) in [(3usize, "ring"), (5, "tree"), (6, "ring"), (7, "tree"), (2, "tree"), (8, "ring"), (4, "doubling"), (6, "doubling")] {
         let port = free_port().to_string();
         let nn = n.to_string();
         let o = run(

@@ -10,6 +10,10 @@ use std::time::Duration;
 use collective::{dispatch_dtype, Algo, AlgoChoice, Communicator, DataType, Element, MemFabric, ReduceOp, Tuning};
 use common::*;
 
+/// Every algorithm, forced. Doubling needs a power-of-two rank count; forced on any
+/// other it runs the tree, which the tests then check once more.
+const ALGOS: [Algo; 3] = [Algo::Ring, Algo::Tree, Algo::Doubling];
+
 fn small_tuning(algo: Option<Algo>) -> Tuning {
     Tuning {
         slot_bytes: 256,
@@ -34,7 +38,7 @@ fn every_type_and_op_on_2_to_8_ranks() {
         let fabric = MemFabric::new(n);
         on_threads(n, Duration::from_secs(120), move |r| {
             let mut c = Communicator::in_process(&fabric, r, small_tuning(None)).unwrap();
-            for algo in [Algo::Ring, Algo::Tree] {
+            for algo in ALGOS {
                 c.set_algo(AlgoChoice { forced: Some(algo), ..AlgoChoice::default() });
                 for dt in DataType::ALL {
                     for op in ReduceOp::ALL {
@@ -54,7 +58,7 @@ fn large_counts_with_default_slots() {
         let fabric = MemFabric::new(n);
         on_threads(n, Duration::from_secs(120), move |r| {
             let mut c = Communicator::in_process(&fabric, r, Tuning { slot_bytes: 4096, ..Tuning::default() }).unwrap();
-            for algo in [Algo::Ring, Algo::Tree] {
+            for algo in ALGOS {
                 c.set_algo(AlgoChoice { forced: Some(algo), ..AlgoChoice::default() });
                 for count in [100_003usize, 1 << 16] {
                     check_all_reduce::<f32>(&mut c, ReduceOp::Sum, count, algo.name());
@@ -81,7 +85,7 @@ fn rounding_within_bound<T: Element>(u: f64) {
     let results = on_threads(n, Duration::from_secs(60), move |r| {
         let mut out = vec![];
         let mut c = Communicator::in_process(&fabric, r, small_tuning(None)).unwrap();
-        for algo in [Algo::Ring, Algo::Tree] {
+        for algo in ALGOS {
             c.set_algo(AlgoChoice { forced: Some(algo), ..AlgoChoice::default() });
             let send: Vec<T> = (0..count).map(|i| T::from_f64(gen(r, i))).collect();
             let mut recv = vec![T::default(); count];
@@ -92,7 +96,7 @@ fn rounding_within_bound<T: Element>(u: f64) {
     });
     let k = (n - 1) as f64;
     let gamma = k * u / (1.0 - k * u);
-    for a in 0..2 {
+    for a in 0..ALGOS.len() {
         for i in 0..count {
             let exact: f64 = (0..n).map(|r| gen(r, i)).sum();
             let mag: f64 = (0..n).map(|r| gen(r, i).abs()).sum();

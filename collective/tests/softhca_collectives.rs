@@ -40,7 +40,7 @@ fn every_type_and_op_on_four_ranks() {
     on_threads(n, Duration::from_secs(240), move |r| {
         let mut c = comm(r, n, port, tuning(1024));
         assert!(c.transport().starts_with("rdma"), "{}", c.transport());
-        for algo in [Algo::Ring, Algo::Tree] {
+        for algo in [Algo::Ring, Algo::Tree, Algo::Doubling] {
             c.set_algo(AlgoChoice { forced: Some(algo), ..AlgoChoice::default() });
             for dt in DataType::ALL {
                 for op in ReduceOp::ALL {
@@ -59,7 +59,7 @@ fn two_to_eight_ranks_awkward_counts() {
         let port = free_port();
         on_threads(n, Duration::from_secs(240), move |r| {
             let mut c = comm(r, n, port, tuning(512));
-            for algo in [Algo::Ring, Algo::Tree] {
+            for algo in [Algo::Ring, Algo::Tree, Algo::Doubling] {
                 c.set_algo(AlgoChoice { forced: Some(algo), ..AlgoChoice::default() });
                 for count in [0usize, 1, n - 1, n + 1, 1001] {
                     check_all_reduce::<f32>(&mut c, ReduceOp::Sum, count, algo.name());
@@ -94,7 +94,7 @@ fn large_message_default_tuning() {
     let port = free_port();
     on_threads(n, Duration::from_secs(240), move |r| {
         let mut c = comm(r, n, port, Tuning::default());
-        for algo in [Algo::Ring, Algo::Tree] {
+        for algo in [Algo::Ring, Algo::Tree, Algo::Doubling] {
             c.set_algo(AlgoChoice { forced: Some(algo), ..AlgoChoice::default() });
             check_all_reduce::<f32>(&mut c, ReduceOp::Sum, (1 << 20) + 3, algo.name());
         }
