@@ -30,13 +30,13 @@ pub struct Rx {
     segs: Vec<usize>,
     ctrl: Vec<[u64; CMSG_BUF / 8]>,
     n: usize,
-    /// Reused `recvmmsg` arguments (their pointers are refreshed on every call).
+    /// Reused `recvmmsg` arguments, built once (see [`Rx::recv`]).
     iovs: Vec<libc::iovec>,
     hdrs: Vec<libc::mmsghdr>,
 }
 
 // SAFETY: the raw pointers inside `iovs`/`hdrs` only ever point into this value's own
-// buffers and are rewritten before each use; nothing else aliases them.
+// heap buffers (which never move or resize once built); nothing else aliases them.
 unsafe impl Send for Rx {}
 
 impl std::fmt::Debug for Rx {
@@ -99,26 +99,24 @@ impl Rx {
 
     /// Receives what is queued, up to one batch, without blocking. Returns the count of
     /// messages.
+    ///
+    /// The `recvmmsg` arguments are built on the first call and afterwards only have the
+    /// fields the kernel overwrites reset: in polled mode most calls find nothing (the
+    /// application polls while it waits), so the call's own cost matters.
     pub fn recv(&mut self, sock: &UdpSocket) -> usize {
-        self.iovs.clear();
-        for b in self.bufs.iter_mut() {
-            self.iovs.push(libc::iovec { iov_base: b.as_mut_ptr().cast(), iov_len: b.len() });
+        if self.hdrs.len() != BATCH {
+            self.build_hdrs();
         }
-        self.hdrs.clear();
-        for i in 0..BATCH {
-            // SAFETY: msghdr is plain old data; zero is a valid starting value.
-            let mut h: libc::msghdr = unsafe { std::mem::zeroed() };
-            h.msg_name = std::ptr::addr_of_mut!(self.addrs[i]).cast();
-            h.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-            h.msg_iov = std::ptr::addr_of_mut!(self.iovs[i]);
-            h.msg_iovlen = 1;
-            h.msg_control = std::ptr::addr_of_mut!(self.ctrl[i]).cast();
-            h.msg_controllen = CMSG_BUF;
-            self.hdrs.push(libc::mmsghdr { msg_hdr: h, msg_len: 0 });
+        for h in self.hdrs.iter_mut() {
+            h.msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+            h.msg_hdr.msg_controllen = CMSG_BUF;
+            h.msg_hdr.msg_flags = 0;
+            h.msg_len = 0;
         }
         // SAFETY: every header points at an iovec over one of our buffers, at one of our
-        // address slots and at one of our control buffers, all alive and exclusively ours
-        // for the duration of the call.
+        // address slots and at one of our control buffers (heap allocations owned by this
+        // value that never move or resize after `build_hdrs`), all alive and exclusively
+        // ours for the duration of the call.
         let n = unsafe {
             libc::recvmmsg(sock.as_raw_fd(), self.hdrs.as_mut_ptr(), BATCH as libc::c_uint, libc::MSG_DONTWAIT, std::ptr::null_mut())
         };
@@ -136,6 +134,28 @@ impl Rx {
         }
         self.n = n;
         n
+    }
+
+    /// Points one `recvmmsg` header per message at its buffer, address slot and control
+    /// buffer (all heap allocations of fixed size: the pointers stay valid when the `Rx`
+    /// itself moves).
+    fn build_hdrs(&mut self) {
+        self.iovs.clear();
+        for b in self.bufs.iter_mut() {
+            self.iovs.push(libc::iovec { iov_base: b.as_mut_ptr().cast(), iov_len: b.len() });
+        }
+        self.hdrs.clear();
+        for i in 0..BATCH {
+            // SAFETY: msghdr is plain old data; zero is a valid starting value.
+            let mut h: libc::msghdr = unsafe { std::mem::zeroed() };
+            h.msg_name = std::ptr::addr_of_mut!(self.addrs[i]).cast();
+            h.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+            h.msg_iov = std::ptr::addr_of_mut!(self.iovs[i]);
+            h.msg_iovlen = 1;
+            h.msg_control = std::ptr::addr_of_mut!(self.ctrl[i]).cast();
+            h.msg_controllen = CMSG_BUF;
+            self.hdrs.push(libc::mmsghdr { msg_hdr: h, msg_len: 0 });
+        }
     }
 
     /// Message `i` of the last batch, its segment size and its sender (None if it was

@@ -177,26 +177,86 @@ pub fn icrc(
 ) -> u32 {
     let roce = roce_payload_without_icrc;
     let udp_len = UDP_HEADER_LEN + roce.len() + ICRC_LEN;
-    let mut crc = crc32fast::Hasher::new();
-    crc.update(&MASKED_LRH);
-    match ip_pair(src, dst) {
-        IpPair::V4(s, d) => crc.update(&masked_ipv4_header(s, d, udp_len)),
-        IpPair::V6(s, d) => crc.update(&masked_ipv6_header(s, d, udp_len)),
+    let n = roce.len().min(bth::HEADER_LEN);
+    let mut crc = header_state(src, dst, udp_src_port, udp_dst_port, udp_len);
+    let (b, taken) = masked_bth(&[&roce[..n]]);
+    crc.update(&b[..taken]);
+    crc.update(&roce[n..]);
+    crc.finalize()
+}
+
+/// The cache key of [`header_state`]: everything the masked LRH, IP and UDP headers
+/// depend on.
+type HeaderKey = (IpAddr, IpAddr, u16, u16, usize);
+
+/// Entries of the per-thread [`header_state`] cache (direct-mapped by length and port).
+const HEADER_CACHE: usize = 16;
+
+thread_local! {
+    static HEADERS: std::cell::RefCell<[Option<(HeaderKey, crc32fast::Hasher)>; HEADER_CACHE]> =
+        const { std::cell::RefCell::new([const { None }; HEADER_CACHE]) };
+}
+
+/// The CRC state after the masked LRH, IP header and UDP header of a datagram of
+/// `udp_len` bytes on this flow.
+///
+/// Why cached: these 36 bytes (56 for IPv6) are the same for every packet of a flow with
+/// the same length, which on a bulk transfer is nearly every packet (MTU-sized middles,
+/// ACKs); built and hashed per packet they cost a few percent of the ICRC's time, in
+/// several short CRC updates. A small per-thread table keyed by the flow and the length
+/// keeps the state after them, so a packet's CRC starts with one clone.
+fn header_state(src: IpAddr, dst: IpAddr, udp_src_port: u16, udp_dst_port: u16, udp_len: usize) -> crc32fast::Hasher {
+    let key: HeaderKey = (src, dst, udp_src_port, udp_dst_port, udp_len);
+    let slot = (udp_len ^ (udp_len >> 4) ^ udp_src_port as usize) % HEADER_CACHE;
+    let hit = HEADERS.with(|c| match &c.borrow()[slot] {
+        Some((k, h)) if *k == key => Some(h.clone()),
+        _ => None,
+    });
+    if let Some(h) = hit {
+        return h;
     }
-    let mut udp = [0xffu8; UDP_HEADER_LEN]; // checksum stays masked
+    let mut crc = crc32fast::Hasher::new();
+    let mut pre = [0u8; MASKED_LRH.len() + IPV6_HEADER_LEN + UDP_HEADER_LEN];
+    pre[..MASKED_LRH.len()].copy_from_slice(&MASKED_LRH);
+    let mut at = MASKED_LRH.len();
+    match ip_pair(src, dst) {
+        IpPair::V4(s, d) => {
+            pre[at..at + IPV4_HEADER_LEN].copy_from_slice(&masked_ipv4_header(s, d, udp_len));
+            at += IPV4_HEADER_LEN;
+        }
+        IpPair::V6(s, d) => {
+            pre[at..at + IPV6_HEADER_LEN].copy_from_slice(&masked_ipv6_header(s, d, udp_len));
+            at += IPV6_HEADER_LEN;
+        }
+    }
+    let udp = &mut pre[at..at + UDP_HEADER_LEN];
     udp[0..2].copy_from_slice(&udp_src_port.to_be_bytes());
     udp[2..4].copy_from_slice(&udp_dst_port.to_be_bytes());
     udp[4..6].copy_from_slice(&(udp_len as u16).to_be_bytes());
-    crc.update(&udp);
-    let n = roce.len().min(bth::HEADER_LEN);
-    let mut bth = [0u8; bth::HEADER_LEN];
-    bth[..n].copy_from_slice(&roce[..n]);
-    if n > bth::VARIANT_BYTE {
-        bth[bth::VARIANT_BYTE] = 0xff;
+    udp[6..8].copy_from_slice(&[0xff, 0xff]); // checksum stays masked
+    at += UDP_HEADER_LEN;
+    crc.update(&pre[..at]);
+    HEADERS.with(|c| c.borrow_mut()[slot] = Some((key, crc.clone())));
+    crc
+}
+
+/// The BTH with its variant byte masked, gathered from the front of `pieces` (which may
+/// hold less than a whole BTH, or split it). Returns the bytes and how many were taken.
+fn masked_bth(pieces: &[&[u8]]) -> ([u8; bth::HEADER_LEN], usize) {
+    let mut b = [0u8; bth::HEADER_LEN];
+    let mut at = 0;
+    for p in pieces {
+        let k = p.len().min(bth::HEADER_LEN - at);
+        b[at..at + k].copy_from_slice(&p[..k]);
+        at += k;
+        if at == bth::HEADER_LEN {
+            break;
+        }
     }
-    crc.update(&bth[..n]);
-    crc.update(&roce[n..]);
-    crc.finalize()
+    if at > bth::VARIANT_BYTE {
+        b[bth::VARIANT_BYTE] = 0xff;
+    }
+    (b, at)
 }
 
 /// [`icrc`] over a packet given in pieces (headers, payload, pad), without assembling it:
@@ -204,30 +264,18 @@ pub fn icrc(
 pub fn icrc_pieces(src: IpAddr, dst: IpAddr, udp_src_port: u16, udp_dst_port: u16, pieces: &[&[u8]]) -> u32 {
     let roce_len: usize = pieces.iter().map(|p| p.len()).sum();
     let udp_len = UDP_HEADER_LEN + roce_len + ICRC_LEN;
-    let mut crc = crc32fast::Hasher::new();
-    crc.update(&MASKED_LRH);
-    match ip_pair(src, dst) {
-        IpPair::V4(s, d) => crc.update(&masked_ipv4_header(s, d, udp_len)),
-        IpPair::V6(s, d) => crc.update(&masked_ipv6_header(s, d, udp_len)),
-    }
-    let mut udp = [0xffu8; UDP_HEADER_LEN]; // checksum stays masked
-    udp[0..2].copy_from_slice(&udp_src_port.to_be_bytes());
-    udp[2..4].copy_from_slice(&udp_dst_port.to_be_bytes());
-    udp[4..6].copy_from_slice(&(udp_len as u16).to_be_bytes());
-    crc.update(&udp);
-    // The BTH's variant byte is masked wherever it falls.
-    let mut at = 0usize;
+    let mut crc = header_state(src, dst, udp_src_port, udp_dst_port, udp_len);
+    let (b, taken) = masked_bth(pieces);
+    crc.update(&b[..taken]);
+    // The rest: whatever of the pieces the BTH did not take.
+    let mut skip = taken;
     for p in pieces {
-        let end = at + p.len();
-        if at <= bth::VARIANT_BYTE && bth::VARIANT_BYTE < end {
-            let k = bth::VARIANT_BYTE - at;
-            crc.update(&p[..k]);
-            crc.update(&[0xff]);
-            crc.update(&p[k + 1..]);
-        } else {
-            crc.update(p);
+        if skip >= p.len() {
+            skip -= p.len();
+            continue;
         }
-        at = end;
+        crc.update(&p[skip..]);
+        skip = 0;
     }
     crc.finalize()
 }
@@ -332,6 +380,49 @@ mod tests {
         assert_eq!(h6[..8], [0x6f, 0xff, 0xff, 0xff, 0x00, 0x28, 0x11, 0xff]);
         assert_eq!(h6[23], 1);
         assert_eq!(h6[39], 1);
+    }
+
+    /// The header cache never hands one flow's or length's state to another: results
+    /// for interleaved flows and lengths (many sharing a cache slot) match a CRC built
+    /// from scratch.
+    #[test]
+    fn header_cache_matches_uncached() {
+        fn reference(e: &Endpoints, roce: &[u8]) -> u32 {
+            let udp_len = UDP_HEADER_LEN + roce.len() + ICRC_LEN;
+            let mut crc = crc32fast::Hasher::new();
+            crc.update(&MASKED_LRH);
+            match ip_pair(e.src.ip(), e.dst.ip()) {
+                IpPair::V4(s, d) => crc.update(&masked_ipv4_header(s, d, udp_len)),
+                IpPair::V6(s, d) => crc.update(&masked_ipv6_header(s, d, udp_len)),
+            }
+            let mut udp = [0xffu8; UDP_HEADER_LEN];
+            udp[0..2].copy_from_slice(&e.src.port().to_be_bytes());
+            udp[2..4].copy_from_slice(&e.dst.port().to_be_bytes());
+            udp[4..6].copy_from_slice(&(udp_len as u16).to_be_bytes());
+            crc.update(&udp);
+            let mut b = roce.to_vec();
+            if b.len() > bth::VARIANT_BYTE {
+                b[bth::VARIANT_BYTE] = 0xff;
+            }
+            crc.update(&b);
+            crc.finalize()
+        }
+        let pkt: Vec<u8> = (0..600u32).map(|i| (i * 13 + 5) as u8).collect();
+        let flows = [
+            ep([127, 0, 0, 1], 4791, [127, 0, 0, 2]),
+            ep([127, 0, 0, 2], 4791, [127, 0, 0, 1]),
+            ep([127, 0, 0, 1], 4792, [127, 0, 0, 2]),
+            Endpoints::new("[fe80::1]:4791".parse().unwrap(), "[fe80::2]:4791".parse().unwrap()),
+        ];
+        for round in 0..3 {
+            for len in (0..600).step_by(7 + round) {
+                for e in &flows {
+                    let want = reference(e, &pkt[..len]);
+                    assert_eq!(e.icrc(&pkt[..len]), want, "{e:?} len {len}");
+                    assert_eq!(e.icrc_pieces(&[&pkt[..len.min(5)], &pkt[len.min(5)..len]]), want, "{e:?} len {len}");
+                }
+            }
+        }
     }
 
     #[test]
