@@ -1,20 +1,28 @@
 #!/usr/bin/env bash
 # The collective benchmark of docs/BENCHMARKS.md: 4 ranks on this machine, doorbell's
 # ring, tree and recursive doubling all-reduce (float sum, softhca over 127.0.0.N)
-# against Open MPI's MPI_Allreduce over TCP loopback, measured in the same run, and a
-# merged table of busbw ratios and the crossovers.
+# against Open MPI's MPI_Allreduce over TCP loopback, and a merged table of busbw
+# ratios and the crossovers.
 #
-#   collective/bench/run.sh [-b 8] [-e 64M] [-n 10] [-w 2] [-o OUTDIR]
+#   collective/bench/run.sh [-b 8] [-e 64M] [-n 10] [-w 2] [-r 3] [-o OUTDIR]
+#
+# The machine is shared and its speed drifts by up to 2x within minutes, so the four
+# programs run in rounds (ring, tree, doubling, Open MPI; -r rounds), each round's
+# doorbell numbers are compared with that round's Open MPI numbers, and the table shows
+# medians over the rounds: the median time of each program, and the median (with the
+# lowest and highest) of the per-round ratios best doorbell time / Open MPI time (below 1:
+# doorbell faster) and best doorbell busbw / Open MPI busbw (above 1: doorbell faster;
+# "-" where Open MPI's busbw prints as 0.000).
 #
 # Needs openmpi-bin and libopenmpi-dev (mpicc, mpirun) and a release build of doorbell
 # (built here if missing).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-minb=8 maxb=64M iters=10 warmup=2 out=""
-while getopts "b:e:n:w:o:" o; do
+minb=8 maxb=64M iters=10 warmup=2 rounds=3 out=""
+while getopts "b:e:n:w:r:o:" o; do
   case $o in
-    b) minb=$OPTARG ;; e) maxb=$OPTARG ;; n) iters=$OPTARG ;; w) warmup=$OPTARG ;; o) out=$OPTARG ;;
-    *) echo "usage: $0 [-b min] [-e max] [-n iters] [-w warmup] [-o outdir]" >&2; exit 2 ;;
+    b) minb=$OPTARG ;; e) maxb=$OPTARG ;; n) iters=$OPTARG ;; w) warmup=$OPTARG ;; r) rounds=$OPTARG ;; o) out=$OPTARG ;;
+    *) echo "usage: $0 [-b min] [-e max] [-n iters] [-w warmup] [-r rounds] [-o outdir]" >&2; exit 2 ;;
   esac
 done
 target=${CARGO_TARGET_DIR:-$root/target}
@@ -24,48 +32,49 @@ out=${out:-$(mktemp -d)}
 mkdir -p "$out"
 mpicc -O2 -o "$out/mpi_allreduce" "$root/collective/bench/mpi_allreduce.c"
 
-echo "# $(date -u +%FT%TZ) $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)" | tee "$out/env.txt"
-for algo in ring tree doubling; do
-  echo "== doorbell $algo" >&2
-  "$bin" allreduce --count 0 --algo "$algo" -b "$minb" -e "$maxb" -n "$iters" -w "$warmup" | tee "$out/doorbell_$algo.txt"
+echo "# $(date -u +%FT%TZ) $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg), $rounds rounds" | tee "$out/env.txt"
+for r in $(seq 1 "$rounds"); do
+  for algo in ring tree doubling; do
+    echo "== round $r: doorbell $algo" >&2
+    "$bin" allreduce --count 0 --algo "$algo" -b "$minb" -e "$maxb" -n "$iters" -w "$warmup" > "$out/doorbell_${algo}_r$r.txt"
+  done
+  echo "== round $r: Open MPI" >&2
+  mpirun --allow-run-as-root --oversubscribe -np 4 --mca btl tcp,self \
+    "$out/mpi_allreduce" -b "$minb" -e "$maxb" -n "$iters" -w "$warmup" > "$out/mpi_r$r.txt"
 done
-echo "== Open MPI" >&2
-mpirun --allow-run-as-root --oversubscribe -np 4 --mca btl tcp,self \
-  "$out/mpi_allreduce" -b "$minb" -e "$maxb" -n "$iters" -w "$warmup" | tee "$out/mpi.txt"
+echo "# end $(date -u +%FT%TZ) load $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$out/env.txt"
 
-python3 - "$out" <<'PY'
-import sys, os
-out = sys.argv[1]
+python3 - "$out" "$rounds" <<'PY'
+import sys, os, statistics as st
+out, rounds = sys.argv[1], int(sys.argv[2])
 def rows(name):
     r = {}
     for line in open(os.path.join(out, name)):
         f = line.split()
         if len(f) == 12 and not line.startswith('#') and f[0].isdigit():
-            # size -> (out-of-place time, busbw), in-place ignored (same shape)
+            # size -> (out-of-place time, busbw); in-place has the same shape
             r[int(f[0])] = (float(f[4]), float(f[6]))
     return r
 algos = ['ring', 'tree', 'doubling']
-res = {a: rows(f'doorbell_{a}.txt') for a in algos}
-mpi = rows('mpi.txt')
-print("\n| size | ring us | tree us | doubling us | Open MPI us | ring busbw | tree busbw | doubling busbw | MPI busbw | best/MPI time | best/MPI busbw | best algo |")
-print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|:--|")
+runs = [({a: rows(f'doorbell_{a}_r{k}.txt') for a in algos}, rows(f'mpi_r{k}.txt')) for k in range(1, rounds + 1)]
+sizes = set.intersection(*[set(m) & set.intersection(*[set(d[a]) for a in algos]) for d, m in runs])
+print(f"\n| size | ring us | tree us | doubling us | Open MPI us | best algo | best/MPI time | best/MPI busbw |")
+print("|---:|---:|---:|---:|---:|:--|:--|:--|")
 cross = {}
-sizes = set(mpi)
-for a in algos:
-    sizes &= set(res[a])
 for s in sorted(sizes):
-    t = {a: res[a][s][0] for a in algos}
-    b = {a: res[a][s][1] for a in algos}
-    (mt, mb) = mpi[s]
+    t = {a: st.median(d[a][s][0] for d, _ in runs) for a in algos}
+    mt = st.median(m[s][0] for _, m in runs)
     best = min(algos, key=lambda a: t[a])
     for x in algos:
         for y in algos:
             if x != y and t[x] <= t[y] and (x, y) not in cross:
                 cross[(x, y)] = s
-    bb = b[best]
-    ratio = f"{bb / mb:.2f}" if mb > 0 else "-"
-    print(f"| {s} | {t['ring']:.1f} | {t['tree']:.1f} | {t['doubling']:.1f} | {mt:.1f} | {b['ring']:.3f} | {b['tree']:.3f} | {b['doubling']:.3f} | {mb:.3f} | {t[best] / mt:.2f} | {ratio} | {best} |")
+    # Per round: the best doorbell result of that round against that round's Open MPI.
+    ratios = [max(d[a][s][1] for a in algos) / m[s][1] for d, m in runs if m[s][1] > 0]
+    times = [min(d[a][s][0] for a in algos) / m[s][0] for d, m in runs]
+    fmt = lambda v: f"{st.median(v):.2f} ({min(v):.2f}-{max(v):.2f})" if v else "-"
+    print(f"| {s} | {t['ring']:.1f} | {t['tree']:.1f} | {t['doubling']:.1f} | {mt:.1f} | {best} | {fmt(times)} | {fmt(ratios)} |")
 print()
 for x, y in [('tree', 'doubling'), ('ring', 'tree'), ('ring', 'doubling')]:
-    print(f"{x} at least as fast as {y} first at: {cross.get((x, y))} B")
+    print(f"{x} at least as fast as {y} (median times) first at: {cross.get((x, y))} B")
 PY
