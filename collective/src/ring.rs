@@ -56,6 +56,27 @@ fn m(x: isize, n: usize) -> usize {
     x.rem_euclid(n as isize) as usize
 }
 
+/// One pipelined round of a ring plan: the lane it runs on, the streams from the left
+/// neighbour and to the right one on that lane, and its slice of the elements.
+struct Round {
+    lane: usize,
+    inp: u32,
+    out: u32,
+    off: usize,
+    len: usize,
+}
+
+/// The `rounds` rounds over `total` elements, dealt to the lanes in turn.
+fn ring_rounds(e: &Engine, s: RingShape, total: usize, rounds: usize) -> impl Iterator<Item = Round> + '_ {
+    let (left, right) = neighbours(s.rank, s.n);
+    (0..rounds).map(move |k| {
+        let lane = k % s.lanes;
+        let ch = Channel::ring(lane);
+        let (off, len) = split(total, rounds, k);
+        Round { lane, inp: e.in_id(left, ch), out: e.out_id(right, ch), off, len }
+    })
+}
+
 /// The all-reduce plan over `count` elements.
 pub fn all_reduce_plan(e: &Engine, s: RingShape, count: usize) -> Plan {
     let (n, r) = (s.n, s.rank);
@@ -63,13 +84,7 @@ pub fn all_reduce_plan(e: &Engine, s: RingShape, count: usize) -> Plan {
     if n == 1 || count == 0 {
         return plan;
     }
-    let (left, right) = neighbours(r, n);
-    let rounds = s.rounds(count.div_ceil(n));
-    for k in 0..rounds {
-        let lane = k % s.lanes;
-        let ch = Channel::ring(lane);
-        let (inp, out) = (e.in_id(left, ch), e.out_id(right, ch));
-        let (base, len) = split(count, rounds, k);
+    for Round { lane, inp, out, off: base, len } in ring_rounds(e, s, count, s.rounds(count.div_ceil(n))) {
         let block = |b: usize| {
             let (o, l) = split(len, n, b);
             (base + o, l)
@@ -106,13 +121,7 @@ pub fn reduce_scatter_plan(e: &Engine, s: RingShape, count: usize) -> Plan {
     if n == 1 || count == 0 {
         return plan;
     }
-    let (left, right) = neighbours(r, n);
-    let rounds = s.rounds(count);
-    for k in 0..rounds {
-        let lane = k % s.lanes;
-        let ch = Channel::ring(lane);
-        let (inp, out) = (e.in_id(left, ch), e.out_id(right, ch));
-        let (sub, len) = split(count, rounds, k);
+    for Round { lane, inp, out, off: sub, len } in ring_rounds(e, s, count, s.rounds(count)) {
         let ri = r as isize;
         let b0 = m(ri - 1, n);
         plan.push(lane, Action::new(len).local(b0 * count + sub).output(out));
@@ -133,13 +142,7 @@ pub fn all_gather_plan(e: &Engine, s: RingShape, count: usize) -> Plan {
     if n == 1 || count == 0 {
         return plan;
     }
-    let (left, right) = neighbours(r, n);
-    let rounds = s.rounds(count);
-    for k in 0..rounds {
-        let lane = k % s.lanes;
-        let ch = Channel::ring(lane);
-        let (inp, out) = (e.in_id(left, ch), e.out_id(right, ch));
-        let (sub, len) = split(count, rounds, k);
+    for Round { lane, inp, out, off: sub, len } in ring_rounds(e, s, count, s.rounds(count)) {
         let ri = r as isize;
         plan.push(lane, Action::new(len).local(sub).store(r * count + sub).output(out));
         for st in 0..n - 1 {
