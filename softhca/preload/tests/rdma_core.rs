@@ -10,36 +10,13 @@
 //! SKIP and passes. Every test runs its programs as separate processes, each with its own
 //! softhca instance on its own 127.0.0.N, so the tests may run in parallel.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;
 
 mod common;
 
-/// libdoorbell_preload.so of this build: next to the test executable's `deps/` folder.
-fn preload() -> PathBuf {
-    let exe = std::env::current_exe().expect("test executable path");
-    let deps = exe.parent().expect("deps dir");
-    for dir in [deps.parent().unwrap_or(deps), deps] {
-        let p = dir.join("libdoorbell_preload.so");
-        if p.is_file() {
-            return p;
-        }
-    }
-    panic!("libdoorbell_preload.so not found next to {}: build it with `cargo build -p softhca-preload`", exe.display());
-}
-
-/// The path of an rdma-core program, or None (and a SKIP line) if it is not installed.
-fn tool(name: &str) -> Option<PathBuf> {
-    for dir in std::env::var("PATH").unwrap_or_default().split(':').chain(["/usr/bin", "/usr/sbin"]) {
-        let p = Path::new(dir).join(name);
-        if p.is_file() {
-            return Some(p);
-        }
-    }
-    eprintln!("SKIP: {name} is not installed (apt-get install rdma-core ibverbs-utils ibverbs-providers perftest)");
-    None
-}
+use common::{preload, tool};
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Mode {
