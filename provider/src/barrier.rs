@@ -33,13 +33,7 @@ pub fn from_device() {
 /// which x86 does not promise for WC memory, hence `sfence` (`mmio_wc_start`).
 #[inline(always)]
 pub fn wc_start() {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: sfence has no preconditions; it only orders stores.
-    unsafe {
-        std::arch::x86_64::_mm_sfence()
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    fence(Ordering::SeqCst);
+    store_fence();
 }
 
 /// After the doorbell store(s): drain the write-combining buffer so the device sees
@@ -48,6 +42,15 @@ pub fn wc_start() {
 /// (`mmio_flush_writes`).
 #[inline(always)]
 pub fn wc_flush() {
+    store_fence();
+}
+
+/// `sfence` on x86-64 (orders every earlier store, write-combining ones included,
+/// before every later one, and drains the WC buffers); a full fence elsewhere. The
+/// two doorbell barriers above are this one instruction with different jobs, kept
+/// apart by name as rdma-core keeps `mmio_wc_start` and `mmio_flush_writes`.
+#[inline(always)]
+fn store_fence() {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: sfence has no preconditions; it only orders stores.
     unsafe {
