@@ -6,7 +6,7 @@
 //! * `ioctl(fd, RDMA_VERBS_IOCTL, hdr)`: an object/method call with typed attributes
 //!   ([`ioctl`]);
 //! * `write(fd, cmd, len)`: the older fixed-layout commands, legacy and extended
-//!   ([`write`]);
+//!   ([`write`](mod@write));
 //! * `mmap(fd, offset)`: device pages (UAR doorbells, clock) ([`device`]).
 //!
 //! [`sys`] declares the raw layouts once; [`cmd`] has one typed function per verb

@@ -149,7 +149,7 @@ pub struct Opts {
     /// Give up after this many seconds without progress.
     #[arg(long = "timeout", default_value_t = 60)]
     pub timeout: u64,
-    /// Print "PORT <n>" on stdout once listening (used by --local with -p 0).
+    /// Print `PORT <n>` on stdout once listening (used by --local with -p 0).
     #[arg(long, hide = true)]
     pub announce_port: bool,
 }

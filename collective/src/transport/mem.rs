@@ -52,7 +52,7 @@ impl MemFabric {
         self.inner.nranks
     }
 
-    /// Rank `rank`'s transport, with links to `peers` (link i = peers[i]).
+    /// Rank `rank`'s transport, with links to `peers` (link `i` = `peers[i]`).
     pub fn transport(&self, rank: usize, peers: &[usize]) -> MemTransport {
         MemTransport {
             fabric: self.inner.clone(),

@@ -90,7 +90,7 @@ pub struct RdmaTransport {
 
 impl RdmaTransport {
     /// Opens `device` (`None`: the embedded softhca) and creates one QP per peer in
-    /// `peers` (link i = peers[i]), in INIT with receives posted.
+    /// `peers` (link `i` = `peers[i]`), in INIT with receives posted.
     pub fn new(device: Option<&str>, rank: usize, peers: &[usize]) -> Result<RdmaTransport> {
         let ctx = Context::open(device)?;
         let pd = ctx.alloc_pd()?;

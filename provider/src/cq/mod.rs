@@ -2,7 +2,7 @@
 //!
 //! Created as libmlx5 creates them: `ncqe = roundup_pow_of_two(cqe + 1)` entries of
 //! 64 bytes, each initialised to `op_own = 0xF0` (invalid, owner 0), a doorbell record
-//! ([0] consumer index, [1] arm), and the device told the ring's address, the record's
+//! (word 0 consumer index, word 1 arm), and the device told the ring's address, the record's
 //! address and the UAR page that carries the arm doorbell. The device answers with the
 //! CQ number and `ncqe - 1`, which the poller uses as its index mask.
 

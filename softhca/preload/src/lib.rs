@@ -11,7 +11,7 @@
 //!    (`$TMPDIR/doorbell-softhca.<pid>.<nonce>`) that does not exist yet. The first time
 //!    the process looks for RDMA devices (the NETLINK_RDMA socket, or any path under that
 //!    directory), the softhca instance is created and the tree is written from its
-//!    configuration ([`sysfs`]): one `uverbs0` whose `ibdev` is the instance's name
+//!    configuration (`sysfs`): one `uverbs0` whose `ibdev` is the instance's name
 //!    (`softhca0`), ABI 1, and a PCI modalias that libmlx5 claims (15B3:1017, a
 //!    ConnectX-5). The directory is removed at exit.
 //! 2. **Netlink.** `socket(AF_NETLINK, *, NETLINK_RDMA)` fails with EPROTONOSUPPORT, as
@@ -40,9 +40,9 @@
 //! The hooks run inside arbitrary programs, possibly before `main`, in signal handlers
 //! (`write`, `close`) and re-entered from softhca itself. So:
 //! - the pass-through path is one atomic bit test (is this fd ours?) or one string
-//!   comparison, with no lock and no allocation ([`fdtable`]);
+//!   comparison, with no lock and no allocation (`fdtable`);
 //! - while the library is doing its own work a thread-local flag makes every hook pass
-//!   straight through ([`guard`]), so softhca's own libc calls never come back here;
+//!   straight through (`guard`), so softhca's own libc calls never come back here;
 //! - no lock is held while calling into softhca or libc;
 //! - no panic crosses the C boundary: every hook runs under `catch_unwind` and answers a
 //!   panic with -1/EIO.

@@ -1,7 +1,7 @@
 //! The data path of one instance: its socket, receive and transmit batches, capture, and
 //! the step that moves everything one notch.
 //!
-//! It lives in the device state ([`super::State`]), behind the engine lock, so that a step
+//! It lives in the device state (`State`), behind the engine lock, so that a step
 //! can run in whichever thread holds the lock: normally the engine thread
 //! ([`super::engine`]), and in polled mode also an application thread that calls
 //! [`super::Device::progress`] while it waits for completions ([`super::polled`]).

@@ -1,6 +1,6 @@
 //! The device thread: one per HCA instance, the "ConnectX" that runs the data path.
 //!
-//! Each iteration runs one step under the engine lock ([`super::datapath::step`]: receive,
+//! Each iteration runs one step under the engine lock (`datapath::step`: receive,
 //! per-QP work, CQ events, transmit) and refreshes the clock page every
 //! [`super::timers::CLOCK_PERIOD`].
 //!

@@ -230,7 +230,7 @@ impl Device {
     /// another thread is stepping (it never waits for the engine lock), and keeps the
     /// engine thread in the background for [`polled::WINDOW`]. Returns whether the step
     /// did anything. When the step wrote completions, the acknowledgements it built may
-    /// wait for the next step ([`datapath::Flush::DeferAcks`]): the caller is expected to
+    /// wait for the next step (`datapath::Flush::DeferAcks`): the caller is expected to
     /// handle the completions and call again (the engine thread sends them otherwise,
     /// within the window).
     pub fn progress(&self, hca: &Hca) -> bool {

@@ -8,10 +8,10 @@
 //!
 //! An application that waits for completions anyway can instead call
 //! [`super::Device::progress`] (through `uverbs::Endpoint::progress` and the provider's
-//! `Context::progress`): it runs one step ([`super::datapath::step`]) in the calling
+//! `Context::progress`): it runs one step (`datapath::step`) in the calling
 //! thread when the engine lock is free (never waiting for it), so its posted WQEs leave
 //! at once and arriving packets become CQEs in the thread that wants them. Between
-//! calls it blocks on the instance's socket ([`super::Device::progress_fd`]) and its
+//! calls it blocks on the instance's socket (`Endpoint::progress_fd`) and its
 //! completion channel, so one wake-up per message remains.
 //!
 //! Each call opens a window of [`WINDOW`] during which the engine thread stays out of
@@ -26,7 +26,7 @@
 //! runs exactly as before. The clock page is refreshed by the engine thread only, so in
 //! polled mode it may be up to [`WINDOW`] stale (doorbell's provider never reads it).
 //! A step that wrote completions may keep the ACKs it built for the next step
-//! ([`super::datapath::Flush::DeferAcks`]): the caller handles those completions and
+//! (`datapath::Flush::DeferAcks`): the caller handles those completions and
 //! calls again, and the ACKs leave with what it posts in one system call.
 //!
 //! The one race: the engine arms the trap just as a `progress` call opens a window.

@@ -6,18 +6,18 @@
 //! knows each application mapping of a UAR page and of the clock page. It registers them
 //! here ([`TrapShared::register`]) with one userfaultfd per HCA:
 //! - UAR pages in write-protect mode (`UFFDIO_REGISTER_MODE_WP`). When the engine goes
-//!   idle it write-protects them ([`Trap::arm`]); the application's next store to any of
+//!   idle it write-protects them (`Trap::arm`); the application's next store to any of
 //!   them (a send doorbell, a BlueFlame copy, a CQ arm at +0x20) faults, the kernel queues
 //!   a message on the userfaultfd and the storing thread waits. The engine, asleep in
 //!   `ppoll` on the userfaultfd, its UDP socket and its wake eventfd, wakes, lifts the
-//!   protection ([`Trap::disarm`]: `UFFDIO_WRITEPROTECT` with mode 0, which also wakes the
+//!   protection (`Trap::disarm`: `UFFDIO_WRITEPROTECT` with mode 0, which also wakes the
 //!   waiting thread so its store completes), and runs a step that reads the doorbell
 //!   records. While busy it leaves the pages writable: doorbells cost nothing extra.
 //! - The clock page in missing mode (`UFFDIO_REGISTER_MODE_MISSING`): while armed, the
 //!   engine does not refresh the timer, so it punches the page out of the device memory
 //!   file ([`crate::pages::DevicePages::punch_clock`]); an application read then misses,
 //!   the engine writes a fresh timer value into the file and wakes the reader
-//!   ([`Trap::wake_clock`]). A read of the clock thus costs one trap after idleness and
+//!   (`Trap::wake_clock`). A read of the clock thus costs one trap after idleness and
 //!   is never stale by more than a busy engine's refresh period.
 //!
 //! Only the engine arms, disarms, and reads messages; the kernel half only registers (with

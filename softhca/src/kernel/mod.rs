@@ -1,8 +1,8 @@
 //! The kernel half: what `ib_uverbs` and `mlx5_ib` do for a uverbs file.
 //!
 //! A [`File`] is one open `/dev/infiniband/uverbsN`. It decodes the same `ioctl` and
-//! `write` bytes the kernel decodes ([`ioctl`], [`write`]), keeps the file's objects with
-//! the kernel's handle and lifetime rules ([`uobject`]), runs the QP state machine
+//! `write` bytes the kernel decodes ([`ioctl`], [`write`](mod@write)), keeps the file's objects with
+//! the kernel's handle and lifetime rules (`uobject`), runs the QP state machine
 //! ([`qp_state`]), plays mlx5_ib's part (context, CQ/QP driver data, [`mlx5`]) and serves
 //! mmap of UAR and clock pages ([`mmap`]). Bad input fails with the errno Linux 6.1 +
 //! mlx5_ib gives, checked in the kernel's order: the first failing check decides.

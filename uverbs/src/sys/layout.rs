@@ -1,7 +1,7 @@
 //! Layout metadata for every `#[repr(C)]` ABI struct and constant, so that one test can
 //! compare them all with the installed uapi headers through a generated C program.
 //!
-//! Structs are declared with [`abi_struct!`] and constants with [`abi_consts!`]; both
+//! Structs are declared with `abi_struct!` and constants with `abi_consts!`; both
 //! macros emit the Rust item and a record of what the C side must agree with.
 
 /// One struct's size and field offsets, with the C names to check them against.
@@ -23,7 +23,7 @@ pub struct Const {
     pub value: u64,
 }
 
-/// Implemented by every struct declared with [`abi_struct!`].
+/// Implemented by every struct declared with `abi_struct!`.
 pub trait CLayout {
     const LAYOUT: Layout;
 }

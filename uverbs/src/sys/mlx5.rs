@@ -92,7 +92,7 @@ abi_struct! {
     pub struct CreateCq = "struct mlx5_ib_create_cq" {
         /// The CQE ring the library allocated.
         buf_addr: u64,
-        /// The CQ doorbell record: [0] consumer index, [1] arm.
+        /// The CQ doorbell record: word 0 consumer index, word 1 arm.
         db_addr: u64,
         cqe_size: u32,
         cqe_comp_en: u8,
@@ -115,7 +115,7 @@ abi_struct! {
     pub struct CreateQp = "struct mlx5_ib_create_qp" {
         /// The QP buffer: RQ at offset 0, SQ after it.
         buf_addr: u64,
-        /// Doorbell record: [0] RQ head, [1] SQ producer.
+        /// Doorbell record: word 0 RQ head, word 1 SQ producer.
         db_addr: u64,
         sq_wqe_count: u32,
         rq_wqe_count: u32,
