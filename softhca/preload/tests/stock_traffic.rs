@@ -18,7 +18,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{free_port, run_pair, stock, table_row, tool, Pair};
+use common::{check_pingpong, free_port, run_pair, stock, table_row, tool, Pair};
 
 /// Deadline of one server/client pair (from the client's start).
 const LIMIT: Duration = Duration::from_secs(120);
@@ -42,22 +42,6 @@ fn stock_pair(prog: &str, args: &[&str]) -> Option<Pair> {
 
 // ---------------------------------------------------------------------------------------
 // ibv_rc_pingpong
-
-/// Both ends of an ibv_rc_pingpong run exited 0, exchanged addresses with the expected
-/// GIDs, moved `iters` messages of `size` bytes each way, and found no bad page.
-fn check_pingpong(pair: &Pair, size: u64, iters: u64, gid_prefix: &str) {
-    let report = pair.report();
-    pair.assert_ok();
-    for d in [&pair.server, &pair.client] {
-        let out = &d.stdout;
-        assert!(out.contains("  local address:  LID 0x0000, QPN 0x"), "{report}");
-        assert!(out.contains("  remote address: LID 0x0000, QPN 0x"), "{report}");
-        assert_eq!(out.matches(&format!(", GID {gid_prefix}")).count(), 2, "GIDs {gid_prefix}...\n{report}");
-        assert!(out.contains(&format!("{} bytes in ", size * iters * 2)), "{report}");
-        assert!(out.contains(&format!("{iters} iters in ")), "{report}");
-        assert!(!out.contains("invalid data"), "ibv_rc_pingpong -c found bad data\n{report}");
-    }
-}
 
 /// The usual run on RoCE: the IPv4-mapped RoCE v2 GID (index 3), busy polling, 4 KiB.
 #[test]

@@ -150,6 +150,11 @@ pub fn spawn(mut cmd: Command, what: impl Into<String>) -> Proc {
 }
 
 impl Proc {
+    /// What the child has printed on stdout so far.
+    pub fn stdout_so_far(&self) -> String {
+        String::from_utf8_lossy(&self.out.lock().unwrap()).into_owned()
+    }
+
     /// Waits until the child exits or `deadline` passes (then kills it).
     pub fn wait_until(mut self, deadline: Instant) -> Done {
         let status = loop {
@@ -250,4 +255,20 @@ pub fn table_row(out: &str, header_start: &str) -> Option<Vec<String>> {
     lines.find(|l| l.trim_start().starts_with(header_start))?;
     let row = lines.next()?;
     Some(row.split_whitespace().map(str::to_owned).collect())
+}
+
+/// Both ends of an ibv_rc_pingpong run exited 0, exchanged addresses with the expected
+/// GIDs, moved `iters` messages of `size` bytes each way, and found no bad page.
+pub fn check_pingpong(pair: &Pair, size: u64, iters: u64, gid_prefix: &str) {
+    let report = pair.report();
+    pair.assert_ok();
+    for d in [&pair.server, &pair.client] {
+        let out = &d.stdout;
+        assert!(out.contains("  local address:  LID 0x0000, QPN 0x"), "{report}");
+        assert!(out.contains("  remote address: LID 0x0000, QPN 0x"), "{report}");
+        assert_eq!(out.matches(&format!(", GID {gid_prefix}")).count(), 2, "GIDs {gid_prefix}...\n{report}");
+        assert!(out.contains(&format!("{} bytes in ", size * iters * 2)), "{report}");
+        assert!(out.contains(&format!("{iters} iters in ")), "{report}");
+        assert!(!out.contains("invalid data"), "ibv_rc_pingpong -c found bad data\n{report}");
+    }
 }
