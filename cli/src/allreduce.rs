@@ -12,7 +12,8 @@
 //! then rank 0 prints the table of the sweep from `-b` to `-e` bytes (`-f` apart):
 //! time per call (us, slowest rank), `algbw = size / time`, `busbw = algbw * 2(n-1)/n`,
 //! and the number of wrong elements after a checked call, for out-of-place and
-//! in-place calls.
+//! in-place calls. With `DOORBELL_COUNTERS` set, each rank prints its softhca
+//! counters to stderr at the end.
 
 use std::io::Write;
 use std::time::Instant;
@@ -102,6 +103,16 @@ fn run_rank(a: &Args) -> Result<()> {
     }
     if !a.no_table {
         ok &= sweep(&mut comm, a, &dtypes, &ops)?;
+    }
+    if std::env::var_os("DOORBELL_COUNTERS").is_some() {
+        // What the device did for this rank (packets, ACKs, retransmits): the first
+        // thing to look at when a sweep is slower than it should be.
+        if let Some(c) = crate::bench::softhca_counters(&provider::device::soft_name()) {
+            // One write for the whole line: the ranks share the launcher's stderr, and
+            // a line shorter than PIPE_BUF written at once is not interleaved.
+            let line = format!("rank {} softhca counters: {c}\n", comm.rank());
+            let _ = std::io::stderr().write_all(line.as_bytes());
+        }
     }
     if !ok {
         bail!("wrong results");
@@ -234,7 +245,9 @@ fn sweep(comm: &mut Communicator, a: &Args, dtypes: &[DataType], ops: &[ReduceOp
             Some(f) => f.name().to_string(),
             None => {
                 let c = comm.tuning().algo;
-                if collective::doubling::applies(n) {
+                if collective::doubling::applies(n) && c.doubling_max_bytes >= c.tree_max_bytes {
+                    format!("auto (doubling up to {} B, ring above)", c.doubling_max_bytes)
+                } else if collective::doubling::applies(n) {
                     format!("auto (doubling up to {} B, tree up to {} B, ring above)", c.doubling_max_bytes, c.tree_max_bytes)
                 } else {
                     format!("auto (tree up to {} B, ring above)", c.tree_max_bytes)

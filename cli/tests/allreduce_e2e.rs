@@ -105,6 +105,25 @@ fn allreduce_starts_four_ranks_by_itself() {
 }
 
 #[test]
+fn counters_are_printed_per_rank_when_asked() {
+    let o = finish(
+        spawn(command(BIN).args(["allreduce", "--nranks", "2", "--count", "0", "-b", "256K", "-e", "256K", "-n", "1", "-w", "0"]).env("DOORBELL_COUNTERS", "1")),
+        Duration::from_secs(120),
+    );
+    assert!(o.status.success(), "exit {:?}\nstderr:\n{}", o.status, o.stderr);
+    for r in 0..2 {
+        let line = o.stderr.lines().find(|l| l.starts_with(&format!("rank {r} softhca counters: "))).unwrap_or_else(|| panic!("no counters for rank {r}:\n{}", o.stderr));
+        let field = |name: &str| -> u64 {
+            let at = line.find(&format!("{name}: ")).unwrap_or_else(|| panic!("no {name} in {line}"));
+            line[at + name.len() + 2..].split(|c: char| !c.is_ascii_digit()).next().unwrap().parse().unwrap()
+        };
+        // At least the 128 KiB each rank sends of a 256 KiB ring all-reduce, in
+        // 4096-byte packets, and the ACKs its peer's packets asked for.
+        assert!(field("tx_packets") >= 32 && field("dma_write_bytes") >= 128 << 10 && field("acks_sent") >= 1, "{line}");
+    }
+}
+
+#[test]
 fn launch_runs_non_power_of_two_worlds_every_algorithm() {
     for (n, algo) in [(3usize, "ring"), (5, "tree"), (6, "ring"), (7, "tree"), (2, "tree"), (8, "ring"), (4, "doubling"), (6, "doubling")] {
         let port = free_port().to_string();

@@ -4,7 +4,11 @@
 # against Open MPI's MPI_Allreduce over TCP loopback, and a merged table of busbw
 # ratios and the crossovers.
 #
-#   collective/bench/run.sh [-b 8] [-e 64M] [-n 10] [-w 2] [-r 3] [-o OUTDIR]
+#   collective/bench/run.sh [-b 8] [-e 64M] [-n 10] [-w 2] [-N 1000] [-r 3] [-o OUTDIR]
+#
+# Sizes up to 64 KiB run with -N iterations (and -N/10 warm-up calls) instead of -n:
+# a call there takes tens of microseconds, and 10 or 20 of them are a sample too small
+# to compare on a machine whose scheduling hiccups last longer than that.
 #
 # The machine is shared and its speed drifts by up to 2x within minutes, so the four
 # programs run in rounds (ring, tree, doubling, Open MPI; -r rounds), each round's
@@ -18,11 +22,11 @@
 # (built here if missing).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-minb=8 maxb=64M iters=10 warmup=2 rounds=3 out=""
-while getopts "b:e:n:w:r:o:" o; do
+minb=8 maxb=64M iters=10 warmup=2 small_iters=1000 rounds=3 out=""
+while getopts "b:e:n:w:N:r:o:" o; do
   case $o in
-    b) minb=$OPTARG ;; e) maxb=$OPTARG ;; n) iters=$OPTARG ;; w) warmup=$OPTARG ;; r) rounds=$OPTARG ;; o) out=$OPTARG ;;
-    *) echo "usage: $0 [-b min] [-e max] [-n iters] [-w warmup] [-r rounds] [-o outdir]" >&2; exit 2 ;;
+    b) minb=$OPTARG ;; e) maxb=$OPTARG ;; n) iters=$OPTARG ;; w) warmup=$OPTARG ;; N) small_iters=$OPTARG ;; r) rounds=$OPTARG ;; o) out=$OPTARG ;;
+    *) echo "usage: $0 [-b min] [-e max] [-n iters] [-w warmup] [-N small-size iters] [-r rounds] [-o outdir]" >&2; exit 2 ;;
   esac
 done
 target=${CARGO_TARGET_DIR:-$root/target}
@@ -32,15 +36,30 @@ out=${out:-$(mktemp -d)}
 mkdir -p "$out"
 mpicc -O2 -o "$out/mpi_allreduce" "$root/collective/bench/mpi_allreduce.c"
 
+# Runs one program over the sweep: the small sizes (up to 64 KiB) with -N iterations,
+# the rest with -n; the two tables go one after the other into the same file.
+split=65536
+bytes() { numfmt --from=iec "$1"; }
+sweep() {
+  local lo hi
+  lo=$(bytes "$minb") hi=$(bytes "$maxb")
+  if (( lo <= split )); then
+    "$@" -b "$lo" -e $(( hi < split ? hi : split )) -n "$small_iters" -w $(( small_iters / 10 ))
+  fi
+  if (( hi > split )); then
+    "$@" -b $(( lo > split ? lo : 2 * split )) -e "$hi" -n "$iters" -w "$warmup"
+  fi
+}
+
 echo "# $(date -u +%FT%TZ) $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg), $rounds rounds" | tee "$out/env.txt"
 for r in $(seq 1 "$rounds"); do
   for algo in ring tree doubling; do
     echo "== round $r: doorbell $algo" >&2
-    "$bin" allreduce --count 0 --algo "$algo" -b "$minb" -e "$maxb" -n "$iters" -w "$warmup" > "$out/doorbell_${algo}_r$r.txt"
+    sweep "$bin" allreduce --count 0 --algo "$algo" > "$out/doorbell_${algo}_r$r.txt"
   done
   echo "== round $r: Open MPI" >&2
-  mpirun --allow-run-as-root --oversubscribe -np 4 --mca btl tcp,self \
-    "$out/mpi_allreduce" -b "$minb" -e "$maxb" -n "$iters" -w "$warmup" > "$out/mpi_r$r.txt"
+  sweep mpirun --allow-run-as-root --oversubscribe -np 4 --mca btl tcp,self \
+    "$out/mpi_allreduce" > "$out/mpi_r$r.txt"
 done
 echo "# end $(date -u +%FT%TZ) load $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$out/env.txt"
 

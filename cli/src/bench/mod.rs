@@ -25,6 +25,7 @@ use anyhow::Result;
 
 pub use opts::Opts;
 use opts::Test;
+pub(crate) use resources::softhca_counters;
 
 #[derive(clap::Args)]
 pub struct Args {
