@@ -3,72 +3,21 @@
 //! TCP bootstrap, torchrun-style and mpirun-style launches, and a rank killed in
 //! the middle of a long all-reduce.
 //!
-//! Every child runs under a deadline after which it is killed, so a hang fails the
-//! test instead of blocking it.
+//! Every child runs under a deadline after which it is killed (and is killed when its
+//! handle drops, so a failing test leaves no rank behind), so a hang fails the test
+//! instead of blocking it.
 
-use std::io::{BufRead, BufReader, Read};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::mpsc;
+mod common;
+
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+use common::{command, free_port, start, Done};
 
 const BIN: &str = env!("CARGO_BIN_EXE_doorbell");
 
-struct Out {
-    status: ExitStatus,
-    stdout: String,
-    stderr: String,
-}
-
-/// A command without the launcher variables of an outer run (mpirun, torchrun);
-/// callers set their own after this.
-fn command(program: &str) -> Command {
-    let mut cmd = Command::new(program);
-    for k in ["RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"] {
-        cmd.env_remove(k);
-    }
-    cmd
-}
-
-fn spawn(cmd: &mut Command) -> Child {
-    cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).stdin(Stdio::null());
-    cmd.spawn().expect("spawn")
-}
-
-/// Waits for `child` up to `limit`, killing it past that.
-fn finish(mut child: Child, limit: Duration) -> Out {
-    let mut so = child.stdout.take().unwrap();
-    let mut se = child.stderr.take().unwrap();
-    let to = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = so.read_to_string(&mut s);
-        s
-    });
-    let te = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = se.read_to_string(&mut s);
-        s
-    });
-    let deadline = Instant::now() + limit;
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{:?} still running after {limit:?}: killed\nstderr: {}", child.id(), te.join().unwrap());
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    Out { status, stdout: to.join().unwrap(), stderr: te.join().unwrap() }
-}
-
-fn run(args: &[&str], limit: Duration) -> Out {
-    finish(spawn(command(BIN).args(args)), limit)
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+fn run(args: &[&str], limit: Duration) -> Done {
+    common::spawn(args).wait(limit)
 }
 
 /// The table's data rows: (size, #wrong out-of-place, #wrong in-place).
@@ -83,7 +32,7 @@ fn table_rows(stdout: &str) -> Vec<(usize, String, String)> {
         .collect()
 }
 
-fn assert_pass(o: &Out, n: usize, count: usize) {
+fn assert_pass(o: &Done, n: usize, count: usize) {
     assert!(o.status.success(), "exit {:?}\nstdout:\n{}\nstderr:\n{}", o.status, o.stdout, o.stderr);
     let expected = n * (n + 1) / 2;
     for r in 0..n {
@@ -106,10 +55,9 @@ fn allreduce_starts_four_ranks_by_itself() {
 
 #[test]
 fn counters_are_printed_per_rank_when_asked() {
-    let o = finish(
-        spawn(command(BIN).args(["allreduce", "--nranks", "2", "--count", "0", "-b", "256K", "-e", "256K", "-n", "1", "-w", "0"]).env("DOORBELL_COUNTERS", "1")),
-        Duration::from_secs(120),
-    );
+    let mut cmd = command(BIN);
+    cmd.args(["allreduce", "--nranks", "2", "--count", "0", "-b", "256K", "-e", "256K", "-n", "1", "-w", "0"]).env("DOORBELL_COUNTERS", "1");
+    let o = start(cmd).wait(Duration::from_secs(120));
     assert!(o.status.success(), "exit {:?}\nstderr:\n{}", o.status, o.stderr);
     for r in 0..2 {
         let line = o.stderr.lines().find(|l| l.starts_with(&format!("rank {r} softhca counters: "))).unwrap_or_else(|| panic!("no counters for rank {r}:\n{}", o.stderr));
@@ -155,10 +103,10 @@ fn runs_under_mpirun() {
         eprintln!("SKIP: mpirun not installed (apt-get install openmpi-bin)");
         return;
     }
-    let o = finish(
-        spawn(command("mpirun").args(["--allow-run-as-root", "--oversubscribe", "-np", "4", "-x", "DOORBELL_MASTER_PORT", BIN, "allreduce", "--count", "4096", "-b", "64", "-e", "64K", "-f", "32", "-n", "2", "-w", "1"]).env("DOORBELL_MASTER_PORT", free_port().to_string())),
-        Duration::from_secs(240),
-    );
+    let mut cmd = command("mpirun");
+    cmd.args(["--allow-run-as-root", "--oversubscribe", "-np", "4", "-x", "DOORBELL_MASTER_PORT", BIN, "allreduce", "--count", "4096", "-b", "64", "-e", "64K", "-f", "32", "-n", "2", "-w", "1"])
+        .env("DOORBELL_MASTER_PORT", free_port().to_string());
+    let o = start(cmd).wait(Duration::from_secs(240));
     assert_pass(&o, 4, 4096);
     assert!(table_rows(&o.stdout).iter().all(|r| r.1 == "0" && r.2 == "0"), "{}", o.stdout);
 }
@@ -167,58 +115,32 @@ fn runs_under_mpirun() {
 fn a_killed_rank_is_named_by_the_others() {
     let n = 4;
     let port = free_port().to_string();
-    let mut ranks: Vec<Child> = (0..n)
+    let mut ranks: Vec<Option<common::Proc>> = (0..n)
         .map(|r| {
-            spawn(
-                command(BIN)
-                    .args(["allreduce", "--count", "1024", "-b", "16M", "-e", "16M", "-n", "100000", "-w", "0", "-c", "0", "--algo", "ring"])
-                    .env("RANK", r.to_string())
-                    .env("WORLD_SIZE", n.to_string())
-                    .env("MASTER_ADDR", "127.0.0.1")
-                    .env("MASTER_PORT", &port)
-                    .env("DOORBELL_TIMEOUT", "20"),
-            )
+            let mut cmd = command(BIN);
+            cmd.args(["allreduce", "--count", "1024", "-b", "16M", "-e", "16M", "-n", "100000", "-w", "0", "-c", "0", "--algo", "ring"])
+                .env("RANK", r.to_string())
+                .env("WORLD_SIZE", n.to_string())
+                .env("MASTER_ADDR", "127.0.0.1")
+                .env("MASTER_PORT", &port)
+                .env("DOORBELL_TIMEOUT", "20");
+            Some(start(cmd))
         })
         .collect();
-    let _reaper = Reaper(ranks.iter().map(|c| c.id()).collect());
     // Wait until rank 2 has passed the example: the sweep (16 MiB x 100000) is next.
-    let out2 = ranks[2].stdout.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(out2).lines().map_while(Result::ok) {
-            if line.starts_with("Rank 3 PASS") || line.starts_with("Rank 2 PASS") {
-                let _ = tx.send(());
-            }
-        }
-    });
-    if rx.recv_timeout(Duration::from_secs(120)).is_err() {
-        for c in &mut ranks {
-            let _ = c.kill();
-        }
-        panic!("rank 2 never passed the example");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let passed = |p: &common::Proc| p.stdout().lines().any(|l| l.starts_with("Rank 2 PASS") || l.starts_with("Rank 3 PASS"));
+    while !passed(ranks[2].as_ref().unwrap()) {
+        assert!(Instant::now() < deadline, "rank 2 never passed the example");
+        std::thread::sleep(Duration::from_millis(20));
     }
     std::thread::sleep(Duration::from_millis(500));
-    ranks[2].kill().unwrap();
-    ranks[2].wait().unwrap();
-    for (r, c) in ranks.into_iter().enumerate() {
-        if r == 2 {
-            continue;
-        }
-        let o = finish(c, Duration::from_secs(90));
+    drop(ranks[2].take()); // SIGKILL, and reaped
+    for (r, p) in ranks.into_iter().enumerate() {
+        let Some(p) = p else { continue };
+        let o = p.wait(Duration::from_secs(90));
         assert!(!o.status.success(), "rank {r} exited successfully after rank 2 was killed");
         assert!(o.stderr.contains("rank 2"), "rank {r} does not name rank 2:\n{}", o.stderr);
-    }
-}
-
-/// Kills leftover ranks when a test fails half-way.
-struct Reaper(Vec<u32>);
-
-impl Drop for Reaper {
-    fn drop(&mut self) {
-        for &pid in &self.0 {
-            // SAFETY: kill(2) on our own child's pid; a pid already reaped gets ESRCH.
-            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
-        }
     }
 }
 
@@ -263,13 +185,16 @@ fn two_hosts_in_network_namespaces() {
     let port = "29577";
     // Torchrun style, one rank per host, as in the seed: `doorbell launch` on each host.
     let hosts = [(ns0.as_str(), "10.231.0.1", 0), (ns1.as_str(), "10.231.0.2", 1)];
-    let kids: Vec<Child> = hosts
+    let kids: Vec<common::Proc> = hosts
         .iter()
         .map(|(ns, addr, node)| {
-            spawn(command("ip").args(["netns", "exec", ns, BIN, "launch", "--nnodes", "2", "--node-rank", &node.to_string(), "--nproc-per-node", "1", "--master-addr", "10.231.0.1", "--master-port", port, "--", BIN, "allreduce", "--count", "1048576", "-b", "1K", "-e", "1M", "-f", "32", "-n", "2", "-w", "1"]).env("DOORBELL_SOFTHCA_ADDR", addr))
+            let mut cmd = command("ip");
+            cmd.args(["netns", "exec", ns, BIN, "launch", "--nnodes", "2", "--node-rank", &node.to_string(), "--nproc-per-node", "1", "--master-addr", "10.231.0.1", "--master-port", port, "--", BIN, "allreduce", "--count", "1048576", "-b", "1K", "-e", "1M", "-f", "32", "-n", "2", "-w", "1"])
+                .env("DOORBELL_SOFTHCA_ADDR", addr);
+            start(cmd)
         })
         .collect();
-    let outs: Vec<Out> = kids.into_iter().map(|c| finish(c, Duration::from_secs(240))).collect();
+    let outs: Vec<Done> = kids.into_iter().map(|c| c.wait(Duration::from_secs(240))).collect();
     for o in &outs {
         assert!(o.status.success(), "stdout:\n{}\nstderr:\n{}", o.stdout, o.stderr);
     }
@@ -280,22 +205,21 @@ fn two_hosts_in_network_namespaces() {
     assert!(outs[0].stdout.contains("10.231.0.1"), "rank 0 runs on the namespace address:\n{}", outs[0].stdout);
     // Four ranks, two per host, each with its own address on its host.
     let ranks = [(ns0.as_str(), "10.231.0.1"), (ns0.as_str(), "10.231.0.11"), (ns1.as_str(), "10.231.0.2"), (ns1.as_str(), "10.231.0.12")];
-    let kids: Vec<Child> = ranks
+    let kids: Vec<common::Proc> = ranks
         .iter()
         .enumerate()
         .map(|(r, (ns, addr))| {
-            spawn(
-                command("ip")
-                    .args(["netns", "exec", ns, BIN, "allreduce", "--count", "100000", "--no-table"])
-                    .env("DOORBELL_SOFTHCA_ADDR", addr)
-                    .env("RANK", r.to_string())
-                    .env("WORLD_SIZE", "4")
-                    .env("MASTER_ADDR", "10.231.0.1")
-                    .env("MASTER_PORT", "29578"),
-            )
+            let mut cmd = command("ip");
+            cmd.args(["netns", "exec", ns, BIN, "allreduce", "--count", "100000", "--no-table"])
+                .env("DOORBELL_SOFTHCA_ADDR", addr)
+                .env("RANK", r.to_string())
+                .env("WORLD_SIZE", "4")
+                .env("MASTER_ADDR", "10.231.0.1")
+                .env("MASTER_PORT", "29578");
+            start(cmd)
         })
         .collect();
-    let outs: Vec<Out> = kids.into_iter().map(|c| finish(c, Duration::from_secs(240))).collect();
+    let outs: Vec<Done> = kids.into_iter().map(|c| c.wait(Duration::from_secs(240))).collect();
     let all: String = outs.iter().map(|o| o.stdout.as_str()).collect();
     for (r, o) in outs.iter().enumerate() {
         assert!(o.status.success(), "rank {r}: {}", o.stderr);

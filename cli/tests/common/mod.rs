@@ -29,11 +29,30 @@ pub struct Done {
     pub stderr: String,
 }
 
+/// `program` without the variables an outer run may have set: a launcher's (torchrun,
+/// mpirun: a test's children must not think they are ranks of it) and doorbell's device
+/// choice. Callers set their own after this.
+pub fn command(program: &str) -> Command {
+    let mut cmd = Command::new(program);
+    for k in ["RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"] {
+        cmd.env_remove(k);
+    }
+    cmd.env_remove("DOORBELL_SOFTHCA_ADDR").env_remove("DOORBELL_DEVICE");
+    cmd
+}
+
+/// Starts `cmd` (usually from [`command`]), named in messages by its program and
+/// arguments.
+pub fn start(cmd: Command) -> Proc {
+    let what = std::iter::once(cmd.get_program()).chain(cmd.get_args()).map(|a| a.to_string_lossy()).collect::<Vec<_>>().join(" ");
+    Proc(stock::spawn(cmd, what))
+}
+
 /// Starts `doorbell ARGS`.
 pub fn spawn(args: &[&str]) -> Proc {
-    let mut cmd = Command::new(bin());
-    cmd.args(args).env_remove("DOORBELL_SOFTHCA_ADDR").env_remove("DOORBELL_DEVICE");
-    Proc(stock::spawn(cmd, format!("doorbell {}", args.join(" "))))
+    let mut cmd = command(bin());
+    cmd.args(args);
+    start(cmd)
 }
 
 impl Proc {
