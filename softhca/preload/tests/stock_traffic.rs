@@ -1,5 +1,5 @@
 //! Data traffic between two stock rdma-core programs on softhca: `ibv_rc_pingpong` in
-//! its modes and perftest's bandwidth and latency tests, each as a server and a client
+//! its modes, `ibv_ud_pingpong`, and perftest's bandwidth and latency tests, each as a server and a client
 //! process under libdoorbell_preload.so (libibverbs + libmlx5 on two softhca instances,
 //! 127.0.0.N and 127.0.0.M, RoCEv2 over UDP between them).
 //!
@@ -91,6 +91,28 @@ fn rc_pingpong_without_gid_is_refused_on_roce() {
     assert!(pair.server.status.is_some() && pair.client.status.is_some(), "{report}");
     assert!(!pair.server.ok() && !pair.client.ok(), "{report}");
     assert!(pair.server.stderr.contains("Failed to modify QP to RTR"), "{report}");
+}
+
+// ---------------------------------------------------------------------------------------
+// ibv_ud_pingpong
+
+/// UD: libmlx5 makes an address handle with CREATE_AH (softhca answers with the
+/// destination MAC it resolved, as mlx5_ib does, and libmlx5 copies it into the address
+/// vector), builds UD send WQEs with that datagram segment, and receives into buffers
+/// that start with the 40-byte GRH. Both directions, 2048-byte messages (under the MTU,
+/// as UD requires), `-c` checking the received bytes.
+#[test]
+fn ud_pingpong() {
+    let Some(pair) = stock_pair("ibv_ud_pingpong", &["-d", "softhca0", "-g", "3", "-n", "50", "-c"]) else { return };
+    let report = pair.report();
+    pair.assert_ok();
+    for d in [&pair.server, &pair.client] {
+        let out = &d.stdout;
+        assert_eq!(out.matches("GID ::ffff:127.0.0.").count(), 2, "local and remote GID\n{report}");
+        assert!(out.contains(&format!("{} bytes in ", 2048 * 50)), "{report}");
+        assert!(out.contains("50 iters in "), "{report}");
+        assert!(!out.contains("invalid data"), "ibv_ud_pingpong -c found bad data\n{report}");
+    }
 }
 
 // ---------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ use zerocopy::IntoBytes;
 use uverbs::sys::ids::{cq as cqi, device as dev, object, pd as pdi, qp as qpi, UVERBS_ATTR_UHW_IN, UVERBS_ATTR_UHW_OUT};
 use uverbs::sys::ioctl::{RDMA_VERBS_IOCTL, UVERBS_ATTR_F_MANDATORY, UVERBS_ATTR_F_VALID_OUTPUT};
 use uverbs::sys::mlx5::{AllocUcontextReqV2, CreateCq as Mlx5CreateCq, CreateQp as Mlx5CreateQp, LIB_CAP_DYN_UAR};
-use uverbs::sys::verbs::{QpCap, QueryPortRespEx, RDMA_DRIVER_MLX5};
+use uverbs::sys::verbs::{AhAttr, CreateAh, QpCap, QueryPortRespEx, RDMA_DRIVER_MLX5};
 use uverbs::sys::{CmdHdr, ExCmdHdr, IoctlAttr, IoctlHdr};
 use uverbs::Endpoint;
 
@@ -338,6 +338,38 @@ fn gid_queries() {
     assert_eq!(ge(0, Some(a(2, 4, M, 1))), Err(Errno::EINVAL));
     assert_eq!(ge(200, Some(a(2, 4, M, 0))), Err(Errno::ENODATA));
     assert_eq!(ge(5000, Some(a(2, 4, M, 0))), Err(Errno::EINVAL));
+}
+
+/// CREATE_AH answers like mlx5_ib on RoCE: the core response (the handle), then the
+/// driver's with the destination MAC resolved from the GID, which libmlx5 copies into
+/// the address vector's `rmac`.
+#[test]
+fn create_ah_returns_the_resolved_mac() {
+    let h = hca();
+    let f = ctx_file(&h);
+    let pd = alloc_pd(&f).unwrap();
+    let create = |dgid: [u8; 16], out_words: u16| -> (Result<usize, Errno>, [u8; 20]) {
+        let mut out = [0xeeu8; 20];
+        let attr = AhAttr { dgid, sgid_index: 3, hop_limit: 64, is_global: 1, port_num: 1, ..Default::default() };
+        let cmd = CreateAh { response: out.as_mut_ptr() as u64, user_handle: 7, pd_handle: pd, attr, ..Default::default() };
+        let r = write(&f, &legacy(5, out_words, cmd.as_bytes()));
+        (r, out)
+    };
+    // A peer's IPv4-mapped GID, and a link-local GID with a MAC inside (modified EUI-64).
+    let mapped = std::net::Ipv4Addr::new(127, 9, 8, 7).to_ipv6_mapped().octets();
+    let mut link_local = [0u8; 16];
+    link_local[..2].copy_from_slice(&[0xfe, 0x80]);
+    // MAC 00:02:c9:01:02:03 as a modified EUI-64: ff:fe in the middle, and the first
+    // byte's universal/local bit flipped (0x00 -> 0x02).
+    link_local[8..].copy_from_slice(&[0x02, 0x02, 0xc9, 0xff, 0xfe, 0x01, 0x02, 0x03]);
+    for (gid, mac) in [(mapped, [0x00, 0x02, 0xc9, 9, 8, 7]), (link_local, [0x00, 0x02, 0xc9, 0x01, 0x02, 0x03])] {
+        let (r, out) = create(gid, 5);
+        assert_eq!(r, Ok(8 + 56), "{gid:02x?}");
+        assert_eq!(u32::from_ne_bytes(out[4..8].try_into().unwrap()), 10, "driver response_length");
+        assert_eq!(out[8..14], mac, "dmac for {gid:02x?}");
+        assert!(out[14..].iter().all(|&b| b == 0xee), "nothing written past response_length");
+    }
+    assert_eq!(create(mapped, 3).0, Err(Errno::EINVAL), "no room for the MAC: mlx5_ib refuses");
 }
 
 #[test]

@@ -1,5 +1,7 @@
-//! CREATE_AH / DESTROY_AH. On RoCE mlx5 returns the destination MAC it resolved; softhca
-//! has no neighbour table (peers are found by the IP inside the GID), so it returns zeros.
+//! CREATE_AH / DESTROY_AH. On RoCE mlx5_ib resolves the destination MAC
+//! (`ib_resolve_eth_dmac`) and returns it in the driver response, where libmlx5 copies it
+//! into the address vector's `rmac`; softhca answers with the MAC its address resolution
+//! gives for the GID (the owning instance's MAC, or the one inside a link-local GID).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -40,9 +42,9 @@ pub(crate) fn create_ah(c: &mut WCall<'_>) -> Result<()> {
     if c.udata.out.len < min_resp {
         return Err(Errno::EINVAL);
     }
-    let resp = Mlx5CreateAhResp { response_length: min_resp as u32, ..Default::default() };
-    c.udata.copy_to(&resp.as_bytes()[..min_resp])?;
     let (dmac, dest_ip) = c.hca.config().resolve(&a.dgid);
+    let resp = Mlx5CreateAhResp { response_length: min_resp as u32, dmac, ..Default::default() };
+    c.udata.copy_to(&resp.as_bytes()[..min_resp])?;
     let av = AddressVector {
         dgid: a.dgid,
         flow_label: a.flow_label & 0xf_ffff,
