@@ -20,9 +20,9 @@ use std::str::FromStr;
 pub const DEFAULT_TREE_MAX_BYTES: usize = 128 << 10;
 
 /// Messages up to this many bytes use recursive doubling when the rank count is a
-/// power of two (when not forced): with 4 ranks on softhca, three runs of three
-/// interleaved rounds each had it ahead of (or level with) the ring up to 256 KiB and
-/// the ring ahead from 512 KiB or 1 MiB (docs/BENCHMARKS.md).
+/// power of two (when not forced): with 4 ranks on softhca, four of five runs of three
+/// interleaved rounds each had it ahead of (or level with) the ring at 256 KiB, and the
+/// ring took over between 256 KiB and 1 MiB (docs/BENCHMARKS.md).
 pub const DEFAULT_DOUBLING_MAX_BYTES: usize = 256 << 10;
 
 /// An all-reduce algorithm.
