@@ -256,6 +256,9 @@ fn sweep(comm: &mut Communicator, a: &Args, dtypes: &[DataType], ops: &[ReduceOp
         };
         println!("# doorbell allreduce: {n} ranks, algo {algo}, transport {}", comm.transport());
         println!("# minbytes {} maxbytes {} stepfactor {} iters {} warmup {} check {}", a.minbytes, a.maxbytes, a.stepfactor, a.iters, a.warmup, a.check);
+        if let Some(cpu) = comm.cpu() {
+            println!("# placement: more ranks than CPUs, ranks pinned in blocks (rank 0 on CPU {cpu}); DOORBELL_BIND=none leaves them to the scheduler");
+        }
         println!("#");
         println!("#{:>62}   {:>30}", "out-of-place", "in-place");
         println!("# {:>10} {:>12} {:>8} {:>6} {:>9} {:>7} {:>7} {:>6} {:>9} {:>7} {:>7} {:>6}", "size", "count", "type", "redop", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");

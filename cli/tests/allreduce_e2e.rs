@@ -51,6 +51,12 @@ fn allreduce_starts_four_ranks_by_itself() {
         assert_eq!((a.as_str(), b.as_str()), ("0", "0"), "wrong elements at {size} B:\n{}", o.stdout);
     }
     assert!(o.stdout.contains("size") && o.stdout.contains("busbw") && o.stdout.contains("#wrong"));
+    // Four ranks on fewer CPUs (and nobody restricted this process): pinned in blocks.
+    // SAFETY: sysconf has no preconditions.
+    let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) } as usize;
+    let allowed = std::thread::available_parallelism().map_or(online, |n| n.get());
+    let pinned = o.stdout.contains("# placement: more ranks than CPUs, ranks pinned in blocks (rank 0 on CPU ");
+    assert_eq!(pinned, allowed == online && online < 4, "{online} CPUs online, {allowed} allowed:\n{}", o.stdout);
 }
 
 #[test]

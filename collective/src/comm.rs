@@ -19,6 +19,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::affinity::{self, Bind};
 use crate::algo::{Algo, AlgoChoice};
 use crate::bootstrap::{Exchange, Monitor, TcpBootstrap, Watch};
 use crate::doubling;
@@ -105,6 +106,10 @@ pub struct InitOpts {
     pub rank: usize,
     pub size: usize,
     pub local_rank: usize,
+    /// Ranks on this node, when the launcher says (for [`crate::affinity`]).
+    pub local_size: Option<usize>,
+    /// Where to run (`DOORBELL_BIND`, see [`crate::affinity`]).
+    pub bind: Bind,
     /// Rank 0's bootstrap address and port.
     pub master_addr: String,
     pub master_port: u16,
@@ -132,6 +137,8 @@ impl InitOpts {
             rank: env.rank,
             size: env.world_size,
             local_rank: env.local_rank,
+            local_size: env.local_world_size,
+            bind: Bind::from_env()?,
             master_addr: env.master_addr,
             master_port: env.master_port,
             device: std::env::var("DOORBELL_DEVICE").ok().filter(|s| !s.is_empty()),
@@ -149,6 +156,8 @@ pub struct Communicator {
     tuning: Tuning,
     engine: Engine,
     monitor: Option<Monitor>,
+    /// The CPU this rank was pinned to ([`crate::affinity`]), if it was.
+    cpu: Option<usize>,
 }
 
 impl std::fmt::Debug for Communicator {
@@ -236,6 +245,8 @@ impl Communicator {
     /// `master_addr:master_port`.
     pub fn init(opts: InitOpts) -> Result<Communicator> {
         opts.tuning.validate()?;
+        // Before the device's threads start, so that they inherit the placement.
+        let cpu = affinity::place(opts.bind, opts.local_rank, opts.local_size)?;
         let mut boot = TcpBootstrap::connect(opts.rank, opts.size, &opts.master_addr, opts.master_port, opts.timeout)?;
         let watch = Watch::new();
         let device = opts.device.clone();
@@ -244,6 +255,7 @@ impl Communicator {
             Ok(Box::new(RdmaTransport::new(device.as_deref(), rank, peers)?) as Box<dyn Transport>)
         })?;
         comm.monitor = Some(boot.into_monitor(watch)?);
+        comm.cpu = cpu;
         tracing::info!(target: "collective", rank = comm.rank, size = comm.size, transport = %comm.engine.describe(), "communicator ready");
         Ok(comm)
     }
@@ -291,7 +303,7 @@ impl Communicator {
             engine.connect(&LinkInfo { peer: p, ..mine })?;
         }
         ex.barrier()?;
-        Ok(Communicator { rank, size, local_rank, tuning, engine, monitor: None })
+        Ok(Communicator { rank, size, local_rank, tuning, engine, monitor: None, cpu: None })
     }
 
     /// This rank.
@@ -307,6 +319,11 @@ impl Communicator {
     /// This rank's index on its node.
     pub fn local_rank(&self) -> usize {
         self.local_rank
+    }
+
+    /// The CPU this rank was pinned to at creation (see [`crate::affinity`]), if any.
+    pub fn cpu(&self) -> Option<usize> {
+        self.cpu
     }
 
     /// The tuning in force.

@@ -14,10 +14,11 @@
 //! * machinery: [`plan`] (actions and lanes), [`engine`] (running a plan), [`stream`]
 //!   (slots, credits, immediates), [`reduce`] (kernels), [`staging`], [`transport`]
 //!   (RDMA and in-process), [`bootstrap`] (rendezvous and liveness), [`launch`]
-//!   (launcher variables).
+//!   (launcher variables), [`affinity`] (ranks on CPUs when oversubscribed).
 //!
 //! See docs/collectives.md for how the pieces fit and why.
 
+pub mod affinity;
 pub mod algo;
 pub mod bootstrap;
 pub mod comm;

@@ -24,6 +24,9 @@ fn comm(rank: usize, size: usize, port: u16, t: Tuning) -> Communicator {
         rank,
         size,
         local_rank: rank,
+        // Ranks are threads of this test process: no pinning.
+        local_size: None,
+        bind: collective::affinity::Bind::None,
         master_addr: "127.0.0.1".into(),
         master_port: port,
         device: None,
