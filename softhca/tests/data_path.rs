@@ -381,12 +381,8 @@ fn sq_sig_all_and_completion_events() {
     let o = Opts { sq_sig_all: true, ..Default::default() };
     let ea = End::new(&a, &o);
     let ch = b.ctx.create_comp_channel().unwrap();
-    let scq = b.ctx.create_cq(64, None).unwrap();
-    let mut rcq = b.ctx.create_cq(64, Some(&ch)).unwrap();
-    let qp = b.pd.create_qp(&provider::QpInit {
-        send_cq: &scq, recv_cq: &rcq, cap: o.cap, qp_type: provider::QpType::Rc, sq_sig_all: false, send_ops: None,
-    }).unwrap();
-    let mut eb = End { qp, scq, rcq: b.ctx.create_cq(1, None).unwrap() };
+    // (sq_sig_all applies to a's sends; b only receives.)
+    let mut eb = End::with_recv_events(&b, &o, &ch);
     ea.connect(&o, eb.qp.qpn(), b.gid(), 100, 200);
     eb.connect(&o, ea.qp.qpn(), a.gid(), 200, 100);
     let mut ea = ea;
@@ -396,37 +392,36 @@ fn sq_sig_all_and_completion_events() {
         eb.qp.post_recv(i, &[dst.sge(0, 4096)]).unwrap();
     }
     // Arm, send one: exactly one event with the CQ's handle.
-    rcq.req_notify(false);
+    eb.rcq.req_notify(false);
     ea.qp.post_send(1, &wr(SendOp::Send, Payload::Sgl(&[src.sge(0, 10)]))).unwrap();
     assert_eq!(wait(&mut ea.scq, 1)[0].status, WcStatus::Success, "sq_sig_all signals unflagged WQEs");
     let h = ch.get_event(Some(Duration::from_secs(10))).expect("completion event");
-    assert_eq!(h, rcq.user_handle());
-    rcq.ack_event();
-    assert_eq!(wait(&mut rcq, 1)[0].byte_len, 10);
+    assert_eq!(h, eb.rcq.user_handle());
+    eb.rcq.ack_event();
+    assert_eq!(wait(&mut eb.rcq, 1)[0].byte_len, 10);
     // Not re-armed: another completion gives no event.
     ea.qp.post_send(2, &wr(SendOp::Send, Payload::Sgl(&[src.sge(0, 11)]))).unwrap();
     wait(&mut ea.scq, 1);
-    assert_eq!(wait(&mut rcq, 1)[0].byte_len, 11);
+    assert_eq!(wait(&mut eb.rcq, 1)[0].byte_len, 11);
     assert!(ch.get_event(Some(Duration::from_millis(50))).is_err(), "event without arming");
     // Solicited-only arming: an unsolicited SEND does not fire, a solicited one does.
-    rcq.req_notify(true);
+    eb.rcq.req_notify(true);
     ea.qp.post_send(3, &wr(SendOp::Send, Payload::Sgl(&[src.sge(0, 12)]))).unwrap();
     wait(&mut ea.scq, 1);
     assert!(ch.get_event(Some(Duration::from_millis(50))).is_err(), "unsolicited SEND fired a solicited-only arm");
     ea.qp.post_send(4, &wr(SendOp::SendImm { imm: 9 }, Payload::Sgl(&[src.sge(0, 13)])).with_flags(FmCeSe::SOLICITED)).unwrap();
     wait(&mut ea.scq, 1);
-    assert_eq!(ch.get_event(Some(Duration::from_secs(10))).unwrap(), rcq.user_handle());
-    rcq.ack_event();
-    let wcs = wait(&mut rcq, 2);
+    assert_eq!(ch.get_event(Some(Duration::from_secs(10))).unwrap(), eb.rcq.user_handle());
+    eb.rcq.ack_event();
+    let wcs = wait(&mut eb.rcq, 2);
     assert_eq!((wcs[0].byte_len, wcs[1].byte_len, wcs[1].imm), (12, 13, 9));
     // Arming when a CQE is already there fires at once.
     ea.qp.post_send(5, &wr(SendOp::Send, Payload::Sgl(&[src.sge(0, 14)]))).unwrap();
     wait(&mut ea.scq, 1);
     std::thread::sleep(Duration::from_millis(20));
-    rcq.req_notify(false);
-    assert_eq!(ch.get_event(Some(Duration::from_secs(10))).unwrap(), rcq.user_handle());
-    rcq.ack_event();
+    eb.rcq.req_notify(false);
+    assert_eq!(ch.get_event(Some(Duration::from_secs(10))).unwrap(), eb.rcq.user_handle());
+    eb.rcq.ack_event();
     assert_eq!(b.hca.device().counters().comp_events, 3);
     drop(eb);
-    drop(rcq);
 }

@@ -139,12 +139,7 @@ fn cq_arm_through_the_trap() {
     let o = Opts::default();
     let mut ea = End::new(&a, &o);
     let ch = b.ctx.create_comp_channel().unwrap();
-    let scq = b.ctx.create_cq(64, None).unwrap();
-    let mut rcq = b.ctx.create_cq(64, Some(&ch)).unwrap();
-    let qp = b.pd.create_qp(&provider::QpInit {
-        send_cq: &scq, recv_cq: &rcq, cap: o.cap, qp_type: provider::QpType::Rc, sq_sig_all: false, send_ops: None,
-    }).unwrap();
-    let mut eb = End { qp, scq, rcq: b.ctx.create_cq(1, None).unwrap() };
+    let mut eb = End::with_recv_events(&b, &o, &ch);
     ea.connect(&o, eb.qp.qpn(), b.gid(), 100, 200);
     eb.connect(&o, ea.qp.qpn(), a.gid(), 200, 100);
     let src = a.mem(4096, all_access());
@@ -156,7 +151,7 @@ fn cq_arm_through_the_trap() {
         until_idle(&b);
         let before = b.hca.device().counters();
         // The arm doorbell (a UAR store) lands on a protected page.
-        rcq.req_notify(false);
+        eb.rcq.req_notify(false);
         if b.hca.device().doorbell_trap() {
             let after = b.hca.device().counters();
             assert!(after.trap_faults > before.trap_faults, "the arm store trapped: {after:?}");
@@ -164,9 +159,9 @@ fn cq_arm_through_the_trap() {
         until_idle(&a);
         ea.qp.post_send(i, &wr(SendOp::Send, Payload::Sgl(&[src.sge(0, 10 + i as usize)]))).unwrap();
         let h = ch.get_event(Some(Duration::from_secs(10))).expect("completion event");
-        assert_eq!(h, rcq.user_handle());
-        rcq.ack_event();
-        assert_eq!(wait(&mut rcq, 1)[0].byte_len, 10 + i as u32);
+        assert_eq!(h, eb.rcq.user_handle());
+        eb.rcq.ack_event();
+        assert_eq!(wait(&mut eb.rcq, 1)[0].byte_len, 10 + i as u32);
     }
 }
 

@@ -17,7 +17,7 @@ use provider::opcode::FmCeSe;
 use provider::qp::attr::Remote;
 use provider::qp::QpCap;
 use provider::wqe::{Payload, SendOp, SendWr, Sge};
-use provider::{Access, Context, Cq, Mr, Pd, Qp, QpAttr, QpInit, QpState, QpType, Wc};
+use provider::{Access, CompChannel, Context, Cq, Mr, Pd, Qp, QpAttr, QpInit, QpState, QpType, Wc};
 use softhca::{Config, Hca};
 
 /// How long any single wait may take before the test fails (a bug must fail, not hang).
@@ -233,8 +233,17 @@ pub struct End {
 
 impl End {
     pub fn new(h: &Host, o: &Opts) -> End {
+        End::build(h, o, None)
+    }
+
+    /// [`End::new`] whose receive CQ reports completion events on `ch`.
+    pub fn with_recv_events(h: &Host, o: &Opts, ch: &CompChannel) -> End {
+        End::build(h, o, Some(ch))
+    }
+
+    fn build(h: &Host, o: &Opts, recv_events: Option<&CompChannel>) -> End {
         let scq = h.ctx.create_cq(o.cq, None).expect("create send cq");
-        let rcq = h.ctx.create_cq(o.cq, None).expect("create recv cq");
+        let rcq = h.ctx.create_cq(o.cq, recv_events).expect("create recv cq");
         let qp = h.pd.create_qp(&QpInit {
             send_cq: &scq,
             recv_cq: &rcq,
