@@ -245,9 +245,10 @@ fn sweep(comm: &mut Communicator, a: &Args, dtypes: &[DataType], ops: &[ReduceOp
             Some(f) => f.name().to_string(),
             None => {
                 let c = comm.tuning().algo;
-                if collective::doubling::applies(n) && c.doubling_max_bytes >= c.tree_max_bytes {
+                let doubling = collective::doubling::applies(n);
+                if doubling && c.doubling_max_bytes >= c.tree_max_bytes {
                     format!("auto (doubling up to {} B, ring above)", c.doubling_max_bytes)
-                } else if collective::doubling::applies(n) {
+                } else if doubling {
                     format!("auto (doubling up to {} B, tree up to {} B, ring above)", c.doubling_max_bytes, c.tree_max_bytes)
                 } else {
                     format!("auto (tree up to {} B, ring above)", c.tree_max_bytes)

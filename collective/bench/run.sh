@@ -39,10 +39,8 @@ mpicc -O2 -o "$out/mpi_allreduce" "$root/collective/bench/mpi_allreduce.c"
 # Runs one program over the sweep: the small sizes (up to 64 KiB) with -N iterations,
 # the rest with -n; the two tables go one after the other into the same file.
 split=65536
-bytes() { numfmt --from=iec "$1"; }
+lo=$(numfmt --from=iec "$minb") hi=$(numfmt --from=iec "$maxb")
 sweep() {
-  local lo hi
-  lo=$(bytes "$minb") hi=$(bytes "$maxb")
   if (( lo <= split )); then
     "$@" -b "$lo" -e $(( hi < split ? hi : split )) -n "$small_iters" -w $(( small_iters / 10 ))
   fi

@@ -76,10 +76,11 @@ pub fn place(bind: Bind, local_rank: usize, local_size: Option<usize>) -> Result
     let mut set = CpuSet::new();
     set.set(cpu).map_err(|e| os("CpuSet::set", e))?;
     // sched_setaffinity changes one thread; the ones already running (the launcher's
-    // helpers, a logging thread) are listed in /proc/self/task.
+    // helpers, a logging thread, and this one) are listed in /proc/self/task. Without
+    // /proc, at least this thread (tid 0: the caller) and those it starts later.
     let tids: Vec<i32> = std::fs::read_dir("/proc/self/task")
         .map(|d| d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect())
-        .unwrap_or_default();
+        .unwrap_or_else(|_| vec![0]);
     for tid in tids {
         // A thread that exited meanwhile (ESRCH) needs no placing.
         match sched_setaffinity(Pid::from_raw(tid), &set) {
@@ -87,7 +88,6 @@ pub fn place(bind: Bind, local_rank: usize, local_size: Option<usize>) -> Result
             Err(e) => return Err(os("sched_setaffinity", e)),
         }
     }
-    sched_setaffinity(Pid::from_raw(0), &set).map_err(|e| os("sched_setaffinity", e))?;
     tracing::debug!(target: "collective", local_rank, local_size, cpu, "pinned");
     Ok(Some(cpu))
 }
