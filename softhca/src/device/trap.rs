@@ -36,17 +36,22 @@
 //!
 //! Address reuse: the application may unmap a UAR page at any time (softhca does not see
 //! munmap). The kernel drops the registration with the mapping, so protecting that
-//! address later fails with ENOENT (or hits a new UAR mapping registered at the same
-//! address, which is ours again); the range is then forgotten. Waking (`UFFDIO_WAKE`)
-//! never touches memory. What could go wrong would need another userfaultfd user in the
-//! process to register write-protection at exactly a reused address of ours between two
-//! of our arms: its pages would get one spurious protection that its own handler resolves.
+//! address later fails with ENOENT, and the range is then forgotten. If the address has
+//! been mapped and registered again meanwhile, the kernel would let us protect it even
+//! when another instance's userfaultfd registered it, so every protect goes through
+//! [`super::trap_owners`], which refuses it unless the last registration there was ours.
+//! Waking (`UFFDIO_WAKE`) never touches memory. What could still go wrong would need
+//! another userfaultfd user in the process (not softhca) to register write-protection at
+//! exactly a reused address of ours between two of our arms: its pages would get one
+//! spurious protection that its own handler resolves.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::pages::{DevicePages, PAGE_SIZE};
+
+use super::trap_owners;
 
 /// The environment variable that turns the trap off (`0`) for every instance.
 pub const TRAP_ENV: &str = "DOORBELL_DOORBELL_TRAP";
@@ -214,6 +219,8 @@ struct Range {
     kind: MapKind,
     /// The device page it maps (its first page).
     page: u32,
+    /// The registration's id in [`trap_owners`].
+    id: u64,
 }
 
 impl Range {
@@ -236,6 +243,8 @@ struct Watch {
 struct Inner {
     /// None: no trap (turned off, unavailable, or the engine has exited).
     fd: Option<OwnedFd>,
+    /// This trap's id in [`trap_owners`].
+    owner: u64,
     /// The fd can register the clock page (missing mode on shmem).
     clock_ok: bool,
     /// Registered since the engine last looked.
@@ -264,6 +273,7 @@ impl TrapShared {
             match open_uffd() {
                 Ok((fd, clock_ok)) => {
                     inner.fd = Some(fd);
+                    inner.owner = trap_owners::new_owner();
                     inner.clock_ok = clock_ok;
                 }
                 Err(e) => tracing::debug!(target: "softhca::engine", "doorbell trap unavailable (userfaultfd: {e}): timed backoff"),
@@ -295,12 +305,15 @@ impl TrapShared {
             }
         };
         let mut reg = sys::Register { range: sys::Range { start, len }, mode, ioctls: 0 };
-        // SAFETY: UFFDIO_REGISTER with a live `uffdio_register`; the range is the
-        // mapping just made by mmap in this process.
-        let r = unsafe { ioctl(fd, sys::UFFDIO_REGISTER, &mut reg) };
+        // The address is ours from now on, whoever had it before.
+        let r = trap_owners::claim(i.owner, start, len, || {
+            // SAFETY: UFFDIO_REGISTER with a live `uffdio_register`; the range is the
+            // mapping just made by mmap in this process.
+            unsafe { ioctl(fd, sys::UFFDIO_REGISTER, &mut reg) }
+        });
         match r {
-            Ok(()) if reg.ioctls & need == need => {
-                i.new.push(Range { start, len, kind, page });
+            Ok(((), id)) if reg.ioctls & need == need => {
+                i.new.push(Range { start, len, kind, page, id });
             }
             other => {
                 tracing::debug!(target: "softhca::engine", ?kind, start, len, result = ?other.err(),
@@ -321,6 +334,8 @@ pub(crate) struct Trap {
     shared: Arc<super::Shared>,
     pages: Arc<DevicePages>,
     fd: RawFd,
+    /// Our id in [`trap_owners`].
+    owner: u64,
     /// Registered mappings, and whether each UAR range is write-protected now.
     ranges: Vec<(Range, bool)>,
     armed: bool,
@@ -335,8 +350,11 @@ pub(crate) struct Trap {
 impl Trap {
     /// The engine's side, if the trap is in use.
     pub fn new(shared: Arc<super::Shared>, pages: Arc<DevicePages>) -> Option<Trap> {
-        let fd = shared.trap.lock().fd.as_ref().map(|f| f.as_raw_fd())?;
-        Some(Trap { shared, pages, fd, ranges: Vec::new(), armed: false, faults: 0, watch: Vec::new(), hold_until: None })
+        let (fd, owner) = {
+            let i = shared.trap.lock();
+            (i.fd.as_ref().map(|f| f.as_raw_fd())?, i.owner)
+        };
+        Some(Trap { shared, pages, fd, owner, ranges: Vec::new(), armed: false, faults: 0, watch: Vec::new(), hold_until: None })
     }
 
     /// The userfaultfd, for `ppoll`.
@@ -376,11 +394,20 @@ impl Trap {
 
     fn protect(&self, r: &Range, wp: bool) -> io::Result<()> {
         let mut a = sys::WriteProtect { range: sys::Range { start: r.start, len: r.len }, mode: if wp { sys::WRITEPROTECT_MODE_WP } else { 0 } };
-        // SAFETY: UFFDIO_WRITEPROTECT with a live `uffdio_writeprotect`. The kernel checks
-        // that every mapping in the range is registered for write-protection with a
-        // userfaultfd (ENOENT otherwise), so an address the application unmapped and
-        // reused for something else is refused, not protected.
-        unsafe { ioctl(self.fd, sys::UFFDIO_WRITEPROTECT, &mut a) }
+        // Only while the last registration at this address is ours (see `trap_owners`).
+        trap_owners::if_owned(r.id, r.start, || {
+            // SAFETY: UFFDIO_WRITEPROTECT with a live `uffdio_writeprotect`. The kernel
+            // checks that every mapping in the range is registered for write-protection
+            // with a userfaultfd (ENOENT otherwise), so an address the application
+            // unmapped and reused for something else is refused, not protected.
+            unsafe { ioctl(self.fd, sys::UFFDIO_WRITEPROTECT, &mut a) }
+        })
+    }
+
+    /// Forgets range `i` (its mapping is gone, or no longer ours).
+    fn forget(&mut self, i: usize) {
+        let (r, _) = self.ranges.swap_remove(i);
+        trap_owners::release(r.id, r.start);
     }
 
     fn wake(&self, start: u64, len: u64) {
@@ -409,7 +436,7 @@ impl Trap {
                     Err(e) => {
                         // Unmapped (ENOENT), or no longer ours: forget it.
                         tracing::trace!(target: "softhca::engine", start = r.start, "trap range gone: {e}");
-                        self.ranges.swap_remove(i);
+                        self.forget(i);
                         continue;
                     }
                 }
@@ -442,7 +469,7 @@ impl Trap {
                     if self.protect(&r, false).is_err() {
                         // Gone: a thread that faulted there before the unmap still waits.
                         self.wake(r.start, r.len);
-                        self.ranges.swap_remove(i);
+                        self.forget(i);
                         continue;
                     }
                     self.ranges[i].1 = false;
@@ -535,6 +562,7 @@ impl Drop for Trap {
         self.disarm();
         let fd = self.shared.trap.lock().fd.take();
         drop(fd);
+        trap_owners::release_all(self.owner);
     }
 }
 
@@ -563,7 +591,7 @@ mod tests {
 
     #[test]
     fn ranges_map_to_device_pages() {
-        let r = Range { start: 0x10000, len: 0x2000, kind: MapKind::Uar, page: 7 };
+        let r = Range { start: 0x10000, len: 0x2000, kind: MapKind::Uar, page: 7, id: 1 };
         assert_eq!(r.device_page(0x10000), Some(7));
         assert_eq!(r.device_page(0x11fff), Some(8));
         assert_eq!(r.device_page(0x12000), None);
