@@ -62,7 +62,7 @@ pub mod rx;
 pub mod timers;
 pub mod trace;
 pub mod trap;
-mod trap_owners;
+pub mod trap_owners;
 pub mod tx;
 pub mod ud;
 pub mod wqe;
