@@ -193,6 +193,11 @@ pub(crate) fn spawn(shared: Arc<Shared>, pages: Arc<DevicePages>, hca: &Arc<Hca>
     })
 }
 
+/// `t`, or less if the transport `deadline` comes sooner.
+fn capped(t: Duration, now: Instant, deadline: Option<Instant>) -> Duration {
+    deadline.map_or(t, |d| t.min(d.saturating_duration_since(now)))
+}
+
 impl Engine {
     fn run(&mut self) {
         tracing::debug!(target: "softhca::engine", local = %self.local, "engine up");
@@ -311,14 +316,7 @@ impl Engine {
             std::thread::yield_now();
             return;
         }
-        let mut t = self.sleep;
-        if let Some(d) = deadline {
-            t = t.min(d.saturating_duration_since(now));
-        }
-        self.flush_capture();
-        self.intended = t;
-        self.shared.counters.sleeps.fetch_add(1, Ordering::Relaxed);
-        let woke = self.shared.sleep(self.sock, None, Some(t)).any();
+        let woke = self.nap(self.sock, None, Some(capped(self.sleep, now, deadline))).any();
         self.rx_idle = !woke;
         if woke {
             self.last_work = Instant::now();
@@ -327,6 +325,16 @@ impl Engine {
             let cap = if idle >= DEEP_IDLE_AFTER { SLEEP_DEEP } else { SLEEP_MAX };
             self.sleep = (self.sleep * 2).min(cap);
         }
+    }
+
+    /// Every sleep of the engine: the capture file brought up to date first, the time it
+    /// means to sleep noted (what it loses beyond that is a stall; an unbounded sleep is
+    /// none), and counted. See [`Shared::sleep`] for `sock`, `trap` and `timeout`.
+    fn nap(&mut self, sock: RawFd, trap: Option<RawFd>, timeout: Option<Duration>) -> super::Woken {
+        self.flush_capture();
+        self.intended = timeout.unwrap_or(Duration::from_secs(1 << 20));
+        self.shared.counters.sleeps.fetch_add(1, Ordering::Relaxed);
+        self.shared.sleep(sock, trap, timeout)
     }
 
     /// Polled mode (see [`super::polled`]): an application thread steps the data path
@@ -338,14 +346,7 @@ impl Engine {
         if let Some(t) = self.trap.as_mut().filter(|t| t.armed()) {
             t.disarm();
         }
-        let mut t = until.saturating_duration_since(now);
-        if let Some(d) = deadline {
-            t = t.min(d.saturating_duration_since(now));
-        }
-        self.flush_capture();
-        self.intended = t;
-        self.shared.counters.sleeps.fetch_add(1, Ordering::Relaxed);
-        self.shared.sleep(-1, None, Some(t));
+        self.nap(-1, None, Some(capped(until.saturating_duration_since(now), now, deadline)));
         // The socket was not watched: whatever arrived is for the next step.
         self.rx_idle = false;
     }
@@ -393,13 +394,7 @@ impl Engine {
         // arming now would trap the same store again (and again, when the engine outruns
         // it on a busy core). Sleep unarmed, blocking, so it gets the CPU.
         let fd = t.fd();
-        let mut wait = left;
-        if let Some(d) = deadline {
-            wait = wait.min(d.saturating_duration_since(now));
-        }
-        self.intended = wait;
-        self.shared.counters.sleeps.fetch_add(1, Ordering::Relaxed);
-        let w = self.shared.sleep(self.sock, Some(fd), Some(wait));
+        let w = self.nap(self.sock, Some(fd), Some(capped(left, now, deadline)));
         self.rx_idle = !w.sock;
         self.trap_woken = w.trap;
     }
@@ -427,12 +422,8 @@ impl Engine {
             timeout = Some(timeout.map_or(SLEEP_DEEP, |x| x.min(SLEEP_DEEP)));
         }
         let fd = t.fd();
-        self.flush_capture();
-        // An unbounded sleep is not a stall.
-        self.intended = timeout.unwrap_or(Duration::from_secs(1 << 20));
-        self.shared.counters.sleeps.fetch_add(1, Ordering::Relaxed);
         tracing::trace!(target: "softhca::engine", ?timeout, "sleep (armed)");
-        let w = self.shared.sleep(self.sock, Some(fd), timeout);
+        let w = self.nap(self.sock, Some(fd), timeout);
         tracing::trace!(target: "softhca::engine", ?w, "woken");
         self.rx_idle = !w.sock;
         self.trap_woken = w.trap;

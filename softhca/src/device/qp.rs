@@ -98,9 +98,15 @@ pub fn peer_of(dgid: &[u8; 16]) -> Option<SocketAddr> {
 /// `tx_errors`): like packets to a MAC nobody has, requests are retried until the QP's
 /// retry count runs out and the WQE completes with RETRY_EXC_ERR.
 pub fn peer_of_av(av: &AddressVector) -> Option<SocketAddr> {
-    match av.dest_ip {
+    destination(av.dest_ip, &av.dgid)
+}
+
+/// The RoCEv2 port of the host that address resolution found for `dgid` (`resolved`),
+/// or else of the address the GID names literally ([`peer_of`]).
+pub fn destination(resolved: Option<std::net::IpAddr>, dgid: &[u8; 16]) -> Option<SocketAddr> {
+    match resolved {
         Some(ip) => Some(SocketAddr::new(ip, ROCE_V2_PORT)),
-        None => peer_of(&av.dgid),
+        None => peer_of(dgid),
     }
 }
 

@@ -448,7 +448,7 @@ impl QpCtx {
                 // Executed again from the (possibly advanced) RETH of the re-request, in
                 // the slot of the original: no new resource. One older than every slot is
                 // for a READ the requester has finished (a delayed copy): ignored.
-                if !self.resp.slots.iter().any(|s| s.holds(p)) {
+                if self.resp.slot(p).is_none() {
                     tracing::debug!(target: "softhca::responder", qpn = self.qp.qpn, psn = p, "duplicate read of no held resource: ignored");
                     return;
                 }
@@ -464,7 +464,7 @@ impl QpCtx {
             }
             Opcode::RcCompareSwap | Opcode::RcFetchAdd => {
                 // Answered from the saved original value, never executed again.
-                match self.resp.slots.iter().find(|s| s.psn == p).and_then(|s| s.orig) {
+                match self.resp.slot(p).and_then(|s| s.orig) {
                     Some(orig) => {
                         let msn = self.resp.msn;
                         tracing::trace!(target: "softhca::responder", qpn = self.qp.qpn, psn = p, orig, "duplicate atomic: saved result");

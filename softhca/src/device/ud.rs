@@ -18,7 +18,7 @@ use crate::wire::{BthRepr, DethRepr, ImmDtRepr, Opcode, RocePacket};
 use super::cqe::{opcode as cqe_op, syndrome, Cqe};
 use super::mkey;
 use super::psn;
-use super::qp::{peer_of, staging, Env, QpCtx};
+use super::qp::{destination, staging, Env, QpCtx};
 use super::wqe::{Data, Op};
 
 /// Bytes of GRH space at the start of every UD receive buffer.
@@ -78,8 +78,7 @@ impl QpCtx {
             };
             // Resolved as the kernel resolves an AH's GID (a link-local one on softhca's
             // link, see Config::peer_addr).
-            let resolved = env.hca.config().peer_addr(&av.dgid).map(|ip| SocketAddr::new(ip, ROCE_V2_PORT));
-            let Some(dst) = resolved.or_else(|| peer_of(&av.dgid)) else {
+            let Some(dst) = destination(env.hca.config().peer_addr(&av.dgid), &av.dgid) else {
                 self.req.wqes[idx].error = Some(syndrome::LOCAL_QP_OP);
                 break;
             };

@@ -175,14 +175,7 @@ pub fn icrc(
     udp_dst_port: u16,
     roce_payload_without_icrc: &[u8],
 ) -> u32 {
-    let roce = roce_payload_without_icrc;
-    let udp_len = UDP_HEADER_LEN + roce.len() + ICRC_LEN;
-    let n = roce.len().min(bth::HEADER_LEN);
-    let mut crc = header_state(src, dst, udp_src_port, udp_dst_port, udp_len);
-    let (b, taken) = masked_bth(&[&roce[..n]]);
-    crc.update(&b[..taken]);
-    crc.update(&roce[n..]);
-    crc.finalize()
+    icrc_pieces(src, dst, udp_src_port, udp_dst_port, &[roce_payload_without_icrc])
 }
 
 /// The cache key of [`header_state`]: everything the masked LRH, IP and UDP headers
