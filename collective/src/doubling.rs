@@ -52,8 +52,9 @@ pub fn all_reduce_plan(e: &Engine, rank: usize, n: usize, count: usize, chunk: u
         return plan;
     }
     let k = steps(n);
-    let out: Vec<u32> = (0..k).map(|j| e.out_id(rank ^ (1 << j), Channel::doubling(j))).collect();
-    let inp: Vec<u32> = (0..k).map(|j| e.in_id(rank ^ (1 << j), Channel::doubling(j))).collect();
+    let (partners, _) = streams(rank, n);
+    let out: Vec<u32> = partners.iter().map(|&(p, ch)| e.out_id(p, ch)).collect();
+    let inp: Vec<u32> = partners.iter().map(|&(p, ch)| e.in_id(p, ch)).collect();
     let chunks = count.div_ceil(chunk.max(1)).max(1);
     for c in 0..chunks {
         let (off, l) = split(count, chunks, c);
