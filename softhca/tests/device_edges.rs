@@ -8,21 +8,13 @@ mod common;
 use std::collections::HashSet;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::*;
 use provider::cqe::{WcOpcode, WcStatus};
 use provider::wqe::{Payload, SendOp};
 use softhca::objects::QpState as HcaQpState;
 use softhca::wire::{AtomicEthRepr, BthRepr, Endpoints, NakCode, Opcode, RethRepr, RocePacket, Syndrome};
-
-fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !f() {
-        assert!(start.elapsed() < WAIT, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(1));
-    }
-}
 
 #[test]
 fn garbage_on_the_wire_is_counted_and_dropped() {
@@ -411,6 +403,14 @@ impl FakeRequester {
     }
 }
 
+/// The responder took `duplicates` duplicate requests, NAKed nothing, and its QP is
+/// still in RTS.
+fn assert_duplicates_served(b: &Host, eb: &End, duplicates: u64) {
+    let c = b.hca.device().counters();
+    assert_eq!((c.err_naks_sent, c.duplicates_received), (0, duplicates), "{c:?}");
+    assert_eq!(b.hca.qp(eb.qp.qpn()).unwrap().state(), HcaQpState::Rts);
+}
+
 /// READ requests sent again after a loss (go-back-N) are duplicates: they are served
 /// again from the requested PSN but hold no new responder resource. Here every resource
 /// is in use and served, the requester sends all its READs again and then, having the
@@ -452,9 +452,7 @@ fn duplicate_reads_take_no_responder_resource() {
         }
         got.len() == PKTS as usize
     });
-    let c = b.hca.device().counters();
-    assert_eq!((c.err_naks_sent, c.duplicates_received), (0, N as u64), "{c:?}");
-    assert_eq!(b.hca.qp(eb.qp.qpn()).unwrap().state(), HcaQpState::Rts);
+    assert_duplicates_served(&b, &eb, N as u64);
 }
 
 /// A duplicate atomic is answered with the original's saved result, never executed
@@ -491,9 +489,7 @@ fn duplicate_atomics_are_answered_from_the_saved_result() {
     add(1, 2);
     assert_eq!(answers(1), [(1, 1)]);
     assert_eq!(counter.buf.read_u64(0), 7);
-    let c = b.hca.device().counters();
-    assert_eq!((c.err_naks_sent, c.duplicates_received), (0, 6), "{c:?}");
-    assert_eq!(b.hca.qp(eb.qp.qpn()).unwrap().state(), HcaQpState::Rts);
+    assert_duplicates_served(&b, &eb, 6);
 }
 
 /// A requester that really has more READs/atomics outstanding than max_dest_rd_atomic

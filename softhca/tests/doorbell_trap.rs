@@ -24,24 +24,6 @@ fn host(ip: [u8; 4], trap: bool) -> Host {
     Host::at(ip, |c| c.doorbell_trap = trap)
 }
 
-/// Waits until `h`'s engine has had nothing to do for a while (with the trap: armed, and
-/// sleeping on it), so the next doorbell finds it idle.
-fn until_idle(h: &Host) {
-    let busy = |c: &softhca::device::CounterSnapshot| (c.tx_packets, c.rx_packets, c.sq_doorbells, c.cqes, c.trap_faults);
-    let start = Instant::now();
-    let mut last = h.hca.device().counters();
-    loop {
-        std::thread::sleep(Duration::from_millis(20));
-        let c = h.hca.device().counters();
-        let armed = !h.hca.device().doorbell_trap() || c.trap_arms > 0;
-        if busy(&c) == busy(&last) && armed {
-            return;
-        }
-        last = c;
-        assert!(start.elapsed() < WAIT, "engine never went idle: {last:?}");
-    }
-}
-
 fn write_after_idle(trap: bool, ips: ([u8; 4], [u8; 4])) {
     let (a, b) = (host(ips.0, trap), host(ips.1, trap));
     let active = a.hca.device().doorbell_trap();

@@ -17,7 +17,7 @@ use std::collections::BTreeSet;
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::*;
 use provider::cqe::WcStatus;
@@ -31,22 +31,6 @@ fn uar_mappings() -> BTreeSet<u64> {
         .filter(|l| l.contains(softhca::pages::MEMFD_NAME) && l.split_whitespace().nth(1) == Some("-w-s"))
         .filter_map(|l| u64::from_str_radix(l.split('-').next()?, 16).ok())
         .collect()
-}
-
-/// Waits until `h`'s engine has armed its trap and done nothing for a while.
-fn until_armed(h: &Host) {
-    let start = Instant::now();
-    let mut last = h.hca.device().counters();
-    loop {
-        std::thread::sleep(Duration::from_millis(20));
-        let c = h.hca.device().counters();
-        if c.trap_arms > 0 && (c.tx_packets, c.rx_packets, c.sq_doorbells, c.trap_faults)
-            == (last.tx_packets, last.rx_packets, last.sq_doorbells, last.trap_faults) {
-            return;
-        }
-        last = c;
-        assert!(start.elapsed() < WAIT, "engine never went idle: {last:?}");
-    }
 }
 
 /// Runs a closure when dropped (also when the test fails).
@@ -66,7 +50,7 @@ fn attempt(k: u8) -> bool {
     let a = Host::new([127, 31, k, 1]);
     let ea = End::new(&a, &Opts::default());
     let a_pages: BTreeSet<u64> = uar_mappings().difference(&before).copied().collect();
-    until_armed(&a);
+    until_idle(&a);
     // A's application unmaps its UAR pages without a word to softhca (as any application
     // may: the device never sees munmap), and is never heard of again. A's engine sleeps
     // on, its ranges still listed as protected.
@@ -92,8 +76,8 @@ fn attempt(k: u8) -> bool {
     let src = b.mem(4096, all_access());
     let dst = c.mem(4096, all_access());
     src.buf.fill_pattern(k as u64);
-    until_armed(&b);
-    until_armed(&c);
+    until_idle(&b);
+    until_idle(&c);
 
     // A's engine wakes for datagrams and stays busy (its trap disarmed) while B works:
     // it must not lift B's protection.
@@ -111,9 +95,7 @@ fn attempt(k: u8) -> bool {
     let _stop = Defer(|| {
         stop.store(true, Ordering::Relaxed);
     });
-    while hca_a.device().counters().rx_packets < 10 {
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    wait_until("A busy with datagrams", || hca_a.device().counters().rx_packets >= 10);
 
     // Both of B's UAR pages: the CQ arm (the context's page) and the send doorbell (the
     // QP's page). Each store lands on a page B's engine protected, so each traps.
@@ -121,7 +103,7 @@ fn attempt(k: u8) -> bool {
     eb.rcq.req_notify(false);
     let after = b.hca.device().counters();
     assert!(after.trap_faults > before.trap_faults, "the CQ arm on a reused address did not trap: {reused:x?} {after:?}");
-    until_armed(&b);
+    until_idle(&b);
     let before = b.hca.device().counters();
     let op = SendOp::RdmaWrite { raddr: dst.addr(), rkey: dst.mr.rkey() };
     eb.qp.post_send(1, &signaled(op, Payload::Sgl(&[src.sge(0, 4096)]))).unwrap();

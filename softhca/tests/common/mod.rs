@@ -317,6 +317,33 @@ pub fn wait_for(cq: &mut Cq, n: usize, limit: Duration) -> Vec<Wc> {
     out
 }
 
+/// Polls `f` every millisecond until it holds; fails the test after [`WAIT`].
+pub fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !f() {
+        assert!(start.elapsed() < WAIT, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Waits until `h`'s engine has had nothing to do for a while (with the trap: armed, and
+/// sleeping on it), so the next doorbell finds it idle.
+pub fn until_idle(h: &Host) {
+    let busy = |c: &softhca::device::CounterSnapshot| (c.tx_packets, c.rx_packets, c.sq_doorbells, c.cqes, c.trap_faults);
+    let start = Instant::now();
+    let mut last = h.hca.device().counters();
+    loop {
+        std::thread::sleep(Duration::from_millis(20));
+        let c = h.hca.device().counters();
+        let armed = !h.hca.device().doorbell_trap() || c.trap_arms > 0;
+        if busy(&c) == busy(&last) && armed {
+            return;
+        }
+        last = c;
+        assert!(start.elapsed() < WAIT, "engine never went idle: {last:?}");
+    }
+}
+
 /// Asserts nothing more arrives within `d`.
 pub fn quiet(cq: &mut Cq, d: Duration) {
     let start = Instant::now();
