@@ -8,7 +8,7 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::*;
 use provider::cqe::{WcOpcode, WcStatus};
@@ -17,18 +17,11 @@ use provider::{Cq, Wc};
 
 /// Polls `cq` for `n` completions, calling `progress` on both hosts in between.
 fn drive(hosts: [&Host; 2], cq: &mut Cq, n: usize) -> Vec<Wc> {
-    let start = Instant::now();
-    let mut out = Vec::new();
-    let mut wcs = [Wc::default(); 16];
-    while out.len() < n {
+    poll_for(cq, n, WAIT, || {
         for h in hosts {
             h.ctx.progress();
         }
-        let k = cq.poll(&mut wcs[..(n - out.len()).min(16)]);
-        out.extend_from_slice(&wcs[..k]);
-        assert!(start.elapsed() < WAIT, "{} of {n} completions after {WAIT:?}: {out:?}", out.len());
-    }
-    out
+    })
 }
 
 #[test]

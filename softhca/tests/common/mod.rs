@@ -301,17 +301,21 @@ pub fn wait(cq: &mut Cq, n: usize) -> Vec<Wc> {
 }
 
 pub fn wait_for(cq: &mut Cq, n: usize, limit: Duration) -> Vec<Wc> {
+    poll_for(cq, n, limit, std::thread::yield_now)
+}
+
+/// Polls until `n` completions arrived, calling `between` before every poll (yield the
+/// CPU, or drive the devices in polled mode); fails the test after `limit`.
+pub fn poll_for(cq: &mut Cq, n: usize, limit: Duration, mut between: impl FnMut()) -> Vec<Wc> {
     let start = Instant::now();
     let mut out = Vec::new();
     let mut wcs = [Wc::default(); 16];
     while out.len() < n {
+        between();
         let k = cq.poll(&mut wcs[..(n - out.len()).min(16)]);
         out.extend_from_slice(&wcs[..k]);
-        if k == 0 {
-            if start.elapsed() > limit {
-                panic!("{} of {n} completions after {limit:?}: {out:?}", out.len());
-            }
-            std::thread::yield_now();
+        if k == 0 && start.elapsed() > limit {
+            panic!("{} of {n} completions after {limit:?}: {out:?}", out.len());
         }
     }
     out
