@@ -83,19 +83,7 @@ fn pcap_capture_of_every_packet() {
     // A's capture: 4 WRITE packets (256-byte MTU) sent, 1 ACK received; on a busy
     // machine also tail probes (the last packet again) and their ACKs, which the counters
     // account for.
-    let file = file_a;
-    let mut r = pcap_file::pcap::PcapReader::new(std::fs::File::open(&file).unwrap()).unwrap();
-    let mut ops = Vec::new();
-    while let Some(p) = r.next_packet() {
-        let p = p.unwrap();
-        let frame = &p.data;
-        // Ethernet 14 + IPv4 20 + UDP 8.
-        let ip = &frame[14..34];
-        let src = std::net::SocketAddr::from(([ip[12], ip[13], ip[14], ip[15]], u16::from_be_bytes([frame[34], frame[35]])));
-        let dst = std::net::SocketAddr::from(([ip[16], ip[17], ip[18], ip[19]], u16::from_be_bytes([frame[36], frame[37]])));
-        let pkt = RocePacket::parse(&frame[42..], &Endpoints::new(src, dst)).expect("captured packet with a valid ICRC");
-        ops.push((pkt.bth.opcode, pkt.bth.psn));
-    }
+    let ops = captured(&file_a);
     let (requests, acks): (Vec<_>, Vec<_>) = ops.iter().partition(|(op, _)| *op != Opcode::RcAcknowledge);
     let first: Vec<_> = requests.iter().take(4).map(|(op, _)| *op).collect();
     assert_eq!(first, [Opcode::RcRdmaWriteFirst, Opcode::RcRdmaWriteMiddle, Opcode::RcRdmaWriteMiddle, Opcode::RcRdmaWriteLast],

@@ -294,24 +294,6 @@ fn pcap_child(dir: &Path) {
     std::mem::forget((ea, eb, a, b));
 }
 
-/// The frames of a pcap file written by softhca, each checked to hold a RoCEv2 packet
-/// with a valid ICRC.
-fn softhca_capture(path: &Path) -> Vec<Vec<u8>> {
-    let file = std::fs::File::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let mut r = PcapReader::new(file).expect("a pcap file");
-    let mut frames = Vec::new();
-    while let Some(p) = r.next_packet() {
-        let f = p.expect("a whole record").data.into_owned();
-        // Ethernet 14 + IPv4 20 + UDP 8.
-        let ip = &f[14..34];
-        let src = SocketAddr::from(([ip[12], ip[13], ip[14], ip[15]], u16::from_be_bytes([f[34], f[35]])));
-        let dst = SocketAddr::from(([ip[16], ip[17], ip[18], ip[19]], u16::from_be_bytes([f[36], f[37]])));
-        RocePacket::parse(&f[42..], &Endpoints::new(src, dst)).expect("a captured packet with a valid ICRC");
-        frames.push(f);
-    }
-    frames
-}
-
 /// `DOORBELL_PCAP` in a process that exits normally right after its last packets: the
 /// file holds every packet the device counted, sent and received. (The capture used to
 /// be flushed only when the engine slept or stopped, and a never-dropped instance lost
@@ -335,7 +317,7 @@ fn pcap_file_is_complete_at_exit() {
     let f: Vec<&str> = line.split_whitespace().collect();
     for host in f.chunks(2) {
         let (addr, counted): (&str, usize) = (host[0], host[1].parse().unwrap());
-        let frames = softhca_capture(&dir.join(format!("cap-{addr}.pcap")));
+        let frames = captured(&dir.join(format!("cap-{addr}.pcap")));
         assert!(counted > 80, "{addr}: {counted} packets");
         assert_eq!(frames.len(), counted, "{addr}: packets in the capture vs. sent + received");
     }

@@ -348,6 +348,26 @@ pub fn until_idle(h: &Host) {
     }
 }
 
+/// The opcode and PSN of every packet in a pcap file softhca wrote (`Config::pcap`), in
+/// order; each frame must hold a RoCEv2 packet with a valid ICRC.
+pub fn captured(path: &std::path::Path) -> Vec<(softhca::wire::Opcode, u32)> {
+    use softhca::wire::{Endpoints, RocePacket};
+    use std::net::SocketAddr;
+    let file = std::fs::File::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut r = pcap_file::pcap::PcapReader::new(file).expect("a pcap file");
+    let mut out = Vec::new();
+    while let Some(p) = r.next_packet() {
+        let f = p.expect("a whole record").data;
+        // Ethernet 14 + IPv4 20 + UDP 8.
+        let ip = &f[14..34];
+        let src = SocketAddr::from(([ip[12], ip[13], ip[14], ip[15]], u16::from_be_bytes([f[34], f[35]])));
+        let dst = SocketAddr::from(([ip[16], ip[17], ip[18], ip[19]], u16::from_be_bytes([f[36], f[37]])));
+        let pkt = RocePacket::parse(&f[42..], &Endpoints::new(src, dst)).expect("a captured packet with a valid ICRC");
+        out.push((pkt.bth.opcode, pkt.bth.psn));
+    }
+    out
+}
+
 /// Asserts nothing more arrives within `d`.
 pub fn quiet(cq: &mut Cq, d: Duration) {
     let start = Instant::now();
