@@ -52,6 +52,11 @@ pub struct Tuning {
     pub tree_chunk_bytes: usize,
     /// Ring or tree.
     pub algo: AlgoChoice,
+    /// Smallest call, in bytes, whose messages go straight from the application's
+    /// buffers where the transport allows it (`None`: always through staging; see
+    /// [`crate::engine`], "User buffers"). `DOORBELL_USER_BUFFERS`: `off` (or `0`),
+    /// or a size in bytes.
+    pub user_buffer_min_bytes: Option<usize>,
 }
 
 impl Default for Tuning {
@@ -63,6 +68,7 @@ impl Default for Tuning {
             ring_min_chunk_bytes: 8 << 10,
             tree_chunk_bytes: 32 << 10,
             algo: AlgoChoice::default(),
+            user_buffer_min_bytes: Some(256 << 10),
         }
     }
 }
@@ -82,6 +88,13 @@ impl Tuning {
         t.ring_lanes = num("DOORBELL_RING_LANES", t.ring_lanes)?;
         t.tree_chunk_bytes = num("DOORBELL_TREE_CHUNK_BYTES", t.tree_chunk_bytes)?;
         t.algo = AlgoChoice::from_env().map_err(Error::Invalid)?;
+        match std::env::var("DOORBELL_USER_BUFFERS").as_deref().map(str::trim) {
+            Ok("off" | "0" | "false" | "no") => t.user_buffer_min_bytes = None,
+            Ok(v) if !v.is_empty() => {
+                t.user_buffer_min_bytes = Some(v.parse().map_err(|_| Error::Invalid(format!("DOORBELL_USER_BUFFERS={v:?}: off, or a size in bytes")))?)
+            }
+            _ => {}
+        }
         t.validate()?;
         Ok(t)
     }
@@ -290,6 +303,7 @@ impl Communicator {
         let (peers, ins, outs) = topology(rank, size, tuning.ring_lanes);
         let transport = make(&peers)?;
         let mut engine = Engine::new(transport, rank, size, peers.clone(), &ins, &outs, tuning.nslots, tuning.slot_bytes, watch, timeout)?;
+        engine.set_user_buffers(tuning.user_buffer_min_bytes);
         let table = ex.all_gather(&encode_links(rank, &engine.publish()))?;
         for &p in &peers {
             let (r, links) = decode_links(p, &table[p])?;
@@ -324,6 +338,13 @@ impl Communicator {
     /// The CPU this rank was pinned to at creation (see [`crate::affinity`]), if any.
     pub fn cpu(&self) -> Option<usize> {
         self.cpu
+    }
+
+    /// Sends straight from the application's buffers in calls of at least `min` bytes,
+    /// or never (`None`); see [`Tuning::user_buffer_min_bytes`].
+    pub fn set_user_buffers(&mut self, min: Option<usize>) {
+        self.tuning.user_buffer_min_bytes = min;
+        self.engine.set_user_buffers(min);
     }
 
     /// The tuning in force.

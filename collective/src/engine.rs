@@ -16,6 +16,15 @@
 //! MPI's progress loop does when it is oversubscribed. After [`SPIN_FOR`] without
 //! anything happening the rank is probably waiting for a slow peer (or computing
 //! ranks), and it sleeps so as not to burn a core.
+//!
+//! User buffers. From [`Engine::set_user_buffers`]' size up, where the transport can
+//! send from application memory ([`Transport::user_lkey`]), an action whose result is
+//! stored builds it in the receive buffer and sends it from there, and an action that
+//! forwards its contribution unchanged sends it straight from the send buffer
+//! ([`crate::plan::Source`]): in a ring all-reduce that leaves 3 of the 7 block copies
+//! per round. The sends are then from memory the application owns, so the call waits
+//! for them to complete ([`Transport::settle`]) before it returns. Below that size the
+//! wait for the last acknowledgement would cost more than the copies it saves.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -24,7 +33,7 @@ use crate::bootstrap::Watch;
 use crate::dtype::Element;
 use crate::error::{Error, Result};
 use crate::op::ReduceOp;
-use crate::plan::{Action, Plan};
+use crate::plan::{Action, Plan, Source};
 use crate::staging::Staging;
 use crate::stream::{imm, Channel, InStream, OutStream, Region, MAX_CHANNELS};
 use crate::transport::{Event, Transport};
@@ -81,6 +90,17 @@ pub struct Engine {
     nranks: usize,
     /// Set after a failure: the engine refuses further work.
     broken: Option<String>,
+    /// Smallest call (bytes) sent from the application's buffers; `None`: never.
+    user_min: Option<usize>,
+}
+
+/// The application's buffers for one call, with the local keys of those the transport
+/// can send from.
+struct UserBufs<T> {
+    send: *const T,
+    recv: *mut T,
+    send_lkey: Option<u32>,
+    recv_lkey: Option<u32>,
 }
 
 const NONE: u32 = u32::MAX;
@@ -163,7 +183,14 @@ impl Engine {
             rank,
             nranks,
             broken: None,
+            user_min: None,
         })
+    }
+
+    /// Sends straight from the application's buffers in calls of at least `min` bytes
+    /// (`None`: always through staging). See the module doc, "User buffers".
+    pub fn set_user_buffers(&mut self, min: Option<usize>) {
+        self.user_min = min;
     }
 
     /// Bytes per slot: the largest message.
@@ -237,25 +264,40 @@ impl Engine {
             assert!(a.len * std::mem::size_of::<T>() <= self.slot_bytes, "action larger than a slot");
             assert!(!(aliased && a.local.is_some() && a.store.is_some() && a.outputs().is_empty()), "in-place action without staging");
         }
-        let r = self.run_inner(plan, send, recv, op);
+        let sz = std::mem::size_of::<T>();
+        let mut bufs = UserBufs { send, recv, send_lkey: None, recv_lkey: None };
+        if self.user_min.is_some_and(|m| slen.max(rlen) * sz >= m) {
+            // SAFETY: the buffers are borrowed for this call, and run_inner settles
+            // every write sent from them before it returns.
+            unsafe {
+                bufs.recv_lkey = self.transport.user_lkey(recv as u64, rlen * sz, true)?;
+                bufs.send_lkey = if aliased { bufs.recv_lkey } else { self.transport.user_lkey(send as u64, slen * sz, false)? };
+            }
+        }
+        // Small calls (and transports without user buffers) skip the analysis.
+        let sources = (bufs.send_lkey.is_some() || bufs.recv_lkey.is_some())
+            .then(|| plan.sources(aliased, bufs.send_lkey.is_some(), bufs.recv_lkey.is_some(), op == ReduceOp::Avg));
+        let r = self.run_inner(plan, sources.as_deref(), &bufs, op).and_then(|()| self.transport.settle(self.timeout));
         if let Err(e) = &r {
             self.broken = Some(e.to_string());
         }
         r
     }
 
-    fn run_inner<T: Element>(&mut self, plan: &mut Plan, send: *const T, recv: *mut T, op: ReduceOp) -> Result<()> {
+    fn run_inner<T: Element>(&mut self, plan: &mut Plan, sources: Option<&[Vec<Source>]>, bufs: &UserBufs<T>, op: ReduceOp) -> Result<()> {
         let mut idle: u32 = 0;
         let mut idle_since = Instant::now();
         let mut flushed = false;
         loop {
             let mut progressed = false;
             let mut done = true;
-            for lane in plan.lanes.iter_mut() {
+            for (li, lane) in plan.lanes.iter_mut().enumerate() {
                 while let Some(a) = lane.actions.get(lane.next) {
+                    let via = sources.map_or(Source::Slot, |s| s[li][lane.next]);
                     // SAFETY: run() checked the plan's extents against the buffers and
-                    // the no-alias rule; send/recv outlive this call.
-                    if unsafe { self.exec(a, send, recv, op)? } {
+                    // the no-alias rule; send/recv outlive this call; the sources come
+                    // from Plan::sources for these buffers.
+                    if unsafe { self.exec(a, via, bufs, op)? } {
                         lane.next += 1;
                         progressed = true;
                     } else {
@@ -383,12 +425,15 @@ impl Engine {
         Ok(())
     }
 
-    /// Runs `a` if it is ready. Returns whether it ran.
+    /// Runs `a` if it is ready, sending its message from `via`. Returns whether it ran.
     ///
     /// # Safety
-    /// `send` and `recv` must be valid for the plan's extents, and when they alias,
-    /// no action may have both a local contribution and a store without an output.
-    unsafe fn exec<T: Element>(&mut self, a: &Action, send: *const T, recv: *mut T, op: ReduceOp) -> Result<bool> {
+    /// `bufs.send` and `bufs.recv` must be valid for the plan's extents; when they
+    /// alias, no action may have both a local contribution and a store without an
+    /// output; `via` must be what [`Plan::sources`] gave this action for these buffers
+    /// and keys.
+    unsafe fn exec<T: Element>(&mut self, a: &Action, via: Source, bufs: &UserBufs<T>, op: ReduceOp) -> Result<bool> {
+        let (send, recv) = (bufs.send, bufs.recv);
         let sz = std::mem::size_of::<T>();
         let bytes = a.len * sz;
         for &i in a.inputs() {
@@ -415,19 +460,22 @@ impl Engine {
         let in_slot = |e: &Engine, k: usize| -> &[T] {
             unsafe { std::slice::from_raw_parts(e.ins[ins[k] as usize].head_addr() as *const T, n) }
         };
-        {
-            // The result: the first output's send slot, or the receive buffer.
-            let dst: &mut [T] = if let Some(&o) = outs.first() {
-                unsafe { std::slice::from_raw_parts_mut(self.outs[o as usize].next_local() as *mut T, n) }
-            } else {
-                let off = a.store.expect("an action without outputs stores its result");
-                unsafe { std::slice::from_raw_parts_mut(recv.add(off), n) }
+        if via != Source::Send {
+            // The result: the receive buffer (no outputs, or Source::Recv), else the
+            // first output's send slot.
+            let dst: &mut [T] = match outs.first() {
+                Some(&o) if via == Source::Slot => unsafe { std::slice::from_raw_parts_mut(self.outs[o as usize].next_local() as *mut T, n) },
+                _ => {
+                    let off = a.store.expect("an action without outputs stores its result");
+                    unsafe { std::slice::from_raw_parts_mut(recv.add(off), n) }
+                }
             };
             let local: Option<&[T]> = a.local.map(|off| unsafe { std::slice::from_raw_parts(send.add(off), n) });
             if a.acc {
                 // The partial result stored earlier at recv[store]: combined into the
                 // send slot, or, without outputs, in place (dst is that very range).
                 assert!(ins.len() == 1 && local.is_none(), "an accumulating action has one input and no local part");
+                debug_assert!(via == Source::Slot, "Plan::sources keeps accumulating actions on their slot");
                 if outs.is_empty() {
                     T::reduce_acc(dst, in_slot(self, 0), op);
                 } else {
@@ -455,15 +503,26 @@ impl Engine {
                 T::div_all(dst, self.nranks);
             }
         }
-        if let Some(&o0) = outs.first() {
-            let src = self.outs[o0 as usize].next_local() as *const T;
-            if let Some(off) = a.store {
-                unsafe { std::ptr::copy_nonoverlapping(src, recv.add(off), n) };
+        // Where the message is read from: application memory (with its key), or the
+        // first output's slot, from which the result is also stored and copied to the
+        // other outputs' slots.
+        // SAFETY (the two adds): offsets inside the plan's extents, checked by run().
+        let user = match via {
+            Source::Recv => Some((unsafe { recv.add(a.store.expect("a Recv source stores")) } as u64, bufs.recv_lkey.expect("a Recv source has a key"))),
+            Source::Send => Some((unsafe { send.add(a.local.expect("a Send source is local")) } as u64, bufs.send_lkey.expect("a Send source has a key"))),
+            Source::Slot => {
+                if let Some(&o0) = outs.first() {
+                    let src = self.outs[o0 as usize].next_local() as *const T;
+                    if let Some(off) = a.store {
+                        unsafe { std::ptr::copy_nonoverlapping(src, recv.add(off), n) };
+                    }
+                    for &o in &outs[1..] {
+                        unsafe { std::ptr::copy_nonoverlapping(src, self.outs[o as usize].next_local() as *mut T, n) };
+                    }
+                }
+                None
             }
-            for &o in &outs[1..] {
-                unsafe { std::ptr::copy_nonoverlapping(src, self.outs[o as usize].next_local() as *mut T, n) };
-            }
-        }
+        };
         for &o in outs {
             // The paired stream's credit rides along (see crate::stream).
             let piggy = match self.pair[o as usize] {
@@ -475,9 +534,10 @@ impl Engine {
                 }
             };
             let s = &mut self.outs[o as usize];
-            let (link, src, lkey, dst, rkey, im) = (s.link, s.next_local(), s.lkey, s.next_remote(), s.remote.rkey, imm::data(s.ch, s.sent, piggy));
+            let (src, lkey) = user.unwrap_or((s.next_local(), s.lkey));
+            let (link, dst, rkey, im) = (s.link, s.next_remote(), s.remote.rkey, imm::data(s.ch, s.sent, piggy));
             s.sent += 1;
-            self.transport.write_imm(link, src, lkey, bytes as u32, dst, rkey, im)?;
+            self.transport.write_imm(link, src, lkey, bytes as u32, dst, rkey, im, user.is_some())?;
         }
         for &i in ins {
             let s = &mut self.ins[i as usize];

@@ -139,6 +139,92 @@ impl Plan {
     }
 }
 
+/// Where an action's outgoing message is read from.
+///
+/// By default the result is built in the output stream's send slot (staging memory
+/// the transport registered once) and, if the action stores it, copied from there
+/// into the receive buffer. When the application's buffers are registered too (see
+/// [`crate::engine`], "User buffers"), the copy can go: the result is built in the
+/// receive buffer and sent from there, and a contribution forwarded as it is is sent
+/// straight from the send buffer. That is only safe while nothing writes the source
+/// before the device has read it, which [`Plan::sources`] checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// The first output's send slot.
+    Slot,
+    /// `send[local ..]`, unchanged (an action that only forwards its contribution).
+    Send,
+    /// `recv[store ..]`, where the action builds its result.
+    Recv,
+}
+
+impl Plan {
+    /// The [`Source`] of every action (by lane and index), given whether the send and
+    /// receive buffers are one (`aliased`), which of them the transport can send from
+    /// (`user_send`, `user_recv`), and whether the operation changes a result after
+    /// the reduction (`finalizes`: avg's division).
+    ///
+    /// An action may send from application memory only if no other action of the plan
+    /// can write that memory while the write may still be in flight: another lane at any
+    /// point, or a later action of the same lane. (The engine waits for every such write
+    /// to complete before the call returns, so the caller's next writes are safe.)
+    /// Accumulating actions keep their slot (their operand order is `input op
+    /// partial`, which has no in-place kernel), and so do actions whose contribution
+    /// overlaps their own result in an in-place call.
+    pub fn sources(&self, aliased: bool, user_send: bool, user_recv: bool, finalizes: bool) -> Vec<Vec<Source>> {
+        // Every store, sorted by start, and the longest one: the stores that overlap
+        // [lo, hi) are among those starting in (lo - longest, hi).
+        let mut stores: Vec<(usize, usize, usize, usize)> = Vec::new();
+        for (li, lane) in self.lanes.iter().enumerate() {
+            for (ai, a) in lane.actions.iter().enumerate() {
+                if let Some(o) = a.store {
+                    stores.push((o, o + a.len, li, ai));
+                }
+            }
+        }
+        stores.sort_unstable();
+        let longest = stores.iter().map(|s| s.1 - s.0).max().unwrap_or(0);
+        let written_after = |lo: usize, hi: usize, li: usize, ai: usize| {
+            let end = stores.partition_point(|s| s.0 < hi);
+            stores[..end].iter().rev().take_while(|s| s.0 + longest > lo).any(|&(_, e, l, i)| e > lo && (l != li || i > ai))
+        };
+        let overlaps = |a: (usize, usize), b: (usize, usize)| a.0 < b.1 && b.0 < a.1;
+        self.lanes
+            .iter()
+            .enumerate()
+            .map(|(li, lane)| {
+                lane.actions
+                    .iter()
+                    .enumerate()
+                    .map(|(ai, a)| {
+                        if a.outputs().is_empty() || a.acc {
+                            return Source::Slot;
+                        }
+                        let n = a.len;
+                        if let Some(o) = a.store {
+                            let own = a.local.is_some_and(|l| aliased && overlaps((l, l + n), (o, o + n)));
+                            if user_recv && !own && !written_after(o, o + n, li, ai) {
+                                return Source::Recv;
+                            }
+                            return Source::Slot;
+                        }
+                        match a.local {
+                            Some(l)
+                                if a.inputs().is_empty()
+                                    && !(a.finalize && finalizes)
+                                    && if aliased { user_recv && !written_after(l, l + n, li, ai) } else { user_send } =>
+                            {
+                                Source::Send
+                            }
+                            _ => Source::Slot,
+                        }
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+}
+
 /// `[k * total / parts, (k + 1) * total / parts)`: a balanced split (sizes differ by
 /// at most one).
 #[inline]
@@ -166,6 +252,60 @@ mod tests {
                 assert_eq!(next, total);
             }
         }
+    }
+
+    /// One lane of a 2-rank ring all-reduce over 8 elements, rank 0: send block 1,
+    /// receive block 0 and reduce it with ours (stored, sent on), receive block 1.
+    fn ring_like() -> Plan {
+        let mut p = Plan::with_lanes(1);
+        p.push(0, Action::new(4).local(4).output(0));
+        p.push(0, Action::new(4).input(0).local(0).store(0).finalize(true).output(0));
+        p.push(0, Action::new(4).input(0).store(4));
+        p
+    }
+
+    #[test]
+    fn out_of_place_sends_from_the_buffers() {
+        let p = ring_like();
+        assert_eq!(p.sources(false, true, true, false), vec![vec![Source::Send, Source::Recv, Source::Slot]]);
+        // Without the keys everything goes through the slots.
+        assert_eq!(p.sources(false, false, false, false), vec![vec![Source::Slot; 3]]);
+        assert_eq!(p.sources(false, false, true, false), vec![vec![Source::Slot, Source::Recv, Source::Slot]]);
+        // Avg's division changes a finalized contribution: it is built in the slot.
+        let mut q = Plan::with_lanes(1);
+        q.push(0, Action::new(4).local(0).finalize(true).output(0));
+        assert_eq!(q.sources(false, true, true, true), vec![vec![Source::Slot]]);
+        assert_eq!(q.sources(false, true, true, false), vec![vec![Source::Send]]);
+    }
+
+    #[test]
+    fn in_place_keeps_a_slot_where_the_source_is_written_later_or_overlaps() {
+        let p = ring_like();
+        // Block 1 is sent first and received into the same place at the end; the
+        // reduction's contribution is its own result.
+        assert_eq!(p.sources(true, true, true, false), vec![vec![Source::Slot, Source::Slot, Source::Slot]]);
+        // A store in another lane counts whatever its position.
+        let mut q = Plan::with_lanes(2);
+        q.push(0, Action::new(4).input(0).store(2));
+        q.push(1, Action::new(4).local(0).output(1));
+        q.push(1, Action::new(2).input(1).store(8).output(1));
+        assert_eq!(q.sources(true, true, true, false), vec![vec![Source::Slot], vec![Source::Slot, Source::Recv]]);
+        assert_eq!(q.sources(false, true, true, false), vec![vec![Source::Slot], vec![Source::Send, Source::Recv]]);
+        // An earlier store of the same lane is finished before the send.
+        let mut r = Plan::with_lanes(1);
+        r.push(0, Action::new(4).input(0).store(0));
+        r.push(0, Action::new(4).input(0).store(0).output(0));
+        assert_eq!(r.sources(false, true, true, false), vec![vec![Source::Slot, Source::Recv]]);
+        r.push(0, Action::new(1).input(0).store(3));
+        assert_eq!(r.sources(false, true, true, false), vec![vec![Source::Slot; 3]], "a later store overlaps the sent range");
+    }
+
+    #[test]
+    fn accumulating_actions_keep_their_slot() {
+        let mut p = Plan::with_lanes(1);
+        p.push(0, Action::new(4).input(0).local(0).store(0));
+        p.push(0, Action::new(4).input(0).accumulate(0).output(0));
+        assert_eq!(p.sources(false, true, true, false), vec![vec![Source::Slot, Source::Slot]]);
     }
 
     #[test]

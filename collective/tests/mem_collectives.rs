@@ -22,6 +22,7 @@ fn small_tuning(algo: Option<Algo>) -> Tuning {
         ring_min_chunk_bytes: 64,
         tree_chunk_bytes: 128,
         algo: AlgoChoice { forced: algo, ..AlgoChoice::default() },
+        user_buffer_min_bytes: None,
     }
 }
 
@@ -38,12 +39,16 @@ fn every_type_and_op_on_2_to_8_ranks() {
         let fabric = MemFabric::new(n);
         on_threads(n, Duration::from_secs(120), move |r| {
             let mut c = Communicator::in_process(&fabric, r, small_tuning(None)).unwrap();
-            for algo in ALGOS {
-                c.set_algo(AlgoChoice { forced: Some(algo), ..AlgoChoice::default() });
-                for dt in DataType::ALL {
-                    for op in ReduceOp::ALL {
-                        for count in counts(n) {
-                            dispatch_dtype!(dt, T => check_all_reduce::<T>(&mut c, op, count, algo.name()));
+            // Through staging, then straight from the buffers at every size.
+            for user in [None, Some(1)] {
+                c.set_user_buffers(user);
+                for algo in ALGOS {
+                    c.set_algo(AlgoChoice { forced: Some(algo), ..AlgoChoice::default() });
+                    for dt in DataType::ALL {
+                        for op in ReduceOp::ALL {
+                            for count in counts(n) {
+                                dispatch_dtype!(dt, T => check_all_reduce::<T>(&mut c, op, count, algo.name()));
+                            }
                         }
                     }
                 }

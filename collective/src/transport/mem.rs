@@ -2,6 +2,13 @@
 //! copies into the peer's registered staging, and arrivals go to the peer's mailbox
 //! in order, exactly as an RC QP delivers them. It also provides the bootstrap
 //! exchange for such ranks ([`MemExchange`]).
+//!
+//! Like a NIC, which reads a write's source some time after the post, the fabric
+//! carries out writes and notifications only at the sender's next `poll`, `wait` or
+//! `settle`, in the order they were posted. So an engine that changed a source before
+//! it was sent (a send slot reused too early, an application buffer written while a
+//! write from it is in flight) delivers wrong data here too, and the algorithm tests
+//! see it.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -60,6 +67,8 @@ impl MemFabric {
             peers: peers.to_vec(),
             link_of: peers.iter().enumerate().map(|(l, &p)| (p, l)).collect(),
             keys: Vec::new(),
+            user_keys: HashMap::new(),
+            outbox: Vec::new(),
         }
     }
 
@@ -77,6 +86,38 @@ pub struct MemTransport {
     peers: Vec<usize>,
     link_of: HashMap<usize, usize>,
     keys: Vec<u32>,
+    /// Application buffers registered for sending: (address, length) to key.
+    user_keys: HashMap<(u64, usize), u32>,
+    /// Posted and not carried out yet: (link, source, lkey, length, destination,
+    /// rkey, immediate); a notification has length 0 and no addresses.
+    outbox: Vec<(usize, u64, u32, u32, u64, u32, u32)>,
+}
+
+impl MemTransport {
+    /// Carries out what was posted, in order.
+    fn deliver(&mut self) -> Result<()> {
+        for (link, src, lkey, len, dst, rkey, imm) in std::mem::take(&mut self.outbox) {
+            let peer = self.peers[link];
+            if len > 0 {
+                let regions = self.fabric.regions.lock().unwrap();
+                let inside = |key: u32, addr: u64, owner: usize| {
+                    regions.get(&key).is_some_and(|r| r.owner == owner && addr >= r.addr && addr + len as u64 <= r.addr + r.len as u64)
+                };
+                if !inside(lkey, src, self.rank) {
+                    return Err(Error::Invalid(format!("mem: local protection error at {src:#x}+{len}")));
+                }
+                if !inside(rkey, dst, peer) {
+                    return Err(Error::PeerFailed { rank: peer, why: format!("remote access error at {dst:#x}+{len}") });
+                }
+                // SAFETY: both ranges lie inside live registered regions (checked above,
+                // under the lock that unregistering takes before memory is unmapped);
+                // the destination is the peer's staging, which no source overlaps.
+                unsafe { std::ptr::copy_nonoverlapping(src as *const u8, dst as *mut u8, len as usize) };
+            }
+            self.fabric.mailboxes[peer].lock().unwrap().push_back((self.rank, imm, len));
+        }
+        Ok(())
+    }
 }
 
 impl Transport for MemTransport {
@@ -103,35 +144,39 @@ impl Transport for MemTransport {
         Ok(())
     }
 
-    fn write_imm(&mut self, link: usize, src: u64, lkey: u32, len: u32, dst: u64, rkey: u32, imm: u32) -> Result<()> {
-        let peer = self.peers[link];
-        {
-            let regions = self.fabric.regions.lock().unwrap();
-            let inside = |key: u32, addr: u64, owner: usize| {
-                regions.get(&key).is_some_and(|r| r.owner == owner && addr >= r.addr && addr + len as u64 <= r.addr + r.len as u64)
-            };
-            if !inside(lkey, src, self.rank) {
-                return Err(Error::Invalid(format!("mem: local protection error at {src:#x}+{len}")));
-            }
-            if !inside(rkey, dst, peer) {
-                return Err(Error::PeerFailed { rank: peer, why: format!("remote access error at {dst:#x}+{len}") });
-            }
-            // SAFETY: both ranges lie inside live registered regions (checked above,
-            // under the lock that unregistering takes before memory is unmapped);
-            // they belong to different ranks' staging, so they do not overlap.
-            unsafe { std::ptr::copy_nonoverlapping(src as *const u8, dst as *mut u8, len as usize) };
+    /// Any buffer: the fabric copies by address, so a kept key is always right.
+    unsafe fn user_lkey(&mut self, addr: u64, len: usize, _writable: bool) -> Result<Option<u32>> {
+        if let Some(&k) = self.user_keys.get(&(addr, len)) {
+            return Ok(Some(k));
         }
-        self.fabric.mailboxes[peer].lock().unwrap().push_back((self.rank, imm, len));
+        // SAFETY: forwarded contract (mapped until the writes from it are settled).
+        let k = unsafe { self.register(addr, len)? };
+        self.user_keys.insert((addr, len), k.lkey);
+        Ok(Some(k.lkey))
+    }
+
+    fn write_imm(&mut self, link: usize, src: u64, lkey: u32, len: u32, dst: u64, rkey: u32, imm: u32, _user: bool) -> Result<()> {
+        self.outbox.push((link, src, lkey, len, dst, rkey, imm));
         Ok(())
     }
 
     fn notify(&mut self, link: usize, imm: u32) -> Result<()> {
-        let peer = self.peers[link];
-        self.fabric.mailboxes[peer].lock().unwrap().push_back((self.rank, imm, 0));
+        self.outbox.push((link, 0, 0, 0, 0, 0, imm));
+        Ok(())
+    }
+
+    fn settle(&mut self, _timeout: std::time::Duration) -> Result<()> {
+        self.deliver()
+    }
+
+    fn wait(&mut self, timeout: std::time::Duration) -> Result<()> {
+        self.deliver()?;
+        std::thread::sleep(timeout.min(std::time::Duration::from_micros(50)));
         Ok(())
     }
 
     fn poll(&mut self, out: &mut Vec<Event>) -> Result<()> {
+        self.deliver()?;
         let mut mb = self.fabric.mailboxes[self.rank].lock().unwrap();
         for (from, imm, len) in mb.drain(..) {
             match self.link_of.get(&from) {

@@ -48,12 +48,39 @@ pub trait Transport {
     /// Connects `link` with the peer's [`Transport::conn_info`] for us.
     fn connect(&mut self, link: usize, peer_info: &[u8]) -> Result<()>;
 
+    /// A local key for application memory `[addr, addr + len)` that writes may be sent
+    /// straight from (with `user` set in [`Transport::write_imm`]), or `None` where this
+    /// transport can only send from memory it registered with [`Transport::register`].
+    ///
+    /// The registration may be kept and handed out again for a later call that covers
+    /// the same range, so a transport answers only where that is safe whatever the
+    /// application does with the memory in between. On a device that pins the pages of
+    /// a registration, a buffer freed and reallocated at the same address would no
+    /// longer be the registered memory; that needs an invalidation hook this crate does
+    /// not have, so such devices answer `None`.
+    ///
+    /// # Safety
+    /// The memory must stay mapped, readable (and, with `writable`, writable) until the
+    /// last write sent from it has been settled ([`Transport::settle`]).
+    unsafe fn user_lkey(&mut self, _addr: u64, _len: usize, _writable: bool) -> Result<Option<u32>> {
+        Ok(None)
+    }
+
     /// Writes `len` bytes from registered local memory at `src` (key `lkey`) to the
     /// peer's registered memory at `dst` (key `rkey`) and delivers `imm` to the peer
     /// after the data. The source must not change until the peer acknowledges the
-    /// data at the protocol level (a credit).
+    /// data at the protocol level (a credit), or, for a source in application memory
+    /// (`user`), until [`Transport::settle`] returns.
     #[allow(clippy::too_many_arguments)]
-    fn write_imm(&mut self, link: usize, src: u64, lkey: u32, len: u32, dst: u64, rkey: u32, imm: u32) -> Result<()>;
+    fn write_imm(&mut self, link: usize, src: u64, lkey: u32, len: u32, dst: u64, rkey: u32, imm: u32, user: bool) -> Result<()>;
+
+    /// Returns once every write posted with `user` set has been read from its source
+    /// and every posted write and notification is on its way, so that the collective
+    /// can return and the application may change its buffers. Fails with the broken
+    /// link, or after `timeout`.
+    fn settle(&mut self, _timeout: std::time::Duration) -> Result<()> {
+        Ok(())
+    }
 
     /// Delivers `imm` to the peer with no data (a zero-byte WRITE WITH IMM).
     fn notify(&mut self, link: usize, imm: u32) -> Result<()>;

@@ -11,6 +11,12 @@
 //!   unsignaled WQEs, so a broken link always surfaces.
 //! * Notifications (credits) are zero-byte WRITE WITH IMM to a 64-byte landing
 //!   region each rank registers and publishes with its connection data.
+//! * Writes straight from the application's buffers ([`Transport::user_lkey`]) only
+//!   on the embedded softhca: it resolves an MR's addresses in this process's address
+//!   space at every access, so a registration kept for a later call (up to
+//!   [`USER_MRS`] of them) always means the memory mapped there now. Such writes are
+//!   signaled, and [`Transport::settle`] waits for their completions (the peer's ACK)
+//!   before the collective returns.
 //! * Progress: on a software device (softhca) the transport drives the data path
 //!   itself ([`Context::progress`], polled mode): every `poll` first runs a device step
 //!   in this thread, so writes just posted leave at once and arrived packets turn into
@@ -47,6 +53,8 @@ pub const ACK_TIMEOUT: u8 = 14;
 pub const RETRY_CNT: u8 = 7;
 /// The variable that turns polled mode off (`0`).
 pub const POLLED_ENV: &str = "DOORBELL_POLLED";
+/// Registrations of application buffers kept for later calls (oldest dropped first).
+pub const USER_MRS: usize = 8;
 
 struct Link {
     qp: Qp,
@@ -54,6 +62,10 @@ struct Link {
     psn: u32,
     /// Sends since the last signaled one.
     unsignaled: u32,
+    /// Signaled sends whose completion has not been polled yet.
+    signaled_out: u32,
+    /// A write from application memory was posted since the last settle.
+    user_out: bool,
     /// Receive WQEs posted and not yet completed.
     rq_posted: u32,
     /// The peer's notification landing word.
@@ -65,6 +77,8 @@ struct Link {
 pub struct RdmaTransport {
     // Field order is drop order: QPs, then MRs, then the CQ, PD and context.
     links: Vec<Link>,
+    /// Application buffers: (address, length, writable, MR), oldest first.
+    user_mrs: Vec<(u64, usize, bool, Mr)>,
     mrs: Vec<Mr>,
     notify_mr: Mr,
     _notify_buf: Staging,
@@ -127,6 +141,8 @@ impl RdmaTransport {
                 peer,
                 psn: rand::random::<u32>() & 0xff_ffff,
                 unsignaled: 0,
+                signaled_out: 0,
+                user_out: false,
                 rq_posted: posted,
                 notify: (0, 0),
                 connected: false,
@@ -135,6 +151,7 @@ impl RdmaTransport {
         tracing::debug!(target: "collective::rdma", rank, dev = ctx.name(), links = links.len(), "transport open");
         Ok(RdmaTransport {
             links,
+            user_mrs: Vec::new(),
             mrs: Vec::new(),
             notify_mr,
             _notify_buf: notify_buf,
@@ -176,14 +193,18 @@ impl RdmaTransport {
                 let wc = self.wcs[i];
                 let Some(&link) = self.by_qpn.get(&wc.qp_num) else { continue };
                 if wc.status != WcStatus::Success {
+                    let l = &mut self.links[link];
+                    l.signaled_out = l.signaled_out.saturating_sub(1);
                     let why = format!("{:?} (vendor error {:#x}) on the QP to rank {}", wc.status, wc.vendor_err, self.links[link].peer);
                     out.push(Event::Failed { link, why });
                     continue;
                 }
+                let l = &mut self.links[link];
                 if matches!(wc.opcode, WcOpcode::RecvRdmaWithImm | WcOpcode::Recv) {
-                    let l = &mut self.links[link];
                     l.rq_posted = l.rq_posted.saturating_sub(1);
                     out.push(Event::Recv { link, imm: wc.imm, len: wc.byte_len });
+                } else {
+                    l.signaled_out = l.signaled_out.saturating_sub(1);
                 }
             }
             if n < self.wcs.len() {
@@ -202,11 +223,13 @@ impl RdmaTransport {
         Ok(())
     }
 
-    fn post(&mut self, link: usize, op: SendOp, sge: Option<Sge>) -> Result<()> {
+    /// Posts one send; `user` (a source in application memory) makes it signaled and
+    /// remembered for [`Transport::settle`].
+    fn post(&mut self, link: usize, op: SendOp, sge: Option<Sge>, user: bool) -> Result<()> {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             let l = &mut self.links[link];
-            let signal = l.unsignaled + 1 >= SIGNAL_EVERY;
+            let signal = user || l.unsignaled + 1 >= SIGNAL_EVERY;
             let sgl = sge.as_slice();
             let mut wr = SendWr::new(op, Payload::Sgl(sgl));
             if signal {
@@ -215,6 +238,8 @@ impl RdmaTransport {
             match l.qp.post_send(0, &wr) {
                 Ok(()) => {
                     l.unsignaled = if signal { 0 } else { l.unsignaled + 1 };
+                    l.signaled_out += signal as u32;
+                    l.user_out |= user;
                     return Ok(());
                 }
                 Err(e) if e.errno() as i32 == libc::ENOMEM => {
@@ -336,14 +361,73 @@ impl Transport for RdmaTransport {
         Ok(())
     }
 
-    fn write_imm(&mut self, link: usize, src: u64, lkey: u32, len: u32, dst: u64, rkey: u32, imm: u32) -> Result<()> {
+    unsafe fn user_lkey(&mut self, addr: u64, len: usize, writable: bool) -> Result<Option<u32>> {
+        if self.ctx.progress_fd().is_none() || len == 0 {
+            // Not the embedded softhca (see the module doc), or nothing to register.
+            return Ok(None);
+        }
+        let end = addr + len as u64;
+        if let Some(i) = self.user_mrs.iter().position(|&(a, l, w, _)| a <= addr && end <= a + l as u64 && (w || !writable)) {
+            let e = self.user_mrs.remove(i);
+            let lkey = e.3.lkey();
+            self.user_mrs.push(e);
+            return Ok(Some(lkey));
+        }
+        if self.user_mrs.len() >= USER_MRS {
+            // Settled at the end of the call that used it: nothing in flight reads it.
+            self.user_mrs.remove(0);
+        }
+        let access = if writable { Access::LOCAL_WRITE } else { Access::empty() };
+        // SAFETY: the caller keeps the memory mapped until its writes are settled;
+        // on softhca a kept registration is a range of addresses, read afresh at
+        // every access (module doc), so it never outlives anything it points into.
+        match unsafe { self._pd.reg_mr_raw(addr as *mut u8, len, access) } {
+            Ok(mr) => {
+                let lkey = mr.lkey();
+                self.user_mrs.push((addr, len, writable, mr));
+                Ok(Some(lkey))
+            }
+            Err(e) => {
+                // Memory the device will not take (a read-only shared mapping, say):
+                // the engine sends through its staging instead.
+                tracing::debug!(target: "collective::rdma", rank = self.rank, addr, len, error = %e, "user buffer not registered");
+                Ok(None)
+            }
+        }
+    }
+
+    fn write_imm(&mut self, link: usize, src: u64, lkey: u32, len: u32, dst: u64, rkey: u32, imm: u32, user: bool) -> Result<()> {
         let sge = (len > 0).then(|| Sge::new(src, len, lkey));
-        self.post(link, SendOp::RdmaWriteImm { raddr: dst, rkey, imm }, sge)
+        self.post(link, SendOp::RdmaWriteImm { raddr: dst, rkey, imm }, sge, user)
     }
 
     fn notify(&mut self, link: usize, imm: u32) -> Result<()> {
         let (raddr, rkey) = self.links[link].notify;
-        self.post(link, SendOp::RdmaWriteImm { raddr, rkey, imm }, None)
+        self.post(link, SendOp::RdmaWriteImm { raddr, rkey, imm }, None, false)
+    }
+
+    /// Polls until no link that sent from application memory has a signaled send
+    /// outstanding: completions come in order, so the last user write is then
+    /// acknowledged by the peer and will not be read again. What the polls bring
+    /// (the peers' next messages) is kept for the next `poll`.
+    fn settle(&mut self, timeout: Duration) -> Result<()> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(Event::Failed { link, why }) = self.pending.iter().find(|e| matches!(e, Event::Failed { .. })) {
+                return Err(Error::PeerFailed { rank: self.links[*link].peer, why: why.clone() });
+            }
+            let Some(l) = self.links.iter().find(|l| l.user_out && l.signaled_out > 0) else {
+                self.links.iter_mut().for_each(|l| l.user_out = false);
+                return Ok(());
+            };
+            if Instant::now() > deadline {
+                return Err(Error::Timeout { rank: l.peer, after: timeout, what: "the acknowledgement of a write from the user buffer".into() });
+            }
+            let mut ev = std::mem::take(&mut self.pending);
+            self.drain_cq(&mut ev)?;
+            self.pending = ev;
+            std::thread::yield_now();
+        }
     }
 
     fn poll(&mut self, out: &mut Vec<Event>) -> Result<()> {
