@@ -277,8 +277,10 @@ impl Engine {
         // Small calls (and transports without user buffers) skip the analysis.
         let sources = (bufs.send_lkey.is_some() || bufs.recv_lkey.is_some())
             .then(|| plan.sources(aliased, bufs.send_lkey.is_some(), bufs.recv_lkey.is_some(), op == ReduceOp::Avg));
-        let r = self.run_inner(plan, sources.as_deref(), &bufs, op).and_then(|()| self.transport.settle(self.timeout));
+        let r = self.run_inner(plan, sources.as_deref(), &bufs, op).and_then(|()| self.settle());
         if let Err(e) = &r {
+            // The buffers go back to the caller with the error: no write may read them later.
+            self.transport.abandon();
             self.broken = Some(e.to_string());
         }
         r
@@ -342,6 +344,16 @@ impl Engine {
             self.flush_credits(true)?;
             self.transport.wait(WAIT_SLICE)?;
         }
+    }
+
+    /// Waits for the writes sent from the application's buffers
+    /// ([`Transport::settle`]). A broken link is reported as the bootstrap watch
+    /// knows it, when it does (the peer died), as in [`Engine::pump`].
+    fn settle(&mut self) -> Result<()> {
+        self.transport.settle(self.timeout).map_err(|e| match (self.watch.failed(), e) {
+            (Some((rank, why)), Error::PeerFailed { .. } | Error::Timeout { .. }) => Error::PeerFailed { rank, why },
+            (_, e) => e,
+        })
     }
 
     /// Who a stalled plan is waiting for.

@@ -169,6 +169,10 @@ impl Transport for MemTransport {
         self.deliver()
     }
 
+    fn abandon(&mut self) {
+        self.outbox.clear();
+    }
+
     fn wait(&mut self, timeout: std::time::Duration) -> Result<()> {
         self.deliver()?;
         std::thread::sleep(timeout.min(std::time::Duration::from_micros(50)));

@@ -82,6 +82,12 @@ pub trait Transport {
         Ok(())
     }
 
+    /// After a failure, when the collective returns without settling: makes sure
+    /// nothing reads application memory for a write posted with `user` any more (the
+    /// application may free it as soon as it has the error). The links may be unusable
+    /// afterwards; the engine refuses further work after a failure anyway.
+    fn abandon(&mut self) {}
+
     /// Delivers `imm` to the peer with no data (a zero-byte WRITE WITH IMM).
     fn notify(&mut self, link: usize, imm: u32) -> Result<()>;
 

@@ -32,7 +32,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use provider::cqe::{WcOpcode, WcStatus};
-use provider::qp::attr::Remote;
+use provider::qp::attr::{QpAttr, QpState, Remote};
 use provider::qp::{QpCap, QpInit, QpType};
 use provider::wqe::{Payload, SendOp, SendWr, Sge};
 use provider::{Access, CompChannel, Context, Cq, Mr, Pd, Qp, Wc};
@@ -404,6 +404,19 @@ impl Transport for RdmaTransport {
     fn notify(&mut self, link: usize, imm: u32) -> Result<()> {
         let (raddr, rkey) = self.links[link].notify;
         self.post(link, SendOp::RdmaWriteImm { raddr, rkey, imm }, None, false)
+    }
+
+    /// Moves every QP that sent from application memory since the last settle to the
+    /// error state. The device then flushes what is left on its send queue instead of
+    /// reading (or retransmitting from) the buffers: softhca changes a QP's state under
+    /// its engine lock, between two steps, so once this returns nothing reads them.
+    fn abandon(&mut self) {
+        for l in self.links.iter_mut().filter(|l| l.user_out) {
+            if let Err(e) = l.qp.modify(&QpAttr { state: Some(QpState::Err), ..QpAttr::default() }) {
+                tracing::warn!(target: "collective::rdma", rank = self.rank, peer = l.peer, error = %e, "QP to error failed");
+            }
+            l.user_out = false;
+        }
     }
 
     /// Polls until no link that sent from application memory has a signaled send
