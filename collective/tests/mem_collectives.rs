@@ -130,7 +130,9 @@ fn reduce_scatter_all_gather_broadcast_barrier() {
         let fabric = MemFabric::new(n);
         on_threads(n, Duration::from_secs(60), move |r| {
             let mut c = Communicator::in_process(&fabric, r, small_tuning(None)).unwrap();
-            for count in [0usize, 1, 5, 97] {
+            // Through staging, then from the buffers and with placement at every size.
+            for (count, user) in [0usize, 1, 5, 97].into_iter().flat_map(|k| [(k, None), (k, Some(1))]) {
+                c.set_user_buffers(user);
                 // reduce-scatter: block b of rank r's send is data(op, r)[b*count..].
                 for op in ReduceOp::ALL {
                     let send = data::<i32>(op, r, n * count);
