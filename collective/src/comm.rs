@@ -88,10 +88,11 @@ impl Tuning {
         t.ring_lanes = num("DOORBELL_RING_LANES", t.ring_lanes)?;
         t.tree_chunk_bytes = num("DOORBELL_TREE_CHUNK_BYTES", t.tree_chunk_bytes)?;
         t.algo = AlgoChoice::from_env().map_err(Error::Invalid)?;
-        match std::env::var("DOORBELL_USER_BUFFERS").as_deref().map(str::trim) {
-            Ok("off" | "0" | "false" | "no") => t.user_buffer_min_bytes = None,
-            Ok(v) if !v.is_empty() => {
-                t.user_buffer_min_bytes = Some(v.parse().map_err(|_| Error::Invalid(format!("DOORBELL_USER_BUFFERS={v:?}: off, or a size in bytes")))?)
+        match std::env::var("DOORBELL_USER_BUFFERS") {
+            Ok(v) if crate::is_off(&v) => t.user_buffer_min_bytes = None,
+            Ok(v) if !v.trim().is_empty() => {
+                let min = v.trim().parse().map_err(|_| Error::Invalid(format!("DOORBELL_USER_BUFFERS={v:?}: off, or a size in bytes")))?;
+                t.user_buffer_min_bytes = Some(min);
             }
             _ => {}
         }

@@ -45,3 +45,27 @@ pub use error::{Error, Result};
 pub use launch::LaunchEnv;
 pub use op::ReduceOp;
 pub use transport::mem::MemFabric;
+
+/// Whether a value of an on/off environment switch means off: `0`, `false`, `off` or
+/// `no`, in any case and with surrounding blanks.
+pub(crate) fn is_off(v: &str) -> bool {
+    matches!(v.trim().to_ascii_lowercase().as_str(), "0" | "false" | "off" | "no")
+}
+
+/// Whether the environment switch `var` is set to off ([`is_off`]); unset is on.
+pub(crate) fn switched_off(var: &str) -> bool {
+    std::env::var(var).is_ok_and(|v| is_off(&v))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn off_switches() {
+        for off in ["0", " 0 ", "false", "OFF", "no"] {
+            assert!(super::is_off(off), "{off:?}");
+        }
+        for on in ["1", "", "on", "262144"] {
+            assert!(!super::is_off(on), "{on:?}");
+        }
+    }
+}

@@ -243,6 +243,17 @@ impl Config {
     }
 }
 
+/// Whether an on/off environment switch is set to off: `0`, `false`, `off` or `no`, in
+/// any case and with surrounding blanks. Unset or anything else leaves the feature on.
+pub fn switched_off(var: &str) -> bool {
+    is_off(std::env::var(var).ok().as_deref())
+}
+
+/// [`switched_off`] of a value (`None`: unset).
+pub fn is_off(v: Option<&str>) -> bool {
+    v.is_some_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "0" | "false" | "off" | "no"))
+}
+
 /// The MAC of the softhca host at `addr`: the Mellanox OUI and the address's last three
 /// bytes.
 pub fn mac_of(addr: IpAddr) -> [u8; 6] {
@@ -383,6 +394,16 @@ pub const ZERO_GID: [u8; 16] = Ipv6Addr::UNSPECIFIED.octets();
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn off_switches() {
+        assert!(!is_off(None));
+        assert!(!is_off(Some("1")));
+        assert!(!is_off(Some("")));
+        for off in ["0", " 0 ", "false", "OFF", "no"] {
+            assert!(is_off(Some(off)), "{off:?}");
+        }
+    }
 
     #[test]
     fn identity_derives_from_the_address() {

@@ -271,7 +271,7 @@ impl RdmaTransport {
 
 /// Whether `DOORBELL_POLLED` allows polled mode (anything but `0`, `false`, `off`, `no`).
 fn polled_allowed() -> bool {
-    !matches!(std::env::var(POLLED_ENV).as_deref().map(str::trim), Ok("0" | "false" | "off" | "no"))
+    !crate::switched_off(POLLED_ENV)
 }
 
 /// The `ibv_mtu` code to use: the port's active MTU, lowered to what the netdev

@@ -58,11 +58,7 @@ pub const TRAP_ENV: &str = "DOORBELL_DOORBELL_TRAP";
 
 /// Whether the environment allows the trap (anything but `0`, `false`, `off`, `no`).
 pub fn env_allows() -> bool {
-    allows(std::env::var(TRAP_ENV).ok().as_deref())
-}
-
-fn allows(v: Option<&str>) -> bool {
-    !v.is_some_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "0" | "false" | "off" | "no"))
+    !crate::config::switched_off(TRAP_ENV)
 }
 
 /// The userfaultfd ABI (linux/userfaultfd.h).
@@ -569,16 +565,6 @@ impl Drop for Trap {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn env_values() {
-        assert!(allows(None));
-        assert!(allows(Some("1")));
-        assert!(allows(Some("")));
-        for off in ["0", " 0 ", "false", "OFF", "no"] {
-            assert!(!allows(Some(off)), "{off:?}");
-        }
-    }
 
     #[test]
     fn abi_numbers() {

@@ -182,7 +182,7 @@ pub fn is_loopback(a: &SocketAddr) -> bool {
 
 /// Whether the environment allows segmentation offload.
 pub fn gso_allowed() -> bool {
-    !matches!(std::env::var(GSO_ENV).as_deref().map(str::trim), Ok("0" | "false" | "off" | "no"))
+    !crate::config::switched_off(GSO_ENV)
 }
 
 impl Tx {
