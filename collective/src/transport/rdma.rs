@@ -423,9 +423,23 @@ impl Transport for RdmaTransport {
     /// outstanding: completions come in order, so the last user write is then
     /// acknowledged by the peer and will not be read again. What the polls bring
     /// (the peers' next messages) is kept for the next `poll`.
+    ///
+    /// A call that sent from application memory always steps the device once here,
+    /// even with nothing outstanding: in polled mode the step that turned the last
+    /// arrivals into completions held their ACKs back for the caller's next step, and
+    /// the peer's own settle waits for them. Without this step they would leave only
+    /// with our next call, or after the engine thread's window (10 ms). After a
+    /// millisecond of polling it sleeps on the completion channel and the device's
+    /// socket, like the engine's idle loop.
     fn settle(&mut self, timeout: Duration) -> Result<()> {
-        let deadline = Instant::now() + timeout;
+        if !self.links.iter().any(|l| l.user_out) {
+            return Ok(());
+        }
+        let start = Instant::now();
         loop {
+            let mut ev = std::mem::take(&mut self.pending);
+            self.drain_cq(&mut ev)?;
+            self.pending = ev;
             if let Some(Event::Failed { link, why }) = self.pending.iter().find(|e| matches!(e, Event::Failed { .. })) {
                 return Err(Error::PeerFailed { rank: self.links[*link].peer, why: why.clone() });
             }
@@ -433,13 +447,15 @@ impl Transport for RdmaTransport {
                 self.links.iter_mut().for_each(|l| l.user_out = false);
                 return Ok(());
             };
-            if Instant::now() > deadline {
+            let waited = start.elapsed();
+            if waited > timeout {
                 return Err(Error::Timeout { rank: l.peer, after: timeout, what: "the acknowledgement of a write from the user buffer".into() });
             }
-            let mut ev = std::mem::take(&mut self.pending);
-            self.drain_cq(&mut ev)?;
-            self.pending = ev;
-            std::thread::yield_now();
+            if waited < Duration::from_millis(1) || !self.pending.is_empty() {
+                std::thread::yield_now();
+            } else {
+                self.wait(Duration::from_millis(2))?;
+            }
         }
     }
 
