@@ -4,7 +4,7 @@
 # against Open MPI's MPI_Allreduce over TCP loopback, and a merged table of busbw
 # ratios and the crossovers.
 #
-#   collective/bench/run.sh [-b 8] [-e 64M] [-n 10] [-w 2] [-N 1000] [-r 3] [-o OUTDIR]
+#   collective/bench/run.sh [-b 8] [-e 64M] [-n 10] [-w 2] [-N 1000] [-r 3] [-I] [-o OUTDIR]
 #
 # Sizes up to 64 KiB run with -N iterations (and -N/10 warm-up calls) instead of -n:
 # a call there takes tens of microseconds, and 10 or 20 of them are a sample too small
@@ -18,15 +18,21 @@
 # doorbell faster) and best doorbell busbw / Open MPI busbw (above 1: doorbell faster;
 # "-" where Open MPI's busbw prints as 0.000).
 #
+# -I interleaves the sizes above 64 KiB: each size is a launch of its own, and the four
+# programs measure it one after the other (in an order that rotates with the round)
+# before the next size, so a slow period of the machine, which lasts minutes, falls on
+# all four programs of a size rather than on one program's whole sweep.
+#
 # Needs openmpi-bin and libopenmpi-dev (mpicc, mpirun) and a release build of doorbell
 # (built here if missing).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-minb=8 maxb=64M iters=10 warmup=2 small_iters=1000 rounds=3 out=""
-while getopts "b:e:n:w:N:r:o:" o; do
+minb=8 maxb=64M iters=10 warmup=2 small_iters=1000 rounds=3 out="" interleave=0
+while getopts "b:e:n:w:N:r:o:I" o; do
   case $o in
     b) minb=$OPTARG ;; e) maxb=$OPTARG ;; n) iters=$OPTARG ;; w) warmup=$OPTARG ;; N) small_iters=$OPTARG ;; r) rounds=$OPTARG ;; o) out=$OPTARG ;;
-    *) echo "usage: $0 [-b min] [-e max] [-n iters] [-w warmup] [-N small-size iters] [-r rounds] [-o outdir]" >&2; exit 2 ;;
+    I) interleave=1 ;;
+    *) echo "usage: $0 [-b min] [-e max] [-n iters] [-w warmup] [-N small-size iters] [-r rounds] [-I] [-o outdir]" >&2; exit 2 ;;
   esac
 done
 target=${CARGO_TARGET_DIR:-$root/target}
@@ -36,29 +42,48 @@ out=${out:-$(mktemp -d)}
 mkdir -p "$out"
 mpicc -O2 -o "$out/mpi_allreduce" "$root/collective/bench/mpi_allreduce.c"
 
-# Runs one program over the sweep: the small sizes (up to 64 KiB) with -N iterations,
-# the rest with -n; the two tables go one after the other into the same file.
+# The small sizes (up to 64 KiB) run with -N iterations, the rest with -n; every launch
+# of a program in a round appends its table to that program's file for the round.
 split=65536
 lo=$(numfmt --from=iec "$minb") hi=$(numfmt --from=iec "$maxb")
-sweep() {
-  if (( lo <= split )); then
-    "$@" -b "$lo" -e $(( hi < split ? hi : split )) -n "$small_iters" -w $(( small_iters / 10 ))
-  fi
-  if (( hi > split )); then
-    "$@" -b $(( lo > split ? lo : 2 * split )) -e "$hi" -n "$iters" -w "$warmup"
+progs=(ring tree doubling mpi)
+# launch PROGRAM ROUND ARGS...: one run of PROGRAM, its table appended to its file.
+launch() {
+  local p=$1 r=$2
+  shift 2
+  if [[ $p == mpi ]]; then
+    mpirun --allow-run-as-root --oversubscribe -np 4 --mca btl tcp,self "$out/mpi_allreduce" "$@" >> "$out/mpi_r$r.txt"
+  else
+    "$bin" allreduce --count 0 --algo "$p" "$@" >> "$out/doorbell_${p}_r$r.txt"
   fi
 }
+small() { (( lo <= split )) && launch "$1" "$2" -b "$lo" -e $(( hi < split ? hi : split )) -n "$small_iters" -w $(( small_iters / 10 )) || true; }
+big_lo=$(( lo > split ? lo : 2 * split ))
 
-echo "# $(date -u +%FT%TZ) $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg), $rounds rounds" | tee "$out/env.txt"
+echo "# $(date -u +%FT%TZ) $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg), $rounds rounds$( (( interleave )) && echo ", sizes interleaved")" | tee "$out/env.txt"
 for r in $(seq 1 "$rounds"); do
-  for algo in ring tree doubling; do
-    echo "== round $r: doorbell $algo" >&2
-    sweep "$bin" allreduce --count 0 --algo "$algo" > "$out/doorbell_${algo}_r$r.txt"
-  done
-  echo "== round $r: Open MPI" >&2
-  sweep mpirun --allow-run-as-root --oversubscribe -np 4 --mca btl tcp,self \
-    "$out/mpi_allreduce" > "$out/mpi_r$r.txt"
+  : > "$out/mpi_r$r.txt"
+  for p in ring tree doubling; do : > "$out/doorbell_${p}_r$r.txt"; done
 done
+for r in $(seq 1 "$rounds"); do
+  for p in "${progs[@]}"; do
+    echo "== round $r: $p" >&2
+    small "$p" "$r"
+    if (( ! interleave && hi > split )); then
+      launch "$p" "$r" -b "$big_lo" -e "$hi" -n "$iters" -w "$warmup"
+    fi
+  done
+done
+if (( interleave && hi > split )); then
+  for (( s = big_lo; s <= hi; s *= 2 )); do
+    echo "== $s B" >&2
+    for r in $(seq 1 "$rounds"); do
+      for k in 0 1 2 3; do
+        launch "${progs[(k + r) % 4]}" "$r" -b "$s" -e "$s" -n "$iters" -w "$warmup"
+      done
+    done
+  done
+fi
 echo "# end $(date -u +%FT%TZ) load $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$out/env.txt"
 
 python3 - "$out" "$rounds" <<'PY'
