@@ -225,6 +225,15 @@ impl RdmaTransport {
 
     /// Posts one send; `user` (a source in application memory) makes it signaled and
     /// remembered for [`Transport::settle`].
+    /// [`RdmaTransport::drain_cq`] outside `poll`: what it reports waits in `pending` for
+    /// the next `poll`.
+    fn drain_to_pending(&mut self) -> Result<()> {
+        let mut ev = std::mem::take(&mut self.pending);
+        let r = self.drain_cq(&mut ev);
+        self.pending = ev;
+        r
+    }
+
     fn post(&mut self, link: usize, op: SendOp, sge: Option<Sge>, user: bool) -> Result<()> {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
@@ -244,13 +253,11 @@ impl RdmaTransport {
                 }
                 Err(e) if e.errno() as i32 == libc::ENOMEM => {
                     // SQ full: retire completions, keeping what they report.
-                    let mut ev = std::mem::take(&mut self.pending);
-                    self.drain_cq(&mut ev)?;
-                    let failed = ev.iter().find_map(|e| match e {
+                    self.drain_to_pending()?;
+                    let failed = self.pending.iter().find_map(|e| match e {
                         Event::Failed { link: fl, why } if *fl == link => Some(why.clone()),
                         _ => None,
                     });
-                    self.pending = ev;
                     if let Some(why) = failed {
                         return Err(Error::PeerFailed { rank: self.links[link].peer, why });
                     }
@@ -437,9 +444,7 @@ impl Transport for RdmaTransport {
         }
         let start = Instant::now();
         loop {
-            let mut ev = std::mem::take(&mut self.pending);
-            self.drain_cq(&mut ev)?;
-            self.pending = ev;
+            self.drain_to_pending()?;
             if let Some(Event::Failed { link, why }) = self.pending.iter().find(|e| matches!(e, Event::Failed { .. })) {
                 return Err(Error::PeerFailed { rank: self.links[*link].peer, why: why.clone() });
             }
@@ -474,9 +479,7 @@ impl Transport for RdmaTransport {
         if !self.armed {
             self.cq.req_notify(false);
             self.armed = true;
-            let mut ev = std::mem::take(&mut self.pending);
-            self.drain_cq(&mut ev)?;
-            self.pending = ev;
+            self.drain_to_pending()?;
             if !self.pending.is_empty() {
                 return Ok(());
             }
