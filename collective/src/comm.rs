@@ -42,8 +42,15 @@ pub struct Tuning {
     /// Bytes per staging slot: the largest message (`DOORBELL_CHUNK_BYTES`).
     pub slot_bytes: usize,
     /// Slots per stream: messages in flight before the sender needs a credit
-    /// (`DOORBELL_SLOTS`).
+    /// (`DOORBELL_SLOTS`); the ring lanes have [`Tuning::ring_slots`].
     pub nslots: usize,
+    /// Slots per ring-lane stream (`DOORBELL_RING_SLOTS`). Fewer than the others:
+    /// two full slots per lane keep a ring step fed, and the two ranks that share a core
+    /// on this project's machines then keep half the bytes in flight in their share of
+    /// its L2 (measured: docs/BENCHMARKS.md, "Two slots per ring lane"). The tree and
+    /// recursive doubling want more: with two slots every message needs a credit of
+    /// its own, which small calls pay for in latency.
+    pub ring_slots: usize,
     /// Parallel rings (`DOORBELL_RING_LANES`, 1 to 4).
     pub ring_lanes: usize,
     /// Smallest ring block worth a round of its own (to feed every lane), in bytes.
@@ -64,6 +71,7 @@ impl Default for Tuning {
         Tuning {
             slot_bytes: 128 << 10,
             nslots: 4,
+            ring_slots: 2,
             ring_lanes: 2,
             ring_min_chunk_bytes: 8 << 10,
             tree_chunk_bytes: 32 << 10,
@@ -85,6 +93,7 @@ impl Tuning {
         };
         t.slot_bytes = num("DOORBELL_CHUNK_BYTES", t.slot_bytes)?;
         t.nslots = num("DOORBELL_SLOTS", t.nslots)?;
+        t.ring_slots = num("DOORBELL_RING_SLOTS", t.ring_slots)?;
         t.ring_lanes = num("DOORBELL_RING_LANES", t.ring_lanes)?;
         t.tree_chunk_bytes = num("DOORBELL_TREE_CHUNK_BYTES", t.tree_chunk_bytes)?;
         t.algo = AlgoChoice::from_env().map_err(Error::Invalid)?;
@@ -100,11 +109,20 @@ impl Tuning {
         Ok(t)
     }
 
+    /// Slots per stream on `ch`.
+    pub fn slots(&self, ch: Channel) -> usize {
+        if ch.is_ring() {
+            self.ring_slots
+        } else {
+            self.nslots
+        }
+    }
+
     fn validate(&self) -> Result<()> {
         if self.slot_bytes < 64 || self.slot_bytes % 64 != 0 || self.slot_bytes > 1 << 30 {
             return Err(Error::Invalid(format!("chunk size {} must be a multiple of 64 up to 1 GiB", self.slot_bytes)));
         }
-        if self.nslots < 2 || self.nslots > MAX_SLOTS {
+        if [self.nslots, self.ring_slots].iter().any(|&n| !(2..=MAX_SLOTS).contains(&n)) {
             return Err(Error::Invalid(format!("2 to {MAX_SLOTS} slots per stream")));
         }
         if self.ring_lanes == 0 || self.ring_lanes > RING_LANES_MAX {
@@ -303,7 +321,7 @@ impl Communicator {
         tuning.validate()?;
         let (peers, ins, outs) = topology(rank, size, tuning.ring_lanes);
         let transport = make(&peers)?;
-        let mut engine = Engine::new(transport, rank, size, peers.clone(), &ins, &outs, tuning.nslots, tuning.slot_bytes, watch, timeout)?;
+        let mut engine = Engine::new(transport, rank, size, peers.clone(), &ins, &outs, |ch| tuning.slots(ch), tuning.slot_bytes, watch, timeout)?;
         engine.set_user_buffers(tuning.user_buffer_min_bytes);
         let table = ex.all_gather(&encode_links(rank, &engine.publish()))?;
         for &p in &peers {

@@ -35,7 +35,7 @@ use crate::error::{Error, Result};
 use crate::op::ReduceOp;
 use crate::plan::{Action, Plan, Source};
 use crate::staging::Staging;
-use crate::stream::{imm, Channel, InStream, OutStream, Region, MAX_CHANNELS};
+use crate::stream::{imm, Channel, InStream, OutStream, Region, MAX_CHANNELS, MAX_SLOTS};
 use crate::transport::{Event, Transport};
 
 /// How long the loop polls, yielding the CPU between polls, before it sleeps on the
@@ -82,7 +82,6 @@ pub struct Engine {
     pair: Vec<u32>,
     peers: Vec<usize>,
     events: Vec<Event>,
-    threshold: u64,
     slot_bytes: usize,
     watch: Arc<Watch>,
     timeout: Duration,
@@ -107,7 +106,8 @@ const NONE: u32 = u32::MAX;
 
 impl Engine {
     /// Sets up streams for `ins` and `outs` (peer rank, channel) on links to `peers`,
-    /// each with `nslots` slots of `slot_bytes`, and registers their staging memory.
+    /// each with `slots(channel)` slots of `slot_bytes`, and registers their staging
+    /// memory. Every rank must use the same `slots` ([`Engine::connect`] checks).
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         mut transport: Box<dyn Transport>,
@@ -116,17 +116,29 @@ impl Engine {
         peers: Vec<usize>,
         ins: &[(usize, Channel)],
         outs: &[(usize, Channel)],
-        nslots: usize,
+        slots: impl Fn(Channel) -> usize,
         slot_bytes: usize,
         watch: Arc<Watch>,
         timeout: Duration,
     ) -> Result<Engine> {
-        if nslots == 0 || slot_bytes == 0 || slot_bytes % 64 != 0 || slot_bytes > u32::MAX as usize {
-            return Err(Error::Invalid(format!("bad staging geometry: {nslots} slots of {slot_bytes} B (a multiple of 64)")));
+        let bad = ins.iter().chain(outs).map(|&(_, ch)| slots(ch)).find(|&n| n == 0 || n > MAX_SLOTS);
+        if bad.is_some() || slot_bytes == 0 || slot_bytes % 64 != 0 || slot_bytes > u32::MAX as usize {
+            return Err(Error::Invalid(format!("bad staging geometry: {bad:?} slots of {slot_bytes} B (a multiple of 64)")));
         }
-        let ring = nslots * slot_bytes;
-        let mut recv_stage = Staging::new(ins.len() * ring).map_err(|e| Error::io("map receive staging", e))?;
-        let mut send_stage = Staging::new(outs.len() * ring).map_err(|e| Error::io("map send staging", e))?;
+        // Each stream's slots, one stream after the other: (offset, slots) per stream.
+        let lay = |streams: &[(usize, Channel)]| -> (Vec<(usize, usize)>, usize) {
+            let mut at = 0;
+            let v = streams.iter().map(|&(_, ch)| {
+                let n = slots(ch);
+                at += n * slot_bytes;
+                (at - n * slot_bytes, n)
+            });
+            (v.collect(), at)
+        };
+        let (in_lay, in_bytes) = lay(ins);
+        let (out_lay, out_bytes) = lay(outs);
+        let mut recv_stage = Staging::new(in_bytes).map_err(|e| Error::io("map receive staging", e))?;
+        let mut send_stage = Staging::new(out_bytes).map_err(|e| Error::io("map send staging", e))?;
         // SAFETY: the stagings are owned by the Engine and declared after the
         // transport, so they are unmapped only after it (and its MRs) are dropped.
         let rk = unsafe { transport.register(recv_stage.ptr() as u64, recv_stage.len())? };
@@ -141,9 +153,9 @@ impl Engine {
             assert_eq!(in_of[link][ch.index()], NONE, "duplicate stream");
             in_of[link][ch.index()] = i as u32;
             let region = Region {
-                addr: recv_stage.addr() + (i * ring) as u64,
+                addr: recv_stage.addr() + in_lay[i].0 as u64,
                 rkey: rk.rkey,
-                nslots: nslots as u32,
+                nslots: in_lay[i].1 as u32,
                 slot_bytes: slot_bytes as u32,
             };
             in_streams.push(InStream::new(link, peer, ch, region));
@@ -157,8 +169,8 @@ impl Engine {
                 link,
                 peer,
                 ch,
-                remote: Region::default(),
-                local_addr: send_stage.addr() + (i * ring) as u64,
+                remote: Region { nslots: out_lay[i].1 as u32, ..Region::default() },
+                local_addr: send_stage.addr() + out_lay[i].0 as u64,
                 lkey: sk.lkey,
                 sent: 0,
                 credited: 0,
@@ -176,7 +188,6 @@ impl Engine {
             pair,
             peers,
             events: Vec::with_capacity(256),
-            threshold: nslots.div_ceil(2) as u64,
             slot_bytes,
             watch,
             timeout,
@@ -225,8 +236,13 @@ impl Engine {
                 rank: info.peer,
                 why: format!("no receive region for channel {}", s.ch.0),
             })?;
-            if r.slot_bytes as usize != self.slot_bytes || r.nslots == 0 {
-                return Err(Error::Protocol { rank: info.peer, why: format!("slot geometry {}x{} differs from ours", r.nslots, r.slot_bytes) });
+            // Our send staging holds the slots we expect the peer to have (set in new):
+            // a peer with more would have us write past it.
+            if r.slot_bytes as usize != self.slot_bytes || r.nslots != s.remote.nslots {
+                return Err(Error::Protocol {
+                    rank: info.peer,
+                    why: format!("slot geometry {}x{} B on channel {} differs from ours ({}x{} B)", r.nslots, r.slot_bytes, s.ch.0, s.remote.nslots, self.slot_bytes),
+                });
             }
             s.remote = r;
         }
@@ -553,7 +569,7 @@ impl Engine {
         }
         for &i in ins {
             let s = &mut self.ins[i as usize];
-            if s.consume(self.threshold) {
+            if s.consume() {
                 let (link, im) = (s.link, imm::credit(s.ch, s.consumed));
                 s.reported = s.consumed;
                 self.transport.notify(link, im)?;

@@ -80,6 +80,11 @@ impl Channel {
     pub const fn index(self) -> usize {
         self.0 as usize
     }
+
+    /// Whether this is a ring lane (or broadcast's chain, which uses them).
+    pub const fn is_ring(self) -> bool {
+        (self.0 as usize) < RING_LANES_MAX
+    }
 }
 
 /// The immediate-data encoding.
@@ -254,13 +259,14 @@ impl InStream {
         self.region.addr + (self.consumed % self.region.nslots as u64) * self.region.slot_bytes as u64
     }
 
-    /// Marks the oldest message consumed; returns whether a credit is due (at least
-    /// `threshold` consumed since the last report).
+    /// Marks the oldest message consumed; returns whether a credit is due: half the
+    /// slots (rounded up) consumed since the last report, so the sender gets slots back
+    /// while the rest are still full, and one credit covers several messages.
     #[inline]
-    pub fn consume(&mut self, threshold: u64) -> bool {
+    pub fn consume(&mut self) -> bool {
         self.arrived.pop_front();
         self.consumed += 1;
-        self.consumed - self.reported >= threshold
+        self.consumed - self.reported >= (self.region.nslots as u64).div_ceil(2)
     }
 }
 
@@ -317,8 +323,15 @@ mod tests {
         i.arrive(1, 8).unwrap();
         assert!(i.arrive(2, 8).is_err(), "overrun");
         assert_eq!(i.head_addr(), 0x1000);
-        assert!(!i.consume(2));
+        assert!(i.consume(), "two slots: a credit for every message");
         assert_eq!(i.head_addr(), 0x1040);
-        assert!(i.consume(2));
+        i.reported = 1;
+        assert!(i.consume());
+        let mut four = InStream::new(0, 1, Channel(0), Region { nslots: 4, ..region });
+        for k in 0..3 {
+            four.arrive(k, 8).unwrap();
+        }
+        assert!(!four.consume(), "four slots: a credit for every second message");
+        assert!(four.consume());
     }
 }

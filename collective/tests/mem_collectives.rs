@@ -18,6 +18,7 @@ fn small_tuning(algo: Option<Algo>) -> Tuning {
     Tuning {
         slot_bytes: 256,
         nslots: 2,
+        ring_slots: 2,
         ring_lanes: 2,
         ring_min_chunk_bytes: 64,
         tree_chunk_bytes: 128,
@@ -174,4 +175,19 @@ fn bad_arguments_are_errors() {
         c.all_reduce_in_place(&mut x, ReduceOp::Sum).unwrap();
         assert_eq!(x, [1.0]);
     });
+}
+
+/// Ranks that disagree on a channel's slot count (`DOORBELL_RING_SLOTS` set on one
+/// only) would write past each other's staging: setup refuses, naming the geometry.
+#[test]
+fn ranks_with_different_slot_counts_refuse_to_connect() {
+    let fabric = MemFabric::new(2);
+    let errs = on_threads(2, Duration::from_secs(30), move |r| {
+        let t = Tuning { ring_slots: 2 + r, ..Tuning::default() };
+        Communicator::in_process(&fabric, r, t).err().map(|e| e.to_string())
+    });
+    for (r, e) in errs.iter().enumerate() {
+        let e = e.as_deref().unwrap_or_else(|| panic!("rank {r} connected"));
+        assert!(e.contains("slot geometry") && e.contains("channel 0"), "rank {r}: {e}");
+    }
 }

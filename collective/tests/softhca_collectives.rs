@@ -20,6 +20,8 @@ fn tuning(slot_bytes: usize) -> Tuning {
     Tuning {
         slot_bytes,
         nslots: 3,
+        // Not the tree's: each stream lays out its own slots.
+        ring_slots: 2,
         ring_lanes: 2,
         ring_min_chunk_bytes: 64,
         tree_chunk_bytes: slot_bytes / 2,

@@ -31,10 +31,14 @@ counters! {
     tx_packets,
     /// UDP payload bytes sent.
     tx_bytes,
+    /// `sendmmsg` entries that carried them: a segmented run of packets (UDP GSO) is one.
+    tx_datagrams,
     /// Packets the socket refused (sendmmsg errors other than would-block).
     tx_errors,
     /// Datagrams received.
     rx_packets,
+    /// Messages taken off the socket: a coalesced run of packets (UDP GRO) is one.
+    rx_datagrams,
     /// UDP payload bytes received.
     rx_bytes,
     /// Received packets dropped for a bad ICRC.

@@ -84,6 +84,7 @@ pub(crate) fn step(hca: &Hca, st: &mut State, counters: &Counters, now: Instant,
             continue;
         };
         let ep = Endpoints::new(src, dp.local);
+        counters.rx_datagrams.fetch_add(1, Ordering::Relaxed);
         // One packet, or a coalesced run of them (UDP_GRO).
         for bytes in msg.chunks(seg) {
             counters.rx_packets.fetch_add(1, Ordering::Relaxed);

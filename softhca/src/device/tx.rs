@@ -477,6 +477,7 @@ impl Tx {
                 let bytes: usize = pkts[first..first + n].iter().map(|p| p.wire_len()).sum();
                 counters.tx_bytes.fetch_add(bytes as u64, Relaxed);
                 counters.tx_packets.fetch_add(n as u64, Relaxed);
+                counters.tx_datagrams.fetch_add(1, Relaxed);
                 sent += n;
             }
             g += r as usize;
