@@ -228,6 +228,35 @@ fn measure<T: Element>(comm: &mut Communicator, a: &Args, op: ReduceOp, count: u
     Ok(Row { time_us: time_us[0], wrong: wrong[0] as usize })
 }
 
+/// The by-size policy as the communicator applies it, e.g. "doubling up to 65536 B,
+/// halving above": each change of algorithm between two powers of two is located
+/// exactly by bisection (the policy is a few size ranges).
+fn policy(comm: &Communicator) -> String {
+    let mut parts = vec![];
+    let mut cur = comm.algo_for(1);
+    let mut p = 1usize;
+    while p < 1 << 40 {
+        let q = 2 * p;
+        let next = comm.algo_for(q);
+        if next != cur {
+            let (mut last, mut first_other) = (p, q);
+            while first_other - last > 1 {
+                let m = last + (first_other - last) / 2;
+                if comm.algo_for(m) == cur {
+                    last = m;
+                } else {
+                    first_other = m;
+                }
+            }
+            parts.push(format!("{cur} up to {last} B"));
+            cur = comm.algo_for(first_other);
+        }
+        p = q;
+    }
+    parts.push(if parts.is_empty() { cur.to_string() } else { format!("{cur} above") });
+    parts.join(", ")
+}
+
 fn sweep(comm: &mut Communicator, a: &Args, dtypes: &[DataType], ops: &[ReduceOp]) -> Result<bool> {
     let n = comm.size();
     let root = comm.rank() == 0;
@@ -243,17 +272,7 @@ fn sweep(comm: &mut Communicator, a: &Args, dtypes: &[DataType], ops: &[ReduceOp
     if root {
         let algo = match comm.tuning().algo.forced {
             Some(f) => f.name().to_string(),
-            None => {
-                let c = comm.tuning().algo;
-                let doubling = collective::doubling::applies(n);
-                if doubling && c.doubling_max_bytes >= c.tree_max_bytes {
-                    format!("auto (doubling up to {} B, ring above)", c.doubling_max_bytes)
-                } else if doubling {
-                    format!("auto (doubling up to {} B, tree up to {} B, ring above)", c.doubling_max_bytes, c.tree_max_bytes)
-                } else {
-                    format!("auto (tree up to {} B, ring above)", c.tree_max_bytes)
-                }
-            }
+            None => format!("auto ({})", policy(comm)),
         };
         println!("# doorbell allreduce: {n} ranks, algo {algo}, transport {}", comm.transport());
         println!("# minbytes {} maxbytes {} stepfactor {} iters {} warmup {} check {}", a.minbytes, a.maxbytes, a.stepfactor, a.iters, a.warmup, a.check);

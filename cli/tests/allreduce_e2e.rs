@@ -79,7 +79,7 @@ fn counters_are_printed_per_rank_when_asked() {
 
 #[test]
 fn launch_runs_non_power_of_two_worlds_every_algorithm() {
-    for (n, algo) in [(3usize, "ring"), (5, "tree"), (6, "ring"), (7, "tree"), (2, "tree"), (8, "ring"), (4, "doubling"), (6, "doubling")] {
+    for (n, algo) in [(3usize, "ring"), (5, "tree"), (6, "ring"), (7, "tree"), (2, "tree"), (8, "ring"), (4, "doubling"), (6, "doubling"), (8, "halving"), (5, "halving")] {
         let port = free_port().to_string();
         let nn = n.to_string();
         let o = run(

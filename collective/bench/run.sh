@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The collective benchmark of docs/BENCHMARKS.md: 4 ranks on this machine, doorbell's
-# ring, tree and recursive doubling all-reduce (float sum, softhca over 127.0.0.N)
+# ring, tree, recursive doubling and halving-doubling all-reduce (float sum, softhca over 127.0.0.N)
 # against Open MPI's MPI_Allreduce over TCP loopback, and a merged table of busbw
 # ratios and the crossovers.
 #
@@ -10,18 +10,18 @@
 # a call there takes tens of microseconds, and 10 or 20 of them are a sample too small
 # to compare on a machine whose scheduling hiccups last longer than that.
 #
-# The machine is shared and its speed drifts by up to 2x within minutes, so the four
-# programs run in rounds (ring, tree, doubling, Open MPI; -r rounds), each round's
+# The machine is shared and its speed drifts by up to 2x within minutes, so the five
+# programs run in rounds (ring, tree, doubling, halving, Open MPI; -r rounds), each round's
 # doorbell numbers are compared with that round's Open MPI numbers, and the table shows
 # medians over the rounds: the median time of each program, and the median (with the
 # lowest and highest) of the per-round ratios best doorbell time / Open MPI time (below 1:
 # doorbell faster) and best doorbell busbw / Open MPI busbw (above 1: doorbell faster;
 # "-" where Open MPI's busbw prints as 0.000).
 #
-# -I interleaves the sizes above 64 KiB: each size is a launch of its own, and the four
+# -I interleaves the sizes above 64 KiB: each size is a launch of its own, and the five
 # programs measure it one after the other (in an order that rotates with the round)
 # before the next size, so a slow period of the machine, which lasts minutes, falls on
-# all four programs of a size rather than on one program's whole sweep.
+# all five programs of a size rather than on one program's whole sweep.
 #
 # Needs openmpi-bin and libopenmpi-dev (mpicc, mpirun) and a release build of doorbell
 # (built here if missing).
@@ -46,7 +46,7 @@ mpicc -O2 -o "$out/mpi_allreduce" "$root/collective/bench/mpi_allreduce.c"
 # of a program in a round appends its table to that program's file for the round.
 split=65536
 lo=$(numfmt --from=iec "$minb") hi=$(numfmt --from=iec "$maxb")
-progs=(ring tree doubling mpi)
+progs=(ring tree doubling halving mpi)
 # launch PROGRAM ROUND ARGS...: one run of PROGRAM, its table appended to its file.
 launch() {
   local p=$1 r=$2
@@ -63,7 +63,7 @@ big_lo=$(( lo > split ? lo : 2 * split ))
 echo "# $(date -u +%FT%TZ) $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg), $rounds rounds$( (( interleave )) && echo ", sizes interleaved")" | tee "$out/env.txt"
 for r in $(seq 1 "$rounds"); do
   : > "$out/mpi_r$r.txt"
-  for p in ring tree doubling; do : > "$out/doorbell_${p}_r$r.txt"; done
+  for p in "${progs[@]:0:4}"; do : > "$out/doorbell_${p}_r$r.txt"; done
 done
 for r in $(seq 1 "$rounds"); do
   for p in "${progs[@]}"; do
@@ -78,8 +78,8 @@ if (( interleave && hi > split )); then
   for (( s = big_lo; s <= hi; s *= 2 )); do
     echo "== $s B" >&2
     for r in $(seq 1 "$rounds"); do
-      for k in 0 1 2 3; do
-        launch "${progs[(k + r) % 4]}" "$r" -b "$s" -e "$s" -n "$iters" -w "$warmup"
+      for (( k = 0; k < ${#progs[@]}; k++ )); do
+        launch "${progs[(k + r) % ${#progs[@]}]}" "$r" -b "$s" -e "$s" -n "$iters" -w "$warmup"
       done
     done
   done
@@ -97,11 +97,11 @@ def rows(name):
             # size -> (out-of-place time, busbw); in-place has the same shape
             r[int(f[0])] = (float(f[4]), float(f[6]))
     return r
-algos = ['ring', 'tree', 'doubling']
+algos = ['ring', 'tree', 'doubling', 'halving']
 runs = [({a: rows(f'doorbell_{a}_r{k}.txt') for a in algos}, rows(f'mpi_r{k}.txt')) for k in range(1, rounds + 1)]
 sizes = set.intersection(*[set(m) & set.intersection(*[set(d[a]) for a in algos]) for d, m in runs])
-print(f"\n| size | ring us | tree us | doubling us | Open MPI us | best algo | best/MPI time | best/MPI busbw |")
-print("|---:|---:|---:|---:|---:|:--|:--|:--|")
+print(f"\n| size | ring us | tree us | doubling us | halving us | Open MPI us | best algo | best/MPI time | best/MPI busbw |")
+print("|---:|---:|---:|---:|---:|---:|:--|:--|:--|")
 cross = {}
 for s in sorted(sizes):
     t = {a: st.median(d[a][s][0] for d, _ in runs) for a in algos}
@@ -115,8 +115,8 @@ for s in sorted(sizes):
     ratios = [max(d[a][s][1] for a in algos) / m[s][1] for d, m in runs if m[s][1] > 0]
     times = [min(d[a][s][0] for a in algos) / m[s][0] for d, m in runs]
     fmt = lambda v: f"{st.median(v):.2f} ({min(v):.2f}-{max(v):.2f})" if v else "-"
-    print(f"| {s} | {t['ring']:.1f} | {t['tree']:.1f} | {t['doubling']:.1f} | {mt:.1f} | {best} | {fmt(times)} | {fmt(ratios)} |")
+    print(f"| {s} | {' | '.join(f'{t[a]:.1f}' for a in algos)} | {mt:.1f} | {best} | {fmt(times)} | {fmt(ratios)} |")
 print()
-for x, y in [('tree', 'doubling'), ('ring', 'tree'), ('ring', 'doubling')]:
+for x, y in [('tree', 'doubling'), ('ring', 'tree'), ('ring', 'doubling'), ('halving', 'doubling'), ('ring', 'halving')]:
     print(f"{x} at least as fast as {y} (median times) first at: {cross.get((x, y))} B")
 PY

@@ -1,15 +1,17 @@
 //! Choosing the all-reduce algorithm.
 //!
 //! Recursive doubling takes `log2 n` sequential messages, the tree `2 log2 n` (up and
-//! down), the ring `2 (n - 1)`; but the ring moves the minimum `2 (n - 1) / n` of the
-//! data per rank with every link busy, the tree sends the whole (half) buffer through
-//! each inner node, and recursive doubling sends the whole buffer `log2 n` times. So
-//! small messages take recursive doubling (when the rank count is a power of two),
-//! middle ones the tree, and large ones the ring. The crossovers
-//! ([`DEFAULT_DOUBLING_MAX_BYTES`], [`DEFAULT_TREE_MAX_BYTES`]) were measured with
-//! `doorbell allreduce` on softhca, 4 ranks (docs/BENCHMARKS.md,
-//! docs/collectives.md); `DOORBELL_DOUBLING_MAX_BYTES` and `DOORBELL_TREE_MAX_BYTES`
-//! override them and `DOORBELL_ALGO=ring|tree|doubling` (or `--algo`) forces one.
+//! down), halving-doubling `2 log2 n`, the ring `2 (n - 1)`; but recursive doubling
+//! sends the whole buffer `log2 n` times and the tree sends the whole (half) buffer
+//! through each inner node, while halving-doubling and the ring move the minimum
+//! `2 (n - 1) / n` of the data per rank. So small messages take recursive doubling
+//! (when the rank count is a power of two), larger ones halving-doubling where it runs
+//! (4 or 8 ranks), and elsewhere the tree, then the ring. The crossovers
+//! ([`DEFAULT_DOUBLING_MAX_BYTES`], [`DEFAULT_HALVING_MIN_BYTES`],
+//! [`DEFAULT_TREE_MAX_BYTES`]) were measured with `doorbell allreduce` on softhca
+//! (docs/BENCHMARKS.md, docs/collectives.md); `DOORBELL_DOUBLING_MAX_BYTES`,
+//! `DOORBELL_HALVING_MIN_BYTES` and `DOORBELL_TREE_MAX_BYTES` override them and
+//! `DOORBELL_ALGO=ring|tree|doubling|halving` (or `--algo`) forces one.
 
 use std::fmt;
 use std::str::FromStr;
@@ -25,6 +27,12 @@ pub const DEFAULT_TREE_MAX_BYTES: usize = 128 << 10;
 /// ring took over between 256 KiB and 1 MiB (docs/BENCHMARKS.md).
 pub const DEFAULT_DOUBLING_MAX_BYTES: usize = 256 << 10;
 
+/// Messages above this many bytes use halving-doubling on 4 or 8 ranks (when not
+/// forced): with 4 ranks on softhca, in interleaved pairs, recursive doubling was 1.2
+/// times faster at 64 KiB, halving-doubling 1.05 times at 128 KiB, and it beat the tree
+/// there (1.3 times) and the ring from 256 KiB to 64 MiB (1.04 to 1.4 times).
+pub const DEFAULT_HALVING_MIN_BYTES: usize = 64 << 10;
+
 /// An all-reduce algorithm.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Algo {
@@ -32,6 +40,8 @@ pub enum Algo {
     Tree,
     /// Recursive doubling (power-of-two rank counts; others fall back to the tree).
     Doubling,
+    /// Recursive halving-doubling (4 or 8 ranks; others fall back to the ring).
+    Halving,
 }
 
 impl Algo {
@@ -40,6 +50,7 @@ impl Algo {
             Algo::Ring => "ring",
             Algo::Tree => "tree",
             Algo::Doubling => "doubling",
+            Algo::Halving => "halving",
         }
     }
 }
@@ -57,7 +68,8 @@ impl FromStr for Algo {
             "ring" => Ok(Algo::Ring),
             "tree" => Ok(Algo::Tree),
             "doubling" | "rd" => Ok(Algo::Doubling),
-            _ => Err(format!("unknown algorithm {s:?} (ring, tree, doubling)")),
+            "halving" | "rabenseifner" => Ok(Algo::Halving),
+            _ => Err(format!("unknown algorithm {s:?} (ring, tree, doubling, halving)")),
         }
     }
 }
@@ -71,16 +83,24 @@ pub struct AlgoChoice {
     pub tree_max_bytes: usize,
     /// Largest message (bytes) for recursive doubling when not forced.
     pub doubling_max_bytes: usize,
+    /// Messages above this (bytes) take halving-doubling where it runs, when not forced.
+    pub halving_min_bytes: usize,
 }
 
 impl Default for AlgoChoice {
     fn default() -> Self {
-        AlgoChoice { forced: None, tree_max_bytes: DEFAULT_TREE_MAX_BYTES, doubling_max_bytes: DEFAULT_DOUBLING_MAX_BYTES }
+        AlgoChoice {
+            forced: None,
+            tree_max_bytes: DEFAULT_TREE_MAX_BYTES,
+            doubling_max_bytes: DEFAULT_DOUBLING_MAX_BYTES,
+            halving_min_bytes: DEFAULT_HALVING_MIN_BYTES,
+        }
     }
 }
 
 impl AlgoChoice {
-    /// From `DOORBELL_ALGO`, `DOORBELL_TREE_MAX_BYTES` and `DOORBELL_DOUBLING_MAX_BYTES`.
+    /// From `DOORBELL_ALGO`, `DOORBELL_TREE_MAX_BYTES`, `DOORBELL_DOUBLING_MAX_BYTES` and
+    /// `DOORBELL_HALVING_MIN_BYTES`.
     pub fn from_env() -> Result<AlgoChoice, String> {
         let mut c = AlgoChoice::default();
         if let Ok(v) = std::env::var("DOORBELL_ALGO") {
@@ -94,18 +114,26 @@ impl AlgoChoice {
         if let Ok(v) = std::env::var("DOORBELL_DOUBLING_MAX_BYTES") {
             c.doubling_max_bytes = v.parse().map_err(|_| format!("DOORBELL_DOUBLING_MAX_BYTES={v:?} is not a number"))?;
         }
+        if let Ok(v) = std::env::var("DOORBELL_HALVING_MIN_BYTES") {
+            c.halving_min_bytes = v.parse().map_err(|_| format!("DOORBELL_HALVING_MIN_BYTES={v:?} is not a number"))?;
+        }
         Ok(c)
     }
 
-    /// The algorithm for a message of `bytes` among `nranks`.
+    /// The algorithm for a message of `bytes` among `nranks` (halving-doubling also
+    /// needs enough slots: [`crate::Communicator::algo_for`] checks).
     pub fn pick(&self, bytes: usize, nranks: usize) -> Algo {
         let doubling = crate::doubling::applies(nranks);
+        let halving = crate::halving::applies(nranks, usize::MAX);
         match self.forced {
             Some(Algo::Doubling) if !doubling => return Algo::Tree,
+            Some(Algo::Halving) if !halving => return Algo::Ring,
             Some(a) => return a,
             None => {}
         }
-        if doubling && bytes <= self.doubling_max_bytes {
+        if halving && bytes > self.halving_min_bytes {
+            Algo::Halving
+        } else if doubling && bytes <= self.doubling_max_bytes {
             Algo::Doubling
         } else if nranks <= 2 || bytes > self.tree_max_bytes {
             Algo::Ring
@@ -123,12 +151,16 @@ mod tests {
     fn by_size_and_forced() {
         let c = AlgoChoice::default();
         assert_eq!(c.pick(8, 4), Algo::Doubling);
+        assert_eq!(c.pick(64 << 10, 4), Algo::Doubling);
+        assert_eq!(c.pick((64 << 10) + 1, 4), Algo::Halving);
+        assert_eq!(c.pick(64 << 20, 8), Algo::Halving);
         assert_eq!(c.pick(8, 6), Algo::Tree, "not a power of two");
-        let wide = AlgoChoice { tree_max_bytes: 512 << 10, doubling_max_bytes: 64 << 10, ..c };
+        assert_eq!(c.pick(64 << 20, 6), Algo::Ring);
+        assert_eq!(c.pick(64 << 20, 16), Algo::Ring, "sixteen ranks: no halving-doubling");
+        let wide = AlgoChoice { tree_max_bytes: 512 << 10, doubling_max_bytes: 64 << 10, halving_min_bytes: usize::MAX, ..c };
         assert_eq!(wide.pick(64 << 10, 4), Algo::Doubling);
         assert_eq!(wide.pick((64 << 10) + 1, 4), Algo::Tree, "between the thresholds");
         assert_eq!(wide.pick((512 << 10) + 1, 4), Algo::Ring);
-        assert_eq!(c.pick(64 << 20, 4), Algo::Ring);
         assert_eq!(c.pick(8, 2), Algo::Doubling, "two ranks: one exchange");
         assert_eq!(c.pick(1 << 20, 2), Algo::Ring, "two ranks: the ring halves the bytes");
         let f = AlgoChoice { forced: Some(Algo::Tree), ..c };
@@ -136,6 +168,10 @@ mod tests {
         let d = AlgoChoice { forced: Some(Algo::Doubling), ..c };
         assert_eq!(d.pick(64 << 20, 4), Algo::Doubling);
         assert_eq!(d.pick(8, 3), Algo::Tree, "forced doubling falls back where it cannot run");
+        let h = AlgoChoice { forced: Some(Algo::Halving), ..c };
+        assert_eq!(h.pick(8, 4), Algo::Halving);
+        assert_eq!(h.pick(8, 6), Algo::Ring, "forced halving-doubling falls back to the ring");
+        assert_eq!("Rabenseifner".parse::<Algo>(), Ok(Algo::Halving));
         assert_eq!("Ring".parse::<Algo>(), Ok(Algo::Ring));
         assert_eq!("rd".parse::<Algo>(), Ok(Algo::Doubling));
     }

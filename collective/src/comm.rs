@@ -29,6 +29,7 @@ use crate::error::{Error, Result};
 use crate::launch::LaunchEnv;
 use crate::op::ReduceOp;
 use crate::plan::Plan;
+use crate::halving;
 use crate::ring::{self, RingShape};
 use crate::stream::{Channel, Region, StreamList, MAX_SLOTS, RING_LANES_MAX};
 use crate::transport::mem::MemFabric;
@@ -378,7 +379,10 @@ impl Communicator {
 
     /// The algorithm an all-reduce of `bytes` would use.
     pub fn algo_for(&self, bytes: usize) -> Algo {
-        self.tuning.algo.pick(bytes, self.size)
+        match self.tuning.algo.pick(bytes, self.size) {
+            Algo::Halving if !halving::applies(self.size, self.tuning.nslots) => Algo::Ring,
+            a => a,
+        }
     }
 
     /// What carries the data ("rdma softhca0 127.0.0.2", "mem rank 1 of 4").
@@ -397,7 +401,7 @@ impl Communicator {
         }
     }
 
-    fn all_reduce_plan<T: Element>(&self, count: usize) -> Plan {
+    fn all_reduce_plan<T: Element>(&self, count: usize, in_place: bool) -> Plan {
         let bytes = count * std::mem::size_of::<T>();
         match self.algo_for(bytes) {
             Algo::Ring => ring::all_reduce_plan(&self.engine, self.ring_shape::<T>(), count),
@@ -408,6 +412,10 @@ impl Communicator {
             Algo::Doubling => {
                 let chunk = (self.tuning.slot_bytes / std::mem::size_of::<T>()).max(1);
                 doubling::all_reduce_plan(&self.engine, self.rank, self.size, count, chunk)
+            }
+            Algo::Halving => {
+                let chunk = (self.tuning.slot_bytes / std::mem::size_of::<T>()).max(1);
+                halving::all_reduce_plan(&self.engine, self.rank, self.size, count, chunk, in_place)
             }
         }
     }
@@ -423,7 +431,7 @@ impl Communicator {
             recv.copy_from_slice(send);
             return Ok(());
         }
-        let mut plan = self.all_reduce_plan::<T>(send.len());
+        let mut plan = self.all_reduce_plan::<T>(send.len(), false);
         self.engine.run(&mut plan, Bufs::OutOfPlace(send, recv), op)
     }
 
@@ -432,7 +440,7 @@ impl Communicator {
         if self.size == 1 {
             return Ok(());
         }
-        let mut plan = self.all_reduce_plan::<T>(buf.len());
+        let mut plan = self.all_reduce_plan::<T>(buf.len(), true);
         self.engine.run(&mut plan, Bufs::InPlace(buf), op)
     }
 

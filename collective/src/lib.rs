@@ -26,6 +26,7 @@ pub mod doubling;
 pub mod dtype;
 pub mod engine;
 pub mod error;
+pub mod halving;
 pub mod launch;
 pub mod op;
 pub mod plan;

@@ -16,7 +16,7 @@
 pub struct Action {
     inputs: [u32; 2],
     n_in: u8,
-    outputs: [u32; 2],
+    outputs: [u32; 3],
     n_out: u8,
     /// Our contribution: `send[local .. local + len]`.
     pub local: Option<usize>,
@@ -33,7 +33,7 @@ pub struct Action {
 impl Action {
     /// An action over `len` elements.
     pub fn new(len: usize) -> Action {
-        Action { inputs: [0; 2], n_in: 0, outputs: [0; 2], n_out: 0, local: None, store: None, len, finalize: false, acc: false }
+        Action { inputs: [0; 2], n_in: 0, outputs: [0; 3], n_out: 0, local: None, store: None, len, finalize: false, acc: false }
     }
 
     /// Adds an input stream (at most two).
@@ -44,9 +44,10 @@ impl Action {
         self
     }
 
-    /// Adds an output stream (at most two).
+    /// Adds an output stream (at most three: halving-doubling's owner of a block sends
+    /// it to one partner per step, three with eight ranks).
     pub fn output(mut self, stream: u32) -> Action {
-        assert!(self.n_out < 2, "at most two outputs");
+        assert!(self.n_out < 3, "at most three outputs");
         self.outputs[self.n_out as usize] = stream;
         self.n_out += 1;
         self

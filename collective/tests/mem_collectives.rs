@@ -12,7 +12,7 @@ use common::*;
 
 /// Every algorithm, forced. Doubling needs a power-of-two rank count; forced on any
 /// other it runs the tree, which the tests then check once more.
-const ALGOS: [Algo; 3] = [Algo::Ring, Algo::Tree, Algo::Doubling];
+const ALGOS: [Algo; 4] = [Algo::Ring, Algo::Tree, Algo::Doubling, Algo::Halving];
 
 fn small_tuning(algo: Option<Algo>) -> Tuning {
     Tuning {
@@ -190,4 +190,36 @@ fn ranks_with_different_slot_counts_refuse_to_connect() {
         let e = e.as_deref().unwrap_or_else(|| panic!("rank {r} connected"));
         assert!(e.contains("slot geometry") && e.contains("channel 0"), "rank {r}: {e}");
     }
+}
+
+/// Halving-doubling where it runs (4 and 8 ranks, four slots on its channels: the
+/// tuning above has two, where it falls back to the ring), with blocks of a few
+/// elements so that calls take many rounds.
+#[test]
+fn halving_on_4_and_8_ranks() {
+    for n in [4usize, 8] {
+        let fabric = MemFabric::new(n);
+        on_threads(n, Duration::from_secs(120), move |r| {
+            let t = Tuning { nslots: 4, ..small_tuning(Some(Algo::Halving)) };
+            let mut c = Communicator::in_process(&fabric, r, t).unwrap();
+            assert_eq!(c.algo_for(1 << 20), Algo::Halving);
+            for user in [None, Some(1)] {
+                c.set_user_buffers(user);
+                for dt in DataType::ALL {
+                    for op in ReduceOp::ALL {
+                        for count in counts(n).into_iter().chain([8 * 64 * n + 5]) {
+                            dispatch_dtype!(dt, T => check_all_reduce::<T>(&mut c, op, count, "halving"));
+                        }
+                    }
+                }
+            }
+        });
+    }
+    // Two slots: eight ranks would send four messages a step before the partner takes
+    // one, so they run the ring.
+    let fabric = MemFabric::new(8);
+    on_threads(8, Duration::from_secs(60), move |r| {
+        let c = Communicator::in_process(&fabric, r, small_tuning(Some(Algo::Halving))).unwrap();
+        assert_eq!(c.algo_for(1 << 20), Algo::Ring);
+    });
 }

@@ -54,7 +54,7 @@ fn every_type_and_op_on_four_ranks() {
     on_threads(n, Duration::from_secs(240), move |r| {
         let mut c = comm(r, n, port, tuning(1024));
         assert!(c.transport().starts_with("rdma"), "{}", c.transport());
-        for algo in [Algo::Ring, Algo::Tree, Algo::Doubling] {
+        for algo in [Algo::Ring, Algo::Tree, Algo::Doubling, Algo::Halving] {
             c.set_algo(AlgoChoice { forced: Some(algo), ..AlgoChoice::default() });
             for dt in DataType::ALL {
                 for op in ReduceOp::ALL {
@@ -76,7 +76,7 @@ fn two_to_eight_ranks_awkward_counts() {
             // straight from the application's buffers.
             let staged = Tuning { user_buffer_min_bytes: None, ..tuning(512) };
             let mut c = comm(r, n, port, staged);
-            for algo in [Algo::Ring, Algo::Tree, Algo::Doubling] {
+            for algo in [Algo::Ring, Algo::Tree, Algo::Doubling, Algo::Halving] {
                 c.set_algo(AlgoChoice { forced: Some(algo), ..AlgoChoice::default() });
                 for count in [0usize, 1, n - 1, n + 1, 1001] {
                     check_all_reduce::<f32>(&mut c, ReduceOp::Sum, count, algo.name());
@@ -111,7 +111,7 @@ fn large_message_default_tuning() {
     let port = free_port();
     on_threads(n, Duration::from_secs(240), move |r| {
         let mut c = comm(r, n, port, Tuning::default());
-        for algo in [Algo::Ring, Algo::Tree, Algo::Doubling] {
+        for algo in [Algo::Ring, Algo::Tree, Algo::Doubling, Algo::Halving] {
             c.set_algo(AlgoChoice { forced: Some(algo), ..AlgoChoice::default() });
             check_all_reduce::<f32>(&mut c, ReduceOp::Sum, (1 << 20) + 3, algo.name());
         }
