@@ -16,7 +16,8 @@
 # medians over the rounds: the median time of each program, and the median (with the
 # lowest and highest) of the per-round ratios best doorbell time / Open MPI time (below 1:
 # doorbell faster) and best doorbell busbw / Open MPI busbw (above 1: doorbell faster;
-# "-" where Open MPI's busbw prints as 0.000).
+# "-" where Open MPI's busbw prints as 0.000); "default" is the same busbw ratio for the
+# algorithm doorbell picks at that size when nobody forces one.
 #
 # -I interleaves the sizes above 64 KiB: each size is a launch of its own, and the five
 # programs measure it one after the other (in an order that rotates with the round)
@@ -60,6 +61,9 @@ launch() {
 small() { (( lo <= split )) && launch "$1" "$2" -b "$lo" -e $(( hi < split ? hi : split )) -n "$small_iters" -w $(( small_iters / 10 )) || true; }
 big_lo=$(( lo > split ? lo : 2 * split ))
 
+# The algorithm doorbell picks by itself at each size, as it states it ("doubling up to
+# 65536 B, halving above"), for the table's "default" column.
+"$bin" allreduce --count 0 -b 8 -e 8 -n 1 -w 0 | sed -n 's/.*algo auto (\(.*\)), transport.*/\1/p' > "$out/policy.txt"
 echo "# $(date -u +%FT%TZ) $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg), $rounds rounds$( (( interleave )) && echo ", sizes interleaved")" | tee "$out/env.txt"
 for r in $(seq 1 "$rounds"); do
   : > "$out/mpi_r$r.txt"
@@ -99,9 +103,16 @@ def rows(name):
     return r
 algos = ['ring', 'tree', 'doubling', 'halving']
 runs = [({a: rows(f'doorbell_{a}_r{k}.txt') for a in algos}, rows(f'mpi_r{k}.txt')) for k in range(1, rounds + 1)]
+# "doubling up to 65536 B, halving above" -> [('doubling', 65536), ('halving', inf)]
+policy = []
+for part in open(os.path.join(out, 'policy.txt')).read().strip().split(', '):
+    w = part.split()
+    policy.append((w[0], int(w[3]) if len(w) > 3 else float('inf')))
+default = lambda s: next(a for a, top in policy if s <= top)
 sizes = set.intersection(*[set(m) & set.intersection(*[set(d[a]) for a in algos]) for d, m in runs])
-print(f"\n| size | ring us | tree us | doubling us | halving us | Open MPI us | best algo | best/MPI time | best/MPI busbw |")
-print("|---:|---:|---:|---:|---:|---:|:--|:--|:--|")
+print(f"\nDefault: {', '.join(f'{a} up to {t} B' if t != float('inf') else f'{a} above' for a, t in policy)}")
+print(f"\n| size | ring us | tree us | doubling us | halving us | Open MPI us | best algo | best/MPI time | best/MPI busbw | default/MPI busbw |")
+print("|---:|---:|---:|---:|---:|---:|:--|:--|:--|:--|")
 cross = {}
 for s in sorted(sizes):
     t = {a: st.median(d[a][s][0] for d, _ in runs) for a in algos}
@@ -114,8 +125,9 @@ for s in sorted(sizes):
     # Per round: the best doorbell result of that round against that round's Open MPI.
     ratios = [max(d[a][s][1] for a in algos) / m[s][1] for d, m in runs if m[s][1] > 0]
     times = [min(d[a][s][0] for a in algos) / m[s][0] for d, m in runs]
+    dflt = [d[default(s)][s][1] / m[s][1] for d, m in runs if m[s][1] > 0]
     fmt = lambda v: f"{st.median(v):.2f} ({min(v):.2f}-{max(v):.2f})" if v else "-"
-    print(f"| {s} | {' | '.join(f'{t[a]:.1f}' for a in algos)} | {mt:.1f} | {best} | {fmt(times)} | {fmt(ratios)} |")
+    print(f"| {s} | {' | '.join(f'{t[a]:.1f}' for a in algos)} | {mt:.1f} | {best} | {fmt(times)} | {fmt(ratios)} | {fmt(dflt)} ({default(s)}) |")
 print()
 for x, y in [('tree', 'doubling'), ('ring', 'tree'), ('ring', 'doubling'), ('halving', 'doubling'), ('ring', 'halving')]:
     print(f"{x} at least as fast as {y} (median times) first at: {cross.get((x, y))} B")
