@@ -22,9 +22,9 @@
 //!
 //! Ordering. The plan is one lane per round, and a stream's messages must be consumed in
 //! the order they were sent. Reduce-scatter blocks go in increasing block order (with
-//! four ranks, the receiver's own block last: [`scatter_order`]). In the
+//! four ranks, the receiver's own block last: `scatter_order`). In the
 //! all-gather a rank forwards each block it receives to all its lower steps' partners
-//! at once, so it sends a step's blocks in the order [`gather_order`] gives (its own
+//! at once, so it sends a step's blocks in the order `gather_order` gives (its own
 //! block, then what it received step by step), and its partner receives them in that
 //! order. Flow control: a step sends at most `n / 2` messages per round before its
 //! partner consumes any, so it needs `n / 2` slots per stream ([`applies`]), and it
