@@ -104,6 +104,11 @@ struct UserBufs<T> {
 
 const NONE: u32 = u32::MAX;
 
+/// Where `a`'s contribution starts (dangling when it has none; only compared).
+fn local_ptr<T>(a: &Action, send: *const T) -> *const T {
+    a.local.map_or(std::ptr::null(), |off| send.wrapping_add(off))
+}
+
 impl Engine {
     /// Sets up streams for `ins` and `outs` (peer rank, channel) on links to `peers`,
     /// each with `slots(channel)` slots of `slot_bytes`, and registers their staging
@@ -498,8 +503,17 @@ impl Engine {
                     unsafe { std::slice::from_raw_parts_mut(recv.add(off), n) }
                 }
             };
-            let local: Option<&[T]> = a.local.map(|off| unsafe { std::slice::from_raw_parts(send.add(off), n) });
-            if a.acc {
+            // In place, an action may build its result where its contribution is
+            // (Plan::sources allows it only with inputs and the very same range): the
+            // contribution is then dst itself, combined as `dst op input`, and never
+            // viewed separately (that would alias dst).
+            let in_dst = a.local.is_some() && a.local == a.store && std::ptr::eq(local_ptr(a, send), dst.as_ptr());
+            let local: Option<&[T]> = if in_dst { None } else { a.local.map(|off| unsafe { std::slice::from_raw_parts(send.add(off), n) }) };
+            if in_dst {
+                for k in 0..ins.len() {
+                    T::reduce_acc(dst, in_slot(self, k), op);
+                }
+            } else if a.acc {
                 // The partial result stored earlier at recv[store]: combined into the
                 // send slot, or, without outputs, in place (dst is that very range).
                 assert!(ins.len() == 1 && local.is_none(), "an accumulating action has one input and no local part");

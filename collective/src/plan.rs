@@ -171,7 +171,11 @@ impl Plan {
     /// to complete before the call returns, so the caller's next writes are safe.)
     /// Accumulating actions keep their slot (their operand order is `input op
     /// partial`, which has no in-place kernel), and so do actions whose contribution
-    /// overlaps their own result in an in-place call.
+    /// overlaps their own result in an in-place call, unless it is exactly that range
+    /// and the action has inputs: the engine then combines the inputs into it, in the
+    /// order `contribution op input` (the same bits for every operation but `max`/`min`
+    /// of signed zeros or NaN payloads, and the result is computed at one rank and
+    /// copied to the others in every plan that does this).
     pub fn sources(&self, aliased: bool, user_send: bool, user_recv: bool, finalizes: bool) -> Vec<Vec<Source>> {
         // Every store, sorted by start, and the longest one: the stores that overlap
         // [lo, hi) are among those starting in (lo - longest, hi).
@@ -203,7 +207,11 @@ impl Plan {
                         }
                         let n = a.len;
                         if let Some(o) = a.store {
-                            let own = a.local.is_some_and(|l| aliased && overlaps((l, l + n), (o, o + n)));
+                            // In place, a contribution that is exactly the result's
+                            // range is combined into it (`result op inputs`; the engine
+                            // never views it separately); one that overlaps it otherwise
+                            // keeps the slot.
+                            let own = a.local.is_some_and(|l| aliased && overlaps((l, l + n), (o, o + n)) && (l != o || a.inputs().is_empty()));
                             if user_recv && !own && !written_after(o, o + n, li, ai) {
                                 return Source::Recv;
                             }
@@ -280,11 +288,18 @@ mod tests {
     }
 
     #[test]
-    fn in_place_keeps_a_slot_where_the_source_is_written_later_or_overlaps() {
+    fn in_place_keeps_a_slot_where_the_source_is_written_later_or_overlaps_in_part() {
         let p = ring_like();
-        // Block 1 is sent first and received into the same place at the end; the
-        // reduction's contribution is its own result.
-        assert_eq!(p.sources(true, true, true, false), vec![vec![Source::Slot, Source::Slot, Source::Slot]]);
+        // Block 1 is sent first and received into the same place at the end. The
+        // reduction's contribution is exactly its own result: combined into it there.
+        assert_eq!(p.sources(true, true, true, false), vec![vec![Source::Slot, Source::Recv, Source::Slot]]);
+        // A contribution that overlaps the result only in part keeps the slot, and so
+        // does a plain copy of it (no input to combine).
+        let mut o = Plan::with_lanes(1);
+        o.push(0, Action::new(4).input(0).local(2).store(0).output(0));
+        o.push(0, Action::new(4).local(8).store(8).output(0));
+        assert_eq!(o.sources(true, true, true, false), vec![vec![Source::Slot, Source::Slot]]);
+        assert_eq!(o.sources(false, true, true, false), vec![vec![Source::Recv, Source::Recv]]);
         // A store in another lane counts whatever its position.
         let mut q = Plan::with_lanes(2);
         q.push(0, Action::new(4).input(0).store(2));
