@@ -12,16 +12,19 @@
 //!   holds complete and stores the ones the partner sends.
 //!
 //! Why: it moves the ring's bytes (`2 (n-1)/n · S` per rank) in `2 log2 n` steps (4 with
-//! four ranks) instead of `2 (n - 1)` (6), and half of its bytes go in one exchange
-//! with one partner. Where the ring's per-step hand-offs cost more than its finer
-//! pipelining gains (1 and 2 MiB on this project's 2-CPU machine, see
-//! docs/collectives.md, "Which one when"), it is faster.
+//! four ranks) instead of `2 (n - 1)` (6), and half of them go in step 0, to rank
+//! `r ^ 1`, which shares `r`'s CPU when ranks are pinned in blocks
+//! ([`crate::affinity`]): two thirds of the bytes stay in one CPU's cache, against half
+//! in the ring. On this project's 2-CPU machine it beat the ring from 256 KiB up, and
+//! with its steps in the other order it lost by a fifth (docs/collectives.md,
+//! "Halving-doubling all-reduce").
 //!
 //! Each block is reduced once, at its owner, and copied everywhere else, so every rank
 //! gets the same bits.
 //!
-//! Ordering. The plan is one lane per round, and a stream's messages must be consumed in
-//! the order they were sent. Reduce-scatter blocks go in increasing block order (with
+//! Ordering. The plan is one lane, its rounds one after the other (a second lane, on
+//! channels of its own, measured no faster), and a stream's messages must be consumed
+//! in the order they were sent. Reduce-scatter blocks go in increasing block order (with
 //! four ranks, the receiver's own block last: `scatter_order`). In the
 //! all-gather a rank forwards each block it receives to all its lower steps' partners
 //! at once, so it sends a step's blocks in the order `gather_order` gives (its own
