@@ -16,6 +16,7 @@ import sys
 
 
 def rows(path):
+    """A `doorbell allreduce` or mpi_allreduce table: size -> (out-of-place time, busbw)."""
     r = {}
     for line in open(path):
         f = line.split()
@@ -25,7 +26,8 @@ def rows(path):
 
 
 def policy(folder):
-    """"doubling up to 65536 B, halving above" -> [('doubling', 65536), ('halving', inf)]"""
+    """The policy run.sh recorded in `folder`/policy.txt: "doubling up to 65536 B, halving
+    above" -> [('doubling', 65536), ('halving', inf)]."""
     out = []
     for part in open(os.path.join(folder, 'policy.txt')).read().strip().split(', '):
         w = part.split()

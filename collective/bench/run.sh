@@ -90,24 +90,16 @@ if (( interleave && hi > split )); then
 fi
 echo "# end $(date -u +%FT%TZ) load $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$out/env.txt"
 
-python3 - "$out" "$rounds" <<'PY'
+python3 - "$out" "$rounds" "$root/collective/bench" <<'PY'
 import sys, os, statistics as st
 out, rounds = sys.argv[1], int(sys.argv[2])
-def rows(name):
-    r = {}
-    for line in open(os.path.join(out, name)):
-        f = line.split()
-        if len(f) == 12 and not line.startswith('#') and f[0].isdigit():
-            # size -> (out-of-place time, busbw); in-place has the same shape
-            r[int(f[0])] = (float(f[4]), float(f[6]))
-    return r
+sys.path.insert(0, sys.argv[3])
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+import pool  # the table parser and the policy reader, shared with pool.py
+rows = lambda name: pool.rows(os.path.join(out, name))
 algos = ['ring', 'tree', 'doubling', 'halving']
 runs = [({a: rows(f'doorbell_{a}_r{k}.txt') for a in algos}, rows(f'mpi_r{k}.txt')) for k in range(1, rounds + 1)]
-# "doubling up to 65536 B, halving above" -> [('doubling', 65536), ('halving', inf)]
-policy = []
-for part in open(os.path.join(out, 'policy.txt')).read().strip().split(', '):
-    w = part.split()
-    policy.append((w[0], int(w[3]) if len(w) > 3 else float('inf')))
+policy = pool.policy(out)
 default = lambda s: next(a for a, top in policy if s <= top)
 sizes = set.intersection(*[set(m) & set.intersection(*[set(d[a]) for a in algos]) for d, m in runs])
 print(f"\nDefault: {', '.join(f'{a} up to {t} B' if t != float('inf') else f'{a} above' for a, t in policy)}")

@@ -31,7 +31,7 @@ pub fn applies(n: usize) -> bool {
 }
 
 /// Steps (`log2 n`).
-fn steps(n: usize) -> usize {
+pub(crate) fn steps(n: usize) -> usize {
     n.trailing_zeros() as usize
 }
 
@@ -45,6 +45,13 @@ pub fn streams(rank: usize, n: usize) -> (StreamList, StreamList) {
     (s.clone(), s)
 }
 
+/// The engine's (output, input) stream ids of each step, to and from rank `rank ^ 2^j`
+/// (recursive doubling's, which halving-doubling uses too).
+pub(crate) fn step_streams(e: &Engine, rank: usize, n: usize) -> (Vec<u32>, Vec<u32>) {
+    let (partners, _) = streams(rank, n);
+    (partners.iter().map(|&(p, ch)| e.out_id(p, ch)).collect(), partners.iter().map(|&(p, ch)| e.in_id(p, ch)).collect())
+}
+
 /// The all-reduce plan over `count` elements in chunks of at most `chunk` elements.
 pub fn all_reduce_plan(e: &Engine, rank: usize, n: usize, count: usize, chunk: usize) -> Plan {
     let mut plan = Plan::with_lanes(1);
@@ -52,9 +59,7 @@ pub fn all_reduce_plan(e: &Engine, rank: usize, n: usize, count: usize, chunk: u
         return plan;
     }
     let k = steps(n);
-    let (partners, _) = streams(rank, n);
-    let out: Vec<u32> = partners.iter().map(|&(p, ch)| e.out_id(p, ch)).collect();
-    let inp: Vec<u32> = partners.iter().map(|&(p, ch)| e.in_id(p, ch)).collect();
+    let (out, inp) = step_streams(e, rank, n);
     let chunks = count.div_ceil(chunk.max(1)).max(1);
     for c in 0..chunks {
         let (off, l) = split(count, chunks, c);

@@ -104,10 +104,6 @@ struct UserBufs<T> {
 
 const NONE: u32 = u32::MAX;
 
-/// Where `a`'s contribution starts (dangling when it has none; only compared).
-fn local_ptr<T>(a: &Action, send: *const T) -> *const T {
-    a.local.map_or(std::ptr::null(), |off| send.wrapping_add(off))
-}
 
 impl Engine {
     /// Sets up streams for `ins` and `outs` (peer rank, channel) on links to `peers`,
@@ -506,8 +502,9 @@ impl Engine {
             // In place, an action may build its result where its contribution is
             // (Plan::sources allows it only with inputs and the very same range): the
             // contribution is then dst itself, combined as `dst op input`, and never
-            // viewed separately (that would alias dst).
-            let in_dst = a.local.is_some() && a.local == a.store && std::ptr::eq(local_ptr(a, send), dst.as_ptr());
+            // viewed separately (that would alias dst). A slot never lies in the send
+            // buffer, nor, out of place, does the receive buffer.
+            let in_dst = a.local.is_some_and(|off| std::ptr::eq(send.wrapping_add(off), dst.as_ptr()));
             let local: Option<&[T]> = if in_dst { None } else { a.local.map(|off| unsafe { std::slice::from_raw_parts(send.add(off), n) }) };
             if in_dst {
                 for k in 0..ins.len() {

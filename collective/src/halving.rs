@@ -33,21 +33,15 @@
 //! partner consumes any, so it needs `n / 2` slots per stream ([`applies`]), and it
 //! needs `log2 n` outputs on one action (the owner's block), at most three.
 
-use crate::doubling;
+use crate::doubling::{self, steps};
 use crate::engine::Engine;
 use crate::plan::{split, Action, Plan};
-use crate::stream::Channel;
 
 /// Whether the algorithm runs on `n` ranks with `nslots` slots per doubling stream: 4 or
 /// 8 ranks (a power of two of at most three steps; two ranks are a plain exchange,
 /// which recursive doubling does), and a step's `n / 2` messages fit in the slots.
 pub fn applies(n: usize, nslots: usize) -> bool {
     doubling::applies(n) && (4..=8).contains(&n) && n / 2 <= nslots
-}
-
-/// Steps (`log2 n`).
-fn steps(n: usize) -> usize {
-    n.trailing_zeros() as usize
 }
 
 /// The blocks rank `q` receives in reduce-scatter step `j` (those it still reduces
@@ -83,8 +77,7 @@ pub fn all_reduce_plan(e: &Engine, rank: usize, n: usize, count: usize, chunk: u
         return plan;
     }
     let k = steps(n);
-    let out: Vec<u32> = (0..k).map(|j| e.out_id(rank ^ (1 << j), Channel::doubling(j))).collect();
-    let inp: Vec<u32> = (0..k).map(|j| e.in_id(rank ^ (1 << j), Channel::doubling(j))).collect();
+    let (out, inp) = doubling::step_streams(e, rank, n);
     let rounds = count.div_ceil(n * chunk.max(1)).max(1);
     for rd in 0..rounds {
         let (base, len) = split(count, rounds, rd);
