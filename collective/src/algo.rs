@@ -120,11 +120,13 @@ impl AlgoChoice {
         Ok(c)
     }
 
-    /// The algorithm for a message of `bytes` among `nranks` (halving-doubling also
-    /// needs enough slots: [`crate::Communicator::algo_for`] checks).
-    pub fn pick(&self, bytes: usize, nranks: usize) -> Algo {
+    /// The algorithm for a message of `bytes` among `nranks` with `nslots` slots per
+    /// doubling stream. Where halving-doubling cannot run (the rank count, or too few
+    /// slots for a step's messages) the rest of the policy decides, as if its threshold
+    /// were infinite: doubling, tree or ring by size, not the ring for everything.
+    pub fn pick(&self, bytes: usize, nranks: usize, nslots: usize) -> Algo {
         let doubling = crate::doubling::applies(nranks);
-        let halving = crate::halving::applies(nranks, usize::MAX);
+        let halving = crate::halving::applies(nranks, nslots);
         match self.forced {
             Some(Algo::Doubling) if !doubling => return Algo::Tree,
             Some(Algo::Halving) if !halving => return Algo::Ring,
@@ -150,27 +152,30 @@ mod tests {
     #[test]
     fn by_size_and_forced() {
         let c = AlgoChoice::default();
-        assert_eq!(c.pick(8, 4), Algo::Doubling);
-        assert_eq!(c.pick(64 << 10, 4), Algo::Doubling);
-        assert_eq!(c.pick((64 << 10) + 1, 4), Algo::Halving);
-        assert_eq!(c.pick(64 << 20, 8), Algo::Halving);
-        assert_eq!(c.pick(8, 6), Algo::Tree, "not a power of two");
-        assert_eq!(c.pick(64 << 20, 6), Algo::Ring);
-        assert_eq!(c.pick(64 << 20, 16), Algo::Ring, "sixteen ranks: no halving-doubling");
+        assert_eq!(c.pick(8, 4, 4), Algo::Doubling);
+        assert_eq!(c.pick(64 << 10, 4, 4), Algo::Doubling);
+        assert_eq!(c.pick((64 << 10) + 1, 4, 4), Algo::Halving);
+        assert_eq!(c.pick(64 << 20, 8, 4), Algo::Halving);
+        assert_eq!(c.pick(8, 6, 4), Algo::Tree, "not a power of two");
+        assert_eq!(c.pick(64 << 20, 6, 4), Algo::Ring);
+        assert_eq!(c.pick(64 << 20, 16, 4), Algo::Ring, "sixteen ranks: no halving-doubling");
         let wide = AlgoChoice { tree_max_bytes: 512 << 10, doubling_max_bytes: 64 << 10, halving_min_bytes: usize::MAX, ..c };
-        assert_eq!(wide.pick(64 << 10, 4), Algo::Doubling);
-        assert_eq!(wide.pick((64 << 10) + 1, 4), Algo::Tree, "between the thresholds");
-        assert_eq!(wide.pick((512 << 10) + 1, 4), Algo::Ring);
-        assert_eq!(c.pick(8, 2), Algo::Doubling, "two ranks: one exchange");
-        assert_eq!(c.pick(1 << 20, 2), Algo::Ring, "two ranks: the ring halves the bytes");
+        assert_eq!(wide.pick(64 << 10, 4, 4), Algo::Doubling);
+        assert_eq!(wide.pick((64 << 10) + 1, 4, 4), Algo::Tree, "between the thresholds");
+        assert_eq!(wide.pick((512 << 10) + 1, 4, 4), Algo::Ring);
+        assert_eq!(c.pick(8, 2, 4), Algo::Doubling, "two ranks: one exchange");
+        assert_eq!(c.pick(1 << 20, 2, 4), Algo::Ring, "two ranks: the ring halves the bytes");
         let f = AlgoChoice { forced: Some(Algo::Tree), ..c };
-        assert_eq!(f.pick(64 << 20, 4), Algo::Tree);
+        assert_eq!(f.pick(64 << 20, 4, 4), Algo::Tree);
         let d = AlgoChoice { forced: Some(Algo::Doubling), ..c };
-        assert_eq!(d.pick(64 << 20, 4), Algo::Doubling);
-        assert_eq!(d.pick(8, 3), Algo::Tree, "forced doubling falls back where it cannot run");
+        assert_eq!(d.pick(64 << 20, 4, 4), Algo::Doubling);
+        assert_eq!(d.pick(8, 3, 4), Algo::Tree, "forced doubling falls back where it cannot run");
         let h = AlgoChoice { forced: Some(Algo::Halving), ..c };
-        assert_eq!(h.pick(8, 4), Algo::Halving);
-        assert_eq!(h.pick(8, 6), Algo::Ring, "forced halving-doubling falls back to the ring");
+        assert_eq!(h.pick(8, 4, 4), Algo::Halving);
+        assert_eq!(h.pick(8, 6, 4), Algo::Ring, "forced halving-doubling falls back to the ring");
+        assert_eq!(h.pick(8, 8, 2), Algo::Ring, "forced, without the slots for a step");
+        assert_eq!(c.pick(64 << 10, 8, 2), Algo::Doubling, "too few slots: the plain policy");
+        assert_eq!(c.pick(64 << 20, 8, 2), Algo::Ring);
         assert_eq!("Rabenseifner".parse::<Algo>(), Ok(Algo::Halving));
         assert_eq!("Ring".parse::<Algo>(), Ok(Algo::Ring));
         assert_eq!("rd".parse::<Algo>(), Ok(Algo::Doubling));

@@ -386,10 +386,7 @@ impl Communicator {
 
     /// The algorithm an all-reduce of `bytes` would use.
     pub fn algo_for(&self, bytes: usize) -> Algo {
-        match self.tuning.algo.pick(bytes, self.size) {
-            Algo::Halving if !halving::applies(self.size, self.tuning.nslots) => Algo::Ring,
-            a => a,
-        }
+        self.tuning.algo.pick(bytes, self.size, self.tuning.nslots)
     }
 
     /// What carries the data ("rdma softhca0 127.0.0.2", "mem rank 1 of 4").
