@@ -72,6 +72,11 @@ pub struct Tuning {
     /// [`crate::engine`], "User buffers"). `DOORBELL_USER_BUFFERS`: `off` (or `0`),
     /// or a size in bytes.
     pub user_buffer_min_bytes: Option<usize>,
+    /// Take direct all-gather writes into the receive buffer where the algorithm has
+    /// them (halving-doubling, out of place; see [`crate::direct`]).
+    /// `DOORBELL_DIRECT=off` (or `0`) turns it off for this rank; its peers then write
+    /// to its slots.
+    pub direct: bool,
 }
 
 impl Default for Tuning {
@@ -85,6 +90,7 @@ impl Default for Tuning {
             tree_chunk_bytes: 32 << 10,
             algo: AlgoChoice::default(),
             user_buffer_min_bytes: Some(256 << 10),
+            direct: true,
         }
     }
 }
@@ -113,6 +119,7 @@ impl Tuning {
             }
             _ => {}
         }
+        t.direct = !crate::switched_off("DOORBELL_DIRECT");
         t.validate()?;
         Ok(t)
     }
@@ -331,6 +338,7 @@ impl Communicator {
         let transport = make(&peers)?;
         let mut engine = Engine::new(transport, rank, size, peers.clone(), &ins, &outs, |ch| tuning.slots(ch), tuning.slot_bytes, watch, timeout)?;
         engine.set_user_buffers(tuning.user_buffer_min_bytes);
+        engine.set_direct(tuning.direct);
         let table = ex.all_gather(&encode_links(rank, &engine.publish()))?;
         for &p in &peers {
             let (r, links) = decode_links(p, &table[p])?;
@@ -372,6 +380,19 @@ impl Communicator {
     pub fn set_user_buffers(&mut self, min: Option<usize>) {
         self.tuning.user_buffer_min_bytes = min;
         self.engine.set_user_buffers(min);
+    }
+
+    /// Takes direct all-gather writes into the receive buffer, or not; see
+    /// [`Tuning::direct`].
+    pub fn set_direct(&mut self, on: bool) {
+        self.tuning.direct = on;
+        self.engine.set_direct(on);
+    }
+
+    /// Messages this rank has sent straight into a peer's receive buffer, and
+    /// received straight into its own, so far ([`crate::direct`]).
+    pub fn direct_messages(&self) -> (u64, u64) {
+        self.engine.direct_messages()
     }
 
     /// The tuning in force.

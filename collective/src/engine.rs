@@ -25,11 +25,17 @@
 //! per round. The sends are then from memory the application owns, so the call waits
 //! for them to complete ([`Transport::settle`]) before it returns. Below that size the
 //! wait for the last acknowledgement would cost more than the copies it saves.
+//!
+//! Direct all-gather ([`crate::direct`]). A plan whose actions are marked
+//! [`Action::direct_in`] announces the receive buffer to the senders at the start of
+//! the call, and their [`Action::direct_out`] messages land in it at their final place;
+//! the mailboxes for those announcements sit after the slots in the staging memory.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::bootstrap::Watch;
+use crate::direct::{self, Announced, Announcement};
 use crate::dtype::Element;
 use crate::error::{Error, Result};
 use crate::op::ReduceOp;
@@ -91,6 +97,24 @@ pub struct Engine {
     broken: Option<String>,
     /// Smallest call (bytes) sent from the application's buffers; `None`: never.
     user_min: Option<usize>,
+    /// Whether we take direct writes into our receive buffer when a call allows.
+    direct: bool,
+    /// Our mailboxes (peers write them) and the sources of our announcements, each
+    /// [`direct::PER_PEER`] bytes per link, at the end of the stagings.
+    mail_in: u64,
+    mail_out: u64,
+    mail_lkey: u32,
+    mail_rkey: u32,
+    /// Each peer's mailbox for us.
+    peer_mail: Vec<Option<Region>>,
+    announced: Announced,
+    /// Calls that announced so far (the current one, during a call).
+    calls: u64,
+    /// Whether the current call announced our receive buffer.
+    direct_now: bool,
+    /// Messages sent straight into a receiver's buffer, and received in ours.
+    direct_sent: u64,
+    direct_received: u64,
 }
 
 /// The application's buffers for one call, with the local keys of those the transport
@@ -138,8 +162,10 @@ impl Engine {
         };
         let (in_lay, in_bytes) = lay(ins);
         let (out_lay, out_bytes) = lay(outs);
-        let mut recv_stage = Staging::new(in_bytes).map_err(|e| Error::io("map receive staging", e))?;
-        let mut send_stage = Staging::new(out_bytes).map_err(|e| Error::io("map send staging", e))?;
+        // The mailboxes follow the slots (which end 64-byte aligned).
+        let mail = peers.len() * direct::PER_PEER;
+        let mut recv_stage = Staging::new(in_bytes + mail).map_err(|e| Error::io("map receive staging", e))?;
+        let mut send_stage = Staging::new(out_bytes + mail).map_err(|e| Error::io("map send staging", e))?;
         // SAFETY: the stagings are owned by the Engine and declared after the
         // transport, so they are unmapped only after it (and its MRs) are dropped.
         let rk = unsafe { transport.register(recv_stage.ptr() as u64, recv_stage.len())? };
@@ -178,6 +204,8 @@ impl Engine {
             });
         }
         let pair = out_streams.iter().map(|o: &OutStream| in_of[o.link][o.ch.reverse().index()]).collect();
+        let (mail_in, mail_out) = (recv_stage.addr() + in_bytes as u64, send_stage.addr() + out_bytes as u64);
+        let links = peers.len();
         Ok(Engine {
             transport,
             _recv_stage: recv_stage,
@@ -196,7 +224,31 @@ impl Engine {
             nranks,
             broken: None,
             user_min: None,
+            direct: true,
+            mail_in,
+            mail_out,
+            mail_lkey: sk.lkey,
+            mail_rkey: rk.rkey,
+            peer_mail: vec![None; links],
+            announced: Announced::new(links),
+            calls: 0,
+            direct_now: false,
+            direct_sent: 0,
+            direct_received: 0,
         })
+    }
+
+    /// Whether to take direct writes into the receive buffer where a call allows
+    /// ([`crate::direct`]; on by default). Peers follow what each call announces, so
+    /// ranks may differ in this.
+    pub fn set_direct(&mut self, on: bool) {
+        self.direct = on;
+    }
+
+    /// Messages sent straight into a receiver's buffer and received straight into
+    /// ours, so far ([`crate::direct`]).
+    pub fn direct_messages(&self) -> (u64, u64) {
+        (self.direct_sent, self.direct_received)
     }
 
     /// Sends straight from the application's buffers in calls of at least `min` bytes
@@ -221,7 +273,13 @@ impl Engine {
             .map(|link| LinkInfo {
                 peer: self.peers[link],
                 conn: self.transport.conn_info(link),
-                regions: self.ins.iter().filter(|s| s.link == link).map(|s| (s.ch, s.region)).collect(),
+                regions: self
+                    .ins
+                    .iter()
+                    .filter(|s| s.link == link)
+                    .map(|s| (s.ch, s.region))
+                    .chain([(direct::MAILBOX, self.mailbox(link))])
+                    .collect(),
             })
             .collect()
     }
@@ -247,7 +305,17 @@ impl Engine {
             }
             s.remote = r;
         }
+        let mail = info.regions.iter().find(|(c, _)| *c == direct::MAILBOX).map(|(_, r)| *r);
+        if mail.is_none_or(|m| m.nslots as usize != direct::ENTRIES || m.slot_bytes as usize != direct::ENTRY) {
+            return Err(Error::Protocol { rank: info.peer, why: format!("no announcement mailbox of {}x{} B", direct::ENTRIES, direct::ENTRY) });
+        }
+        self.peer_mail[link] = mail;
         self.transport.connect(link, &info.conn)
+    }
+
+    /// Our mailbox for the peer of `link`, as published.
+    fn mailbox(&self, link: usize) -> Region {
+        Region { addr: self.mail_in + (link * direct::PER_PEER) as u64, rkey: self.mail_rkey, nslots: direct::ENTRIES as u32, slot_bytes: direct::ENTRY as u32 }
     }
 
     /// Index of the output stream to `peer` on `ch`.
@@ -283,6 +351,17 @@ impl Engine {
         }
         let sz = std::mem::size_of::<T>();
         let mut bufs = UserBufs { send, recv, send_lkey: None, recv_lkey: None };
+        // A direct plan announces whether peers may write our receive buffer: not in
+        // place (the range still holds contributions not yet sent; crate::direct).
+        // Asked for before the local keys, so that one registration serves both.
+        let direct = plan.has_direct();
+        let mut target = None;
+        if direct && self.direct && !aliased && rlen > 0 {
+            // SAFETY: the buffer is borrowed for this call, which returns only after
+            // every direct write into it has arrived (each completes an input of one
+            // of its actions), and abandons the registration if it fails.
+            target = unsafe { self.transport.user_rkey(recv as u64, rlen * sz)? }.map(|k| (recv as u64, k.rkey));
+        }
         if self.user_min.is_some_and(|m| slen.max(rlen) * sz >= m) {
             // SAFETY: the buffers are borrowed for this call, and run_inner settles
             // every write sent from them before it returns.
@@ -294,13 +373,39 @@ impl Engine {
         // Small calls (and transports without user buffers) skip the analysis.
         let sources = (bufs.send_lkey.is_some() || bufs.recv_lkey.is_some())
             .then(|| plan.sources(aliased, bufs.send_lkey.is_some(), bufs.recv_lkey.is_some(), op == ReduceOp::Avg));
-        let r = self.run_inner(plan, sources.as_deref(), &bufs, op).and_then(|()| self.settle());
+        self.direct_now = direct && target.is_some();
+        let r = if direct { self.announce(plan, target) } else { Ok(()) };
+        let r = r.and_then(|()| self.run_inner(plan, sources.as_deref(), &bufs, op)).and_then(|()| self.settle());
         if let Err(e) = &r {
             // The buffers go back to the caller with the error: no write may read them later.
             self.transport.abandon();
             self.broken = Some(e.to_string());
         }
         r
+    }
+
+    /// Starts a direct call: numbers it and tells every peer that sends us direct
+    /// messages in it ([`Action::direct_in`]'s input links) where our receive buffer
+    /// is, or (`target` None) that it is not open to them this time.
+    fn announce(&mut self, plan: &Plan, target: Option<(u64, u32)>) -> Result<()> {
+        self.calls += 1;
+        let entry = Announcement::encode(target);
+        let at = (self.calls % direct::ENTRIES as u64) as usize * direct::ENTRY;
+        let mut links: Vec<usize> = plan.lanes.iter().flat_map(|l| &l.actions).filter(|a| a.direct_in).map(|a| self.ins[a.inputs()[0] as usize].link).collect();
+        links.sort_unstable();
+        links.dedup();
+        for link in links {
+            let src = self.mail_out + (link * direct::PER_PEER + at) as u64;
+            // SAFETY: our announcement source for this link and call parity, inside the
+            // send staging; the previous write from it (two calls ago) has arrived,
+            // because the peer read it to send us that call's direct messages, all of
+            // which we received (crate::direct, "two entries").
+            unsafe { std::ptr::copy_nonoverlapping(entry.as_ptr(), src as *mut u8, direct::ENTRY) };
+            let mail = self.peer_mail[link].expect("connect checked the mailbox");
+            let im = imm::announce(self.calls);
+            self.transport.write_imm(link, src, self.mail_lkey, direct::ENTRY as u32, mail.addr + at as u64, mail.rkey, im, false)?;
+        }
+        Ok(())
     }
 
     fn run_inner<T: Element>(&mut self, plan: &mut Plan, sources: Option<&[Vec<Source>]>, bufs: &UserBufs<T>, op: ReduceOp) -> Result<()> {
@@ -388,6 +493,9 @@ impl Engine {
                 if !s.has_credit() {
                     return Error::Timeout { rank: s.peer, after, what: format!("a free slot on channel {}", s.ch.0) };
                 }
+                if a.direct_out && self.announced.get(s.link, self.calls).is_none() {
+                    return Error::Timeout { rank: s.peer, after, what: format!("the announcement of its receive buffer for direct call {}", self.calls) };
+                }
             }
         }
         Error::Timeout { rank: self.rank, after, what: "nothing (internal stall)".into() }
@@ -414,6 +522,18 @@ impl Engine {
                         }
                     }
                     imm::Imm::Credit { ch, count } => self.credit(link, ch, count, imm::COUNT_BITS)?,
+                    imm::Imm::Announce { call } => {
+                        if len as usize != direct::ENTRY {
+                            return Err(Error::Protocol { rank: self.peers[link], why: format!("announcement of {len} B") });
+                        }
+                        let at = self.mail_in + (link * direct::PER_PEER + (call as usize % direct::ENTRIES) * direct::ENTRY) as u64;
+                        // SAFETY: our mailbox entry for this link, inside the receive
+                        // staging; the peer's write into it completed before this
+                        // completion (acquire fence in the poller), and the peer writes
+                        // this entry again only two calls later (crate::direct).
+                        let entry: [u8; direct::ENTRY] = unsafe { std::ptr::read(at as *const [u8; direct::ENTRY]) };
+                        self.announced.put(link, Announcement::decode(call, &entry));
+                    }
                 },
                 Event::Failed { link, why } => {
                     // The bootstrap watch may know better (the peer died): prefer it.
@@ -478,6 +598,12 @@ impl Engine {
         if a.outputs().iter().any(|&o| !self.outs[o as usize].has_credit()) {
             return Ok(false);
         }
+        // A direct message needs its receiver's word on this call.
+        if a.direct_out && a.outputs().iter().any(|&o| self.announced.get(self.outs[o as usize].link, self.calls).is_none()) {
+            return Ok(false);
+        }
+        // The input is in the receive buffer already (the sender wrote it there).
+        let placed = a.direct_in && self.direct_now;
         let n = a.len;
         let ins = a.inputs();
         let outs = a.outputs();
@@ -533,6 +659,15 @@ impl Engine {
                         T::reduce(dst, in_slot(self, 0), l, op);
                         T::reduce_acc(dst, in_slot(self, 1), op);
                     }
+                    (1, None) if placed => {
+                        // The message is at recv[store]: nothing to do if that is dst,
+                        // else (dst a send slot) it is copied from there. No partial
+                        // overlap: a slot never lies in the receive buffer.
+                        let at = unsafe { recv.add(a.store.expect("a direct receiver stores")) };
+                        if !std::ptr::eq(at, dst.as_ptr()) {
+                            dst.copy_from_slice(unsafe { std::slice::from_raw_parts(at as *const T, n) });
+                        }
+                    }
                     (1, None) => dst.copy_from_slice(in_slot(self, 0)),
                     (2, None) => T::reduce(dst, in_slot(self, 0), in_slot(self, 1), op),
                     _ => unreachable!("action with no data"),
@@ -552,7 +687,8 @@ impl Engine {
             Source::Slot => {
                 if let Some(&o0) = outs.first() {
                     let src = self.outs[o0 as usize].next_local() as *const T;
-                    if let Some(off) = a.store {
+                    // (A placed input is there already: the slot was copied from it.)
+                    if let Some(off) = a.store.filter(|_| !placed) {
                         unsafe { std::ptr::copy_nonoverlapping(src, recv.add(off), n) };
                     }
                     for &o in &outs[1..] {
@@ -574,9 +710,20 @@ impl Engine {
             };
             let s = &mut self.outs[o as usize];
             let (src, lkey) = user.unwrap_or((s.next_local(), s.lkey));
-            let (link, dst, rkey, im) = (s.link, s.next_remote(), s.remote.rkey, imm::data(s.ch, s.sent, piggy));
+            let (link, mut dst, mut rkey, im) = (s.link, s.next_remote(), s.remote.rkey, imm::data(s.ch, s.sent, piggy));
+            // Direct: into the receiver's buffer at the offset we store it at (its
+            // action for this message stores it there too); the slot stays unused
+            // but the message still takes its place and credit in the stream.
+            if let Some((addr, key)) = a.direct_out.then(|| self.announced.get(link, self.calls)).flatten().and_then(|w| w.target) {
+                dst = addr + (a.store.expect("a direct sender stores") * sz) as u64;
+                rkey = key;
+                self.direct_sent += 1;
+            }
             s.sent += 1;
             self.transport.write_imm(link, src, lkey, bytes as u32, dst, rkey, im, user.is_some())?;
+        }
+        if placed {
+            self.direct_received += 1;
         }
         for &i in ins {
             let s = &mut self.ins[i as usize];

@@ -116,20 +116,21 @@ pub fn all_reduce_plan(e: &Engine, rank: usize, n: usize, count: usize, chunk: u
                 };
                 let a = if next.is_none() && j + 1 == k {
                     // Our block is complete: the all-gather starts with it, to every
-                    // partner.
-                    (0..k).rev().fold(a.finalize(true), |a, i| a.output(out[i]))
+                    // partner, straight into their receive buffers where they can.
+                    (0..k).rev().fold(a.finalize(true), |a, i| a.output(out[i])).direct_out()
                 } else {
                     a
                 };
                 plan.push(0, a);
             }
         }
-        // All-gather: each partner's holdings, stored and sent to the partners of the
-        // steps still to come.
+        // All-gather: each partner's holdings, stored (or written in place by the
+        // partner, crate::direct) and sent to the partners of the steps still to come.
         for j in (0..k).rev() {
             for b in gather_order(rank ^ (1 << j), n, j) {
                 let (o, l) = block(b);
-                plan.push(0, (0..j).rev().fold(Action::new(l).input(inp[j]).store(o), |a, i| a.output(out[i])));
+                let a = (0..j).rev().fold(Action::new(l).input(inp[j]).store(o).direct_in(), |a, i| a.output(out[i]));
+                plan.push(0, if j > 0 { a.direct_out() } else { a });
             }
         }
     }

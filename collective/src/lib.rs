@@ -10,9 +10,11 @@
 //! Where things are:
 //! * API: [`comm`] ([`Communicator`]), element types [`dtype`], operations [`op`];
 //! * algorithms: [`ring`] (reduce-scatter + all-gather, chain broadcast), [`tree`]
-//!   (double binary tree), [`algo`] (which one, by size);
+//!   (double binary tree), [`doubling`] (recursive doubling), [`halving`]
+//!   (halving-doubling), [`algo`] (which one, by size);
 //! * machinery: [`plan`] (actions and lanes), [`engine`] (running a plan), [`stream`]
-//!   (slots, credits, immediates), [`reduce`] (kernels), [`staging`], [`transport`]
+//!   (slots, credits, immediates), [`direct`] (all-gather writes straight into the
+//!   receiver's buffer), [`reduce`] (kernels), [`staging`], [`transport`]
 //!   (RDMA and in-process), [`bootstrap`] (rendezvous and liveness), [`launch`]
 //!   (launcher variables), [`affinity`] (ranks on CPUs when oversubscribed).
 //!
@@ -23,6 +25,7 @@ pub mod algo;
 pub mod bootstrap;
 pub mod comm;
 pub mod doubling;
+pub mod direct;
 pub mod dtype;
 pub mod engine;
 pub mod error;

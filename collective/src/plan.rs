@@ -28,12 +28,31 @@ pub struct Action {
     /// The contribution is the partial result already at `recv[store ..]` (stored by
     /// an earlier action of the same lane) instead of `local`.
     pub acc: bool,
+    /// Its messages may be written straight into each receiver's receive buffer at
+    /// `store`, where the receiver announced it ([`crate::direct`]).
+    pub direct_out: bool,
+    /// Its one input may have been written straight to `recv[store ..]` by the sender
+    /// (an action of the sender marked `direct_out`), in calls where we announce our
+    /// receive buffer.
+    pub direct_in: bool,
 }
 
 impl Action {
     /// An action over `len` elements.
     pub fn new(len: usize) -> Action {
-        Action { inputs: [0; 2], n_in: 0, outputs: [0; 3], n_out: 0, local: None, store: None, len, finalize: false, acc: false }
+        Action {
+            inputs: [0; 2],
+            n_in: 0,
+            outputs: [0; 3],
+            n_out: 0,
+            local: None,
+            store: None,
+            len,
+            finalize: false,
+            acc: false,
+            direct_out: false,
+            direct_in: false,
+        }
     }
 
     /// Adds an input stream (at most two).
@@ -73,6 +92,22 @@ impl Action {
 
     pub fn finalize(mut self, yes: bool) -> Action {
         self.finalize = yes;
+        self
+    }
+
+    /// Marks the outputs as direct ([`Action::direct_out`]): the result is stored, and
+    /// every receiver's action for it stores it at the same offset.
+    pub fn direct_out(mut self) -> Action {
+        assert!(self.store.is_some() && self.n_out > 0, "a direct sender stores what it sends");
+        self.direct_out = true;
+        self
+    }
+
+    /// Marks the input as possibly in place already ([`Action::direct_in`]): only for
+    /// an action that takes one message as it is and stores it.
+    pub fn direct_in(mut self) -> Action {
+        assert!(self.n_in == 1 && self.local.is_none() && self.store.is_some() && !self.acc && !self.finalize, "a direct receiver only stores one message");
+        self.direct_in = true;
         self
     }
 
@@ -122,6 +157,14 @@ impl Plan {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Whether any action is direct ([`Action::direct_in`] or [`Action::direct_out`]):
+    /// the call is numbered and announces the receive buffer ([`crate::direct`]). Both
+    /// kinds count, so that every rank of a call agrees: with a single non-empty block,
+    /// its owner only sends it and the others only receive it.
+    pub fn has_direct(&self) -> bool {
+        self.lanes.iter().flat_map(|l| &l.actions).any(|a| a.direct_in || a.direct_out)
     }
 
     /// Highest element touched in the send and receive buffers (for bounds checks).

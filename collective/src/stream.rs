@@ -25,9 +25,11 @@
 //! doubling's steps.
 //!
 //! Immediate layout (host order; the wire carries it big-endian): `bit 31` credit
-//! flag, `bits 30..27` channel; a credit's `bits 26..0` are the count; a data
-//! message's `bit 26` says whether `bits 25..16` carry a piggybacked count (mod 2^10),
-//! and `bits 15..0` are its sequence number. Slots per stream stay below 2^9 so both
+//! flag, `bits 30..27` channel; a credit's `bit 26` is clear and `bits 25..0` are the
+//! count; with `bit 26` set it is an announcement instead (see [`crate::direct`]),
+//! `bits 25..0` its call number, and the channel bits zero; a data message's `bit 26`
+//! says whether `bits 25..16` carry a piggybacked count (mod 2^10), and `bits 15..0`
+//! are its sequence number. Slots per stream stay below 2^9 so all three
 //! wrap unambiguously ([`MAX_SLOTS`]).
 
 use std::collections::VecDeque;
@@ -93,9 +95,11 @@ pub mod imm {
 
     const CREDIT: u32 = 1 << 31;
     const CHAN_SHIFT: u32 = 27;
-    /// Explicit credits carry the consumed count modulo 2^27.
-    pub const COUNT_BITS: u32 = 27;
+    /// Explicit credits carry the consumed count modulo 2^26.
+    pub const COUNT_BITS: u32 = 26;
     const COUNT_MASK: u32 = (1 << COUNT_BITS) - 1;
+    /// In a credit-flagged immediate: an announcement, not a credit.
+    const ANNOUNCE: u32 = 1 << 26;
     /// Data: bit 26 set when bits 25..16 carry a piggybacked credit for the paired
     /// stream (its consumed count modulo 2^10).
     const PIGGY: u32 = 1 << 26;
@@ -112,8 +116,11 @@ pub mod imm {
         /// Message `seq` (mod 2^16) of a stream, with the sender's consumed count (mod
         /// 2^10) of the paired stream in the other direction, if it has one.
         Data { ch: Channel, seq: u32, credit: Option<u32> },
-        /// The receiver has consumed `count` (mod 2^27) messages of the stream.
+        /// The receiver has consumed `count` (mod 2^26) messages of the stream.
         Credit { ch: Channel, count: u32 },
+        /// The peer's receive buffer for its direct call `call` (mod 2^26) is in our
+        /// mailbox ([`crate::direct`]).
+        Announce { call: u32 },
     }
 
     pub const fn data(ch: Channel, seq: u64, credit: Option<u64>) -> u32 {
@@ -128,9 +135,16 @@ pub mod imm {
         CREDIT | ((ch.0 as u32 & 0xf) << CHAN_SHIFT) | (count as u32 & COUNT_MASK)
     }
 
+    /// An announcement of direct call `call` (mod 2^26).
+    pub const fn announce(call: u64) -> u32 {
+        CREDIT | ANNOUNCE | (call as u32 & COUNT_MASK)
+    }
+
     pub const fn decode(v: u32) -> Imm {
         let ch = Channel(((v >> CHAN_SHIFT) & 0xf) as u8);
-        if v & CREDIT != 0 {
+        if v & (CREDIT | ANNOUNCE) == CREDIT | ANNOUNCE {
+            Imm::Announce { call: v & COUNT_MASK }
+        } else if v & CREDIT != 0 {
             Imm::Credit { ch, count: v & COUNT_MASK }
         } else {
             let credit = if v & PIGGY != 0 { Some((v >> PIGGY_SHIFT) & PIGGY_MASK) } else { None };
@@ -295,12 +309,29 @@ mod tests {
         assert_eq!(Channel::doubling(2).reverse(), Channel::doubling(2));
     }
 
+    /// The values on the wire (host order), so that a change of layout is a
+    /// deliberate one.
+    #[test]
+    fn immediates_golden() {
+        assert_eq!(imm::data(Channel::doubling(1), 0x1_2345, None), 0x4800_2345);
+        assert_eq!(imm::data(Channel::ring(2), 7, Some(0x3ff)), 0x17ff_0007);
+        assert_eq!(imm::credit(Channel::tree_down(0), (1 << 26) + 9), 0xa800_0009);
+        assert_eq!(imm::announce((1 << 26) + 0x12_3456), 0x8412_3456);
+        assert_eq!(imm::decode(0x8412_3456), Imm::Announce { call: 0x12_3456 });
+        assert_eq!(imm::decode(0xa800_0009), Imm::Credit { ch: Channel::tree_down(0), count: 9 });
+        for ch in 0..16 {
+            // A credit never reads as an announcement, whatever its channel and count.
+            let c = imm::credit(Channel(ch), u64::MAX);
+            assert_eq!(imm::decode(c), Imm::Credit { ch: Channel(ch), count: (1 << imm::COUNT_BITS) - 1 });
+        }
+    }
+
     #[test]
     fn counters_expand_across_wraps() {
-        assert_eq!(imm::expand(0, 5, 27), 5);
-        let base = (3u64 << 27) - 2;
-        assert_eq!(imm::expand(base, 1, 27), (3 << 27) + 1);
-        assert_eq!(imm::expand(base, (1 << 27) - 2, 27), base);
+        assert_eq!(imm::expand(0, 5, imm::COUNT_BITS), 5);
+        let base = (3u64 << 26) - 2;
+        assert_eq!(imm::expand(base, 1, imm::COUNT_BITS), (3 << 26) + 1);
+        assert_eq!(imm::expand(base, (1 << 26) - 2, imm::COUNT_BITS), base);
         assert_eq!(imm::expand(1022, 3, imm::PIGGY_BITS), 1027);
     }
 

@@ -24,6 +24,7 @@ fn small_tuning(algo: Option<Algo>) -> Tuning {
         tree_chunk_bytes: 128,
         algo: AlgoChoice { forced: algo, ..AlgoChoice::default() },
         user_buffer_min_bytes: None,
+        direct: true,
     }
 }
 
@@ -189,6 +190,43 @@ fn ranks_with_different_slot_counts_refuse_to_connect() {
     for (r, e) in errs.iter().enumerate() {
         let e = e.as_deref().unwrap_or_else(|| panic!("rank {r} connected"));
         assert!(e.contains("slot geometry") && e.contains("channel 0"), "rank {r}: {e}");
+    }
+}
+
+/// Direct all-gather (halving-doubling writes the gathered blocks straight into the
+/// receivers' buffers): with the even ranks taking direct writes and the odd ones
+/// not, with and without user buffers on the sending side, every block lands where it
+/// belongs; in place nobody announces a buffer, so nothing goes direct.
+#[test]
+fn direct_all_gather_mixed() {
+    for n in [4usize, 8] {
+        let fabric = MemFabric::new(n);
+        on_threads(n, Duration::from_secs(120), move |r| {
+            let t = Tuning { nslots: 4, ..small_tuning(Some(Algo::Halving)) };
+            let mut c = Communicator::in_process(&fabric, r, t).unwrap();
+            c.set_direct(r % 2 == 0);
+            for user in [None, Some(1)] {
+                c.set_user_buffers(user);
+                for count in counts(n).into_iter().chain([8 * 64 * n + 5]) {
+                    check_all_reduce::<f32>(&mut c, ReduceOp::Sum, count, "direct");
+                    check_all_reduce::<i64>(&mut c, ReduceOp::Max, count, "direct");
+                }
+            }
+            let (sent, received) = c.direct_messages();
+            if r % 2 == 0 {
+                assert!(received > 0, "rank {r} takes direct writes");
+            } else {
+                assert_eq!(received, 0, "rank {r} said no");
+            }
+            // Every rank has an even all-gather partner: rank ^ 2 for the even ranks,
+            // rank ^ 1 for the odd ones.
+            assert!(sent > 0, "rank {r} sent direct");
+            let before = c.direct_messages();
+            let mut buf = vec![1.5f32; 8 * 64 * n];
+            c.all_reduce_in_place(&mut buf, ReduceOp::Sum).unwrap();
+            assert!(buf.iter().all(|&x| x == 1.5 * n as f32));
+            assert_eq!(c.direct_messages(), before, "in place: nothing direct");
+        });
     }
 }
 

@@ -11,8 +11,15 @@ use std::time::Duration;
 use collective::{dispatch_dtype, Algo, AlgoChoice, Communicator, DataType, InitOpts, ReduceOp, Tuning};
 use common::*;
 
+/// A free port, never the same twice in this process (the tests run in parallel).
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    static GIVEN: std::sync::Mutex<std::collections::BTreeSet<u16>> = std::sync::Mutex::new(std::collections::BTreeSet::new());
+    loop {
+        let p = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        if GIVEN.lock().unwrap_or_else(|e| e.into_inner()).insert(p) {
+            return p;
+        }
+    }
 }
 
 /// Small slots, and every call sent straight from the buffers (see `staged`).
@@ -27,6 +34,7 @@ fn tuning(slot_bytes: usize) -> Tuning {
         tree_chunk_bytes: slot_bytes / 2,
         algo: AlgoChoice::default(),
         user_buffer_min_bytes: Some(1),
+        direct: true,
     }
 }
 
@@ -64,6 +72,10 @@ fn every_type_and_op_on_four_ranks() {
                 }
             }
         }
+        // Halving-doubling's all-gather went straight into the receive buffers
+        // (crate::direct) over the real RDMA path.
+        let (sent, received) = c.direct_messages();
+        assert!(sent > 0 && received > 0, "rank {r}: direct {sent} sent, {received} received");
     });
 }
 

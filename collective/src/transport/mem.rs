@@ -155,6 +155,12 @@ impl Transport for MemTransport {
         Ok(Some(k.lkey))
     }
 
+    unsafe fn user_rkey(&mut self, addr: u64, len: usize) -> Result<Option<Keys>> {
+        // Regions are checked by owner and range at every write: one key serves both.
+        let k = unsafe { self.user_lkey(addr, len, true)? };
+        Ok(k.map(|k| Keys { lkey: k, rkey: k }))
+    }
+
     fn write_imm(&mut self, link: usize, src: u64, lkey: u32, len: u32, dst: u64, rkey: u32, imm: u32, _user: bool) -> Result<()> {
         self.outbox.push((link, src, lkey, len, dst, rkey, imm));
         Ok(())
@@ -171,6 +177,11 @@ impl Transport for MemTransport {
 
     fn abandon(&mut self) {
         self.outbox.clear();
+        // Application memory is handed back: a peer's late write must fail.
+        let mut regions = self.fabric.regions.lock().unwrap();
+        for (_, k) in self.user_keys.drain() {
+            regions.remove(&k);
+        }
     }
 
     fn wait(&mut self, timeout: std::time::Duration) -> Result<()> {

@@ -66,6 +66,19 @@ pub trait Transport {
         Ok(None)
     }
 
+    /// Keys for application memory `[addr, addr + len)` that peers may write into
+    /// (direct all-gather, [`crate::direct`]), or `None` where this transport cannot
+    /// offer that. Kept registrations follow the rules of [`Transport::user_lkey`];
+    /// [`Transport::abandon`] drops them, so that nothing lands in the memory after a
+    /// failed call has handed it back.
+    ///
+    /// # Safety
+    /// The memory must stay mapped and writable until the peers' writes into it have
+    /// arrived, or until [`Transport::abandon`].
+    unsafe fn user_rkey(&mut self, _addr: u64, _len: usize) -> Result<Option<Keys>> {
+        Ok(None)
+    }
+
     /// Writes `len` bytes from registered local memory at `src` (key `lkey`) to the
     /// peer's registered memory at `dst` (key `rkey`) and delivers `imm` to the peer
     /// after the data. The source must not change until the peer acknowledges the
@@ -83,9 +96,11 @@ pub trait Transport {
     }
 
     /// After a failure, when the collective returns without settling: makes sure
-    /// nothing reads application memory for a write posted with `user` any more (the
-    /// application may free it as soon as it has the error). The links may be unusable
-    /// afterwards; the engine refuses further work after a failure anyway.
+    /// nothing reads application memory for a write posted with `user` any more, and
+    /// that no peer can write into application memory registered with
+    /// [`Transport::user_rkey`] (the application may free it as soon as it has the
+    /// error). The links may be unusable afterwards; the engine refuses further work
+    /// after a failure anyway.
     fn abandon(&mut self) {}
 
     /// Delivers `imm` to the peer with no data (a zero-byte WRITE WITH IMM).

@@ -73,12 +73,23 @@ struct Link {
     connected: bool,
 }
 
+/// A kept registration of application memory.
+struct UserMr {
+    addr: u64,
+    len: usize,
+    /// The device may write it: a receive buffer sent from, or written by peers.
+    writable: bool,
+    /// Peers may write it (direct all-gather).
+    remote: bool,
+    mr: Mr,
+}
+
 /// RC QPs over a provider device.
 pub struct RdmaTransport {
     // Field order is drop order: QPs, then MRs, then the CQ, PD and context.
     links: Vec<Link>,
-    /// Application buffers: (address, length, writable, MR), oldest first.
-    user_mrs: Vec<(u64, usize, bool, Mr)>,
+    /// Application buffers, oldest first.
+    user_mrs: Vec<UserMr>,
     mrs: Vec<Mr>,
     notify_mr: Mr,
     _notify_buf: Staging,
@@ -322,6 +333,54 @@ fn netdev_mtu(ifindex: u32) -> Option<u32> {
     std::fs::read_to_string(format!("/sys/class/net/{name}/mtu")).ok()?.trim().parse().ok()
 }
 
+impl RdmaTransport {
+    /// A registration covering `[addr, addr + len)` with at least the access asked
+    /// for: a kept one (moved to the back, as the most recently used), or a new one,
+    /// which evicts the oldest beyond [`USER_MRS`]. `None` where application memory
+    /// cannot be registered here (see the module doc) or the device refuses it.
+    ///
+    /// # Safety
+    /// As [`Transport::user_lkey`] (and, with `remote`, [`Transport::user_rkey`]).
+    unsafe fn user_mr(&mut self, addr: u64, len: usize, writable: bool, remote: bool) -> Option<&Mr> {
+        if self.ctx.progress_fd().is_none() || len == 0 {
+            // Not the embedded softhca (see the module doc), or nothing to register.
+            return None;
+        }
+        let end = addr + len as u64;
+        let covers = |m: &UserMr| m.addr <= addr && end <= m.addr + m.len as u64 && (m.writable || !writable) && (m.remote || !remote);
+        if let Some(i) = self.user_mrs.iter().position(covers) {
+            let m = self.user_mrs.remove(i);
+            self.user_mrs.push(m);
+            return self.user_mrs.last().map(|m| &m.mr);
+        }
+        if self.user_mrs.len() >= USER_MRS {
+            // Settled at the end of the call that used it: nothing in flight reads it,
+            // and no peer writes into it (its writes arrived before that call ended).
+            self.user_mrs.remove(0);
+        }
+        let mut access = if writable { Access::LOCAL_WRITE } else { Access::empty() };
+        if remote {
+            access |= Access::REMOTE_WRITE;
+        }
+        // SAFETY: the caller keeps the memory mapped until its writes are settled (and
+        // the peers' writes into it have arrived); on softhca a kept registration is a
+        // range of addresses, read afresh at every access (module doc), so it never
+        // outlives anything it points into.
+        match unsafe { self._pd.reg_mr_raw(addr as *mut u8, len, access) } {
+            Ok(mr) => {
+                self.user_mrs.push(UserMr { addr, len, writable, remote, mr });
+                self.user_mrs.last().map(|m| &m.mr)
+            }
+            Err(e) => {
+                // Memory the device will not take (a read-only shared mapping, say):
+                // the engine sends through its staging instead.
+                tracing::debug!(target: "collective::rdma", rank = self.rank, addr, len, error = %e, "user buffer not registered");
+                None
+            }
+        }
+    }
+}
+
 impl Transport for RdmaTransport {
     fn describe(&self) -> String {
         let g = self.gid;
@@ -369,38 +428,13 @@ impl Transport for RdmaTransport {
     }
 
     unsafe fn user_lkey(&mut self, addr: u64, len: usize, writable: bool) -> Result<Option<u32>> {
-        if self.ctx.progress_fd().is_none() || len == 0 {
-            // Not the embedded softhca (see the module doc), or nothing to register.
-            return Ok(None);
-        }
-        let end = addr + len as u64;
-        if let Some(i) = self.user_mrs.iter().position(|&(a, l, w, _)| a <= addr && end <= a + l as u64 && (w || !writable)) {
-            let e = self.user_mrs.remove(i);
-            let lkey = e.3.lkey();
-            self.user_mrs.push(e);
-            return Ok(Some(lkey));
-        }
-        if self.user_mrs.len() >= USER_MRS {
-            // Settled at the end of the call that used it: nothing in flight reads it.
-            self.user_mrs.remove(0);
-        }
-        let access = if writable { Access::LOCAL_WRITE } else { Access::empty() };
-        // SAFETY: the caller keeps the memory mapped until its writes are settled;
-        // on softhca a kept registration is a range of addresses, read afresh at
-        // every access (module doc), so it never outlives anything it points into.
-        match unsafe { self._pd.reg_mr_raw(addr as *mut u8, len, access) } {
-            Ok(mr) => {
-                let lkey = mr.lkey();
-                self.user_mrs.push((addr, len, writable, mr));
-                Ok(Some(lkey))
-            }
-            Err(e) => {
-                // Memory the device will not take (a read-only shared mapping, say):
-                // the engine sends through its staging instead.
-                tracing::debug!(target: "collective::rdma", rank = self.rank, addr, len, error = %e, "user buffer not registered");
-                Ok(None)
-            }
-        }
+        // SAFETY: the caller's contract is the one user_mr needs.
+        Ok(unsafe { self.user_mr(addr, len, writable, false) }.map(|m| m.lkey()))
+    }
+
+    unsafe fn user_rkey(&mut self, addr: u64, len: usize) -> Result<Option<Keys>> {
+        // SAFETY: as above; abandon() drops the registration after a failure.
+        Ok(unsafe { self.user_mr(addr, len, true, true) }.map(|m| Keys { lkey: m.lkey(), rkey: m.rkey() }))
     }
 
     fn write_imm(&mut self, link: usize, src: u64, lkey: u32, len: u32, dst: u64, rkey: u32, imm: u32, user: bool) -> Result<()> {
@@ -424,6 +458,8 @@ impl Transport for RdmaTransport {
             }
             l.user_out = false;
         }
+        // Peers must not write into application memory handed back with the error.
+        self.user_mrs.retain(|m| !m.remote);
     }
 
     /// Polls until no link that sent from application memory has a signaled send

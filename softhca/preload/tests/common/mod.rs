@@ -186,9 +186,18 @@ impl Drop for Proc {
     }
 }
 
-/// A TCP port nobody listens on right now.
+/// A TCP port nobody listens on right now, and not handed out before in this process:
+/// tests run as parallel threads, and two of them could otherwise be given the same
+/// port between one's probe and its server's listen (seen once: "Couldn't listen to
+/// port" from a perftest server while another test's server held it).
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("free port")
+    static GIVEN: std::sync::Mutex<std::collections::BTreeSet<u16>> = std::sync::Mutex::new(std::collections::BTreeSet::new());
+    loop {
+        let p = TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("free port");
+        if GIVEN.lock().unwrap_or_else(|e| e.into_inner()).insert(p) {
+            return p;
+        }
+    }
 }
 
 /// Whether something listens on TCP `port` (from /proc/net/tcp{,6}: probing with a

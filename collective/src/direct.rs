@@ -1,0 +1,136 @@
+//! Direct all-gather: a peer writes the blocks it gathers straight into our receive
+//! buffer, at their final place, instead of into a staging slot that we then copy out.
+//!
+//! Why: in halving-doubling's all-gather every block a rank receives is copied from
+//! its slot into the receive buffer, which is half the bytes of the call (measured on
+//! softhca: skipping those copies made 1, 2 and 4 MiB calls 6, 12 and 11 % faster;
+//! docs/BENCHMARKS.md, "Direct all-gather"). NCCL gets the same effect from user
+//! buffer registration.
+//!
+//! How: the receiver must say, for every call, where its buffer is. At the start of a
+//! call whose plan has direct actions ([`crate::plan::Action::direct_in`]), each rank
+//! writes an [`Announcement`] (the buffer's address and remote key, or "not this
+//! time") into a two-entry mailbox that each peer keeps for it, with an immediate that
+//! names the call ([`crate::stream::imm::announce`]). A sending action marked
+//! [`crate::plan::Action::direct_out`] waits for its receiver's announcement of the
+//! same call, then writes to `address + its own store offset` (the plans are built so
+//! that a block has the same offset at every rank) or, if the receiver said no, to the
+//! slot as usual. Either way the message keeps its place in the stream's sequence and
+//! takes a credit, so the stream accounting is unchanged; the receiving action then
+//! either finds the data in place or copies it from the slot, as it announced.
+//!
+//! Calls are numbered by the plans that have direct actions, which every rank's plan
+//! has or none has ([`crate::plan::Plan::has_direct`]); a rank announces to the peers
+//! its direct inputs come from, and nobody else.
+//!
+//! Why two entries suffice: say we (rank `q`) hold peer `p`'s announcement of call
+//! `k` in entry `k % 2`. We read it during call `k`, because we send `p` direct
+//! messages in it (that is why `p` announced to us). `p` writes the entry again when it
+//! starts call `k + 2`, after finishing call `k + 1`; an all-reduce result depends on
+//! every rank's contribution, so that needs something we sent in call `k + 1`, which
+//! we started after finishing call `k`. The same chain shows that `p`'s write of
+//! announcement `k` has completed before `p` reuses its source.
+//!
+//! Why it is safe for the receiver's memory: a peer writes block `b` only once it has
+//! the reduced block, which needs our contribution to it, which we send after our last
+//! use of that range of the receive buffer (the partial results kept there during the
+//! reduce-scatter). A receiver that cannot take direct writes (in place, where the
+//! range is still the contribution of blocks not reduced yet; or a transport without
+//! remote keys for application memory) announces "no". After a failure the transport
+//! drops its remote registrations of application memory ([`crate::Transport::abandon`]),
+//! so a late write fails at the writer instead of landing in memory given back.
+
+/// Bytes per mailbox entry: address (8), remote key (4), flags (4), little-endian.
+pub const ENTRY: usize = 16;
+/// Entries per peer (by call parity).
+pub const ENTRIES: usize = 2;
+/// Mailbox bytes per peer.
+pub const PER_PEER: usize = ENTRY * ENTRIES;
+/// The channel id under which a link publishes its mailbox (never in an immediate).
+pub const MAILBOX: crate::stream::Channel = crate::stream::Channel(0xff);
+/// Call numbers travel modulo 2^26 ([`crate::stream::imm::COUNT_BITS`]).
+const CALL_MASK: u64 = (1 << crate::stream::imm::COUNT_BITS) - 1;
+
+/// A receiver's word on one call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Announcement {
+    /// The call's number (low bits).
+    pub call: u32,
+    /// The receive buffer and its remote key; `None`: send to the slots.
+    pub target: Option<(u64, u32)>,
+}
+
+impl Announcement {
+    /// The mailbox entry.
+    pub fn encode(target: Option<(u64, u32)>) -> [u8; ENTRY] {
+        let mut b = [0u8; ENTRY];
+        if let Some((addr, rkey)) = target {
+            b[..8].copy_from_slice(&addr.to_le_bytes());
+            b[8..12].copy_from_slice(&rkey.to_le_bytes());
+            b[12..].copy_from_slice(&1u32.to_le_bytes());
+        }
+        b
+    }
+
+    /// From a mailbox entry, for call `call`.
+    pub fn decode(call: u32, b: &[u8; ENTRY]) -> Announcement {
+        let word = |r: std::ops::Range<usize>| u32::from_le_bytes(b[r].try_into().expect("four bytes"));
+        let target = (word(12..16) & 1 == 1).then(|| (u64::from_le_bytes(b[..8].try_into().expect("eight bytes")), word(8..12)));
+        Announcement { call, target }
+    }
+}
+
+/// The announcements received, per link and call parity.
+#[derive(Debug, Default)]
+pub struct Announced {
+    entries: Vec<[Option<Announcement>; ENTRIES]>,
+}
+
+impl Announced {
+    pub fn new(links: usize) -> Announced {
+        Announced { entries: vec![[None; ENTRIES]; links] }
+    }
+
+    /// Records `a`, received on `link`.
+    pub fn put(&mut self, link: usize, a: Announcement) {
+        self.entries[link][a.call as usize % ENTRIES] = Some(a);
+    }
+
+    /// The announcement of call `call` on `link`, if it has arrived.
+    pub fn get(&self, link: usize, call: u64) -> Option<Announcement> {
+        self.entries[link][(call % ENTRIES as u64) as usize].filter(|a| a.call as u64 == call & CALL_MASK)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The mailbox entry's bytes.
+    #[test]
+    fn entry_golden() {
+        let b = Announcement::encode(Some((0x7f00_1234_5678, 0xabcd_0102)));
+        assert_eq!(b, [0x78, 0x56, 0x34, 0x12, 0x00, 0x7f, 0, 0, 0x02, 0x01, 0xcd, 0xab, 1, 0, 0, 0]);
+        assert_eq!(Announcement::decode(5, &b), Announcement { call: 5, target: Some((0x7f00_1234_5678, 0xabcd_0102)) });
+        assert_eq!(Announcement::encode(None), [0; ENTRY]);
+        assert_eq!(Announcement::decode(6, &[0; ENTRY]).target, None);
+    }
+
+    #[test]
+    fn calls_by_parity() {
+        let mut t = Announced::new(2);
+        assert_eq!(t.get(1, 3), None);
+        let a3 = Announcement { call: 3, target: None };
+        t.put(1, a3);
+        assert_eq!(t.get(1, 3), Some(a3));
+        assert_eq!(t.get(0, 3), None, "per link");
+        assert_eq!(t.get(1, 5), None, "call 5 has not been announced, only 3 of its parity");
+        // The peer one call ahead: both entries live at once.
+        t.put(1, Announcement { call: 4, target: Some((0x1000, 7)) });
+        assert_eq!(t.get(1, 3), Some(a3));
+        assert_eq!(t.get(1, 4).and_then(|a| a.target), Some((0x1000, 7)));
+        // Call numbers wrap at 2^26 on the wire.
+        t.put(0, Announcement { call: 2, target: None });
+        assert!(t.get(0, (1 << 26) + 2).is_some());
+    }
+}
