@@ -193,23 +193,31 @@ fn ranks_with_different_slot_counts_refuse_to_connect() {
     }
 }
 
-/// Direct all-gather (halving-doubling writes the gathered blocks straight into the
-/// receivers' buffers): with the even ranks taking direct writes and the odd ones
-/// not, with and without user buffers on the sending side, every block lands where it
-/// belongs; in place nobody announces a buffer, so nothing goes direct.
+/// Halving-doubling where it runs (4 and 8 ranks, four slots on its channels: the
+/// tuning above has two, where it falls back to the ring), with blocks of a few
+/// elements so that calls take many rounds.
+///
+/// Direct all-gather (the gathered blocks written straight into the receivers'
+/// buffers): the even ranks take direct writes and the odd ones do not, so both
+/// receive paths run, with and without user buffers on the sending side; in place
+/// nobody announces a buffer, so nothing goes direct.
 #[test]
-fn direct_all_gather_mixed() {
+fn halving_on_4_and_8_ranks() {
     for n in [4usize, 8] {
         let fabric = MemFabric::new(n);
         on_threads(n, Duration::from_secs(120), move |r| {
             let t = Tuning { nslots: 4, ..small_tuning(Some(Algo::Halving)) };
             let mut c = Communicator::in_process(&fabric, r, t).unwrap();
+            assert_eq!(c.algo_for(1 << 20), Algo::Halving);
             c.set_direct(r % 2 == 0);
             for user in [None, Some(1)] {
                 c.set_user_buffers(user);
-                for count in counts(n).into_iter().chain([8 * 64 * n + 5]) {
-                    check_all_reduce::<f32>(&mut c, ReduceOp::Sum, count, "direct");
-                    check_all_reduce::<i64>(&mut c, ReduceOp::Max, count, "direct");
+                for dt in DataType::ALL {
+                    for op in ReduceOp::ALL {
+                        for count in counts(n).into_iter().chain([8 * 64 * n + 5]) {
+                            dispatch_dtype!(dt, T => check_all_reduce::<T>(&mut c, op, count, "halving"));
+                        }
+                    }
                 }
             }
             let (sent, received) = c.direct_messages();
@@ -226,31 +234,6 @@ fn direct_all_gather_mixed() {
             c.all_reduce_in_place(&mut buf, ReduceOp::Sum).unwrap();
             assert!(buf.iter().all(|&x| x == 1.5 * n as f32));
             assert_eq!(c.direct_messages(), before, "in place: nothing direct");
-        });
-    }
-}
-
-/// Halving-doubling where it runs (4 and 8 ranks, four slots on its channels: the
-/// tuning above has two, where it falls back to the ring), with blocks of a few
-/// elements so that calls take many rounds.
-#[test]
-fn halving_on_4_and_8_ranks() {
-    for n in [4usize, 8] {
-        let fabric = MemFabric::new(n);
-        on_threads(n, Duration::from_secs(120), move |r| {
-            let t = Tuning { nslots: 4, ..small_tuning(Some(Algo::Halving)) };
-            let mut c = Communicator::in_process(&fabric, r, t).unwrap();
-            assert_eq!(c.algo_for(1 << 20), Algo::Halving);
-            for user in [None, Some(1)] {
-                c.set_user_buffers(user);
-                for dt in DataType::ALL {
-                    for op in ReduceOp::ALL {
-                        for count in counts(n).into_iter().chain([8 * 64 * n + 5]) {
-                            dispatch_dtype!(dt, T => check_all_reduce::<T>(&mut c, op, count, "halving"));
-                        }
-                    }
-                }
-            }
         });
     }
     // Two slots: eight ranks would send four messages a step before the partner takes
