@@ -9,13 +9,14 @@
 //!
 //! How: the receiver must say, for every call, where its buffer is. At the start of a
 //! call whose plan has direct actions ([`crate::plan::Action::direct_in`]), each rank
-//! writes an [`Announcement`] (the buffer's address and remote key, or "not this
-//! time") into a two-entry mailbox that each peer keeps for it, with an immediate that
+//! writes an [`Announcement`] (the buffer's address, length and remote key, or "not
+//! this time") into a two-entry mailbox that each peer keeps for it, with an immediate that
 //! names the call ([`crate::stream::imm::announce`]). A sending action marked
 //! [`crate::plan::Action::direct_out`] waits for its receiver's announcement of the
 //! same call, then writes to `address + its own store offset` (the plans are built so
-//! that a block has the same offset at every rank) or, if the receiver said no, to the
-//! slot as usual. Either way the message keeps its place in the stream's sequence and
+//! that a block has the same offset at every rank; a write that would not fit in the
+//! announced length is an error, the sign of ranks that disagree on the count) or, if
+//! the receiver said no, to the slot as usual. Either way the message keeps its place in the stream's sequence and
 //! takes a credit, so the stream accounting is unchanged; the receiving action then
 //! either finds the data in place or copies it from the slot, as it announced.
 //!
@@ -37,11 +38,18 @@
 //! reduce-scatter). A receiver that cannot take direct writes (in place, where the
 //! range is still the contribution of blocks not reduced yet; or a transport without
 //! remote keys for application memory) announces "no". After a failure the transport
-//! drops its remote registrations of application memory ([`crate::Transport::abandon`]),
-//! so a late write fails at the writer instead of landing in memory given back.
+//! drops its remote registrations of application memory ([`crate::transport::Transport::abandon`]),
+//! so a late write fails at the writer instead of landing in memory given back. After a
+//! call that succeeded the registration is kept for the next one (as the local ones
+//! are, [`crate::transport::Transport::user_lkey`]): every write into it was an input of that call
+//! and has arrived, and a peer writes again only after an announcement of a later call.
+//! Ranks whose plans disagree (different counts) would break that; the length in the
+//! announcement turns the writes that would leave the buffer into errors, and the
+//! reduce-scatter's length checks catch the rest before the all-gather starts.
 
-/// Bytes per mailbox entry: address (8), remote key (4), flags (4), little-endian.
-pub const ENTRY: usize = 16;
+/// Bytes per mailbox entry: address (8), length (8), remote key (4), flags (4),
+/// little-endian.
+pub const ENTRY: usize = 24;
 /// Entries per peer (by call parity).
 pub const ENTRIES: usize = 2;
 /// Mailbox bytes per peer.
@@ -56,26 +64,49 @@ const CALL_MASK: u64 = (1 << crate::stream::imm::COUNT_BITS) - 1;
 pub struct Announcement {
     /// The call's number (low bits).
     pub call: u32,
-    /// The receive buffer and its remote key; `None`: send to the slots.
-    pub target: Option<(u64, u32)>,
+    /// The receive buffer; `None`: send to the slots.
+    pub target: Option<Target>,
+}
+
+/// Where a receiver takes direct writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Target {
+    pub addr: u64,
+    /// Bytes: a sender checks every write against it, so that ranks that disagree on
+    /// the count get an error rather than writes past the buffer.
+    pub len: u64,
+    pub rkey: u32,
+}
+
+impl Target {
+    /// The address for `bytes` at byte offset `off` of the buffer, or why they do not
+    /// fit in it.
+    pub fn place(&self, off: u64, bytes: u64) -> Result<u64, String> {
+        match off.checked_add(bytes) {
+            Some(end) if end <= self.len => Ok(self.addr + off),
+            _ => Err(format!("a direct write of {bytes} B at offset {off} does not fit the receive buffer of {} B: do the ranks pass the same count?", self.len)),
+        }
+    }
 }
 
 impl Announcement {
     /// The mailbox entry.
-    pub fn encode(target: Option<(u64, u32)>) -> [u8; ENTRY] {
+    pub fn encode(target: Option<Target>) -> [u8; ENTRY] {
         let mut b = [0u8; ENTRY];
-        if let Some((addr, rkey)) = target {
-            b[..8].copy_from_slice(&addr.to_le_bytes());
-            b[8..12].copy_from_slice(&rkey.to_le_bytes());
-            b[12..].copy_from_slice(&1u32.to_le_bytes());
+        if let Some(t) = target {
+            b[..8].copy_from_slice(&t.addr.to_le_bytes());
+            b[8..16].copy_from_slice(&t.len.to_le_bytes());
+            b[16..20].copy_from_slice(&t.rkey.to_le_bytes());
+            b[20..].copy_from_slice(&1u32.to_le_bytes());
         }
         b
     }
 
     /// From a mailbox entry, for call `call`.
     pub fn decode(call: u32, b: &[u8; ENTRY]) -> Announcement {
-        let word = |r: std::ops::Range<usize>| u32::from_le_bytes(b[r].try_into().expect("four bytes"));
-        let target = (word(12..16) & 1 == 1).then(|| (u64::from_le_bytes(b[..8].try_into().expect("eight bytes")), word(8..12)));
+        let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("eight bytes"));
+        let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().expect("four bytes"));
+        let target = (u32_at(20) & 1 == 1).then(|| Target { addr: u64_at(0), len: u64_at(8), rkey: u32_at(16) });
         Announcement { call, target }
     }
 }
@@ -109,11 +140,27 @@ mod tests {
     /// The mailbox entry's bytes.
     #[test]
     fn entry_golden() {
-        let b = Announcement::encode(Some((0x7f00_1234_5678, 0xabcd_0102)));
-        assert_eq!(b, [0x78, 0x56, 0x34, 0x12, 0x00, 0x7f, 0, 0, 0x02, 0x01, 0xcd, 0xab, 1, 0, 0, 0]);
-        assert_eq!(Announcement::decode(5, &b), Announcement { call: 5, target: Some((0x7f00_1234_5678, 0xabcd_0102)) });
+        let t = Target { addr: 0x7f00_1234_5678, len: 0x10_0000, rkey: 0xabcd_0102 };
+        let b = Announcement::encode(Some(t));
+        #[rustfmt::skip]
+        assert_eq!(b, [
+            0x78, 0x56, 0x34, 0x12, 0x00, 0x7f, 0, 0, // address
+            0, 0, 0x10, 0, 0, 0, 0, 0,                // length
+            0x02, 0x01, 0xcd, 0xab,                   // rkey
+            1, 0, 0, 0,                               // flags: open
+        ]);
+        assert_eq!(Announcement::decode(5, &b), Announcement { call: 5, target: Some(t) });
         assert_eq!(Announcement::encode(None), [0; ENTRY]);
         assert_eq!(Announcement::decode(6, &[0; ENTRY]).target, None);
+    }
+
+    #[test]
+    fn writes_stay_inside_the_buffer() {
+        let t = Target { addr: 0x10_0000, len: 4096, rkey: 1 };
+        assert_eq!(t.place(0, 4096), Ok(0x10_0000));
+        assert_eq!(t.place(4000, 96), Ok(0x10_0000 + 4000));
+        assert!(t.place(4000, 97).unwrap_err().contains("does not fit the receive buffer of 4096 B"));
+        assert!(t.place(u64::MAX, 2).is_err(), "no wrap-around");
     }
 
     #[test]
@@ -126,9 +173,10 @@ mod tests {
         assert_eq!(t.get(0, 3), None, "per link");
         assert_eq!(t.get(1, 5), None, "call 5 has not been announced, only 3 of its parity");
         // The peer one call ahead: both entries live at once.
-        t.put(1, Announcement { call: 4, target: Some((0x1000, 7)) });
+        let open = Target { addr: 0x1000, len: 64, rkey: 7 };
+        t.put(1, Announcement { call: 4, target: Some(open) });
         assert_eq!(t.get(1, 3), Some(a3));
-        assert_eq!(t.get(1, 4).and_then(|a| a.target), Some((0x1000, 7)));
+        assert_eq!(t.get(1, 4).and_then(|a| a.target), Some(open));
         // Call numbers wrap at 2^26 on the wire.
         t.put(0, Announcement { call: 2, target: None });
         assert!(t.get(0, (1 << 26) + 2).is_some());

@@ -35,7 +35,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::bootstrap::Watch;
-use crate::direct::{self, Announced, Announcement};
+use crate::direct::{self, Announced, Announcement, Target};
 use crate::dtype::Element;
 use crate::error::{Error, Result};
 use crate::op::ReduceOp;
@@ -360,7 +360,8 @@ impl Engine {
             // SAFETY: the buffer is borrowed for this call, which returns only after
             // every direct write into it has arrived (each completes an input of one
             // of its actions), and abandons the registration if it fails.
-            target = unsafe { self.transport.user_rkey(recv as u64, rlen * sz)? }.map(|k| (recv as u64, k.rkey));
+            let len = rlen * sz;
+            target = unsafe { self.transport.user_rkey(recv as u64, len)? }.map(|k| Target { addr: recv as u64, len: len as u64, rkey: k.rkey });
         }
         if self.user_min.is_some_and(|m| slen.max(rlen) * sz >= m) {
             // SAFETY: the buffers are borrowed for this call, and run_inner settles
@@ -387,7 +388,7 @@ impl Engine {
     /// Starts a direct call: numbers it and tells every peer that sends us direct
     /// messages in it ([`Action::direct_in`]'s input links) where our receive buffer
     /// is, or (`target` None) that it is not open to them this time.
-    fn announce(&mut self, plan: &Plan, target: Option<(u64, u32)>) -> Result<()> {
+    fn announce(&mut self, plan: &Plan, target: Option<Target>) -> Result<()> {
         self.calls += 1;
         let entry = Announcement::encode(target);
         let at = (self.calls % direct::ENTRIES as u64) as usize * direct::ENTRY;
@@ -714,9 +715,10 @@ impl Engine {
             // Direct: into the receiver's buffer at the offset we store it at (its
             // action for this message stores it there too); the slot stays unused
             // but the message still takes its place and credit in the stream.
-            if let Some((addr, key)) = a.direct_out.then(|| self.announced.get(link, self.calls)).flatten().and_then(|w| w.target) {
-                dst = addr + (a.store.expect("a direct sender stores") * sz) as u64;
-                rkey = key;
+            if let Some(t) = a.direct_out.then(|| self.announced.get(link, self.calls)).flatten().and_then(|w| w.target) {
+                let off = (a.store.expect("a direct sender stores") * sz) as u64;
+                dst = t.place(off, bytes as u64).map_err(|why| Error::Protocol { rank: s.peer, why })?;
+                rkey = t.rkey;
                 self.direct_sent += 1;
             }
             s.sent += 1;
