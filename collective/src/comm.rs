@@ -24,7 +24,7 @@ use crate::algo::{Algo, AlgoChoice};
 use crate::bootstrap::{Exchange, Monitor, TcpBootstrap, Watch};
 use crate::doubling;
 use crate::dtype::Element;
-use crate::engine::{Bufs, Engine, LinkInfo};
+use crate::engine::{BufferUse, Bufs, Engine, LinkInfo};
 use crate::error::{Error, Result};
 use crate::launch::LaunchEnv;
 use crate::op::ReduceOp;
@@ -337,8 +337,6 @@ impl Communicator {
         let (peers, ins, outs) = topology(rank, size, tuning.ring_lanes);
         let transport = make(&peers)?;
         let mut engine = Engine::new(transport, rank, size, peers.clone(), &ins, &outs, |ch| tuning.slots(ch), tuning.slot_bytes, watch, timeout)?;
-        engine.set_user_buffers(tuning.user_buffer_min_bytes);
-        engine.set_direct(tuning.direct);
         let table = ex.all_gather(&encode_links(rank, &engine.publish()))?;
         for &p in &peers {
             let (r, links) = decode_links(p, &table[p])?;
@@ -379,20 +377,23 @@ impl Communicator {
     /// or never (`None`); see [`Tuning::user_buffer_min_bytes`].
     pub fn set_user_buffers(&mut self, min: Option<usize>) {
         self.tuning.user_buffer_min_bytes = min;
-        self.engine.set_user_buffers(min);
     }
 
     /// Takes direct all-gather writes into the receive buffer, or not; see
     /// [`Tuning::direct`].
     pub fn set_direct(&mut self, on: bool) {
         self.tuning.direct = on;
-        self.engine.set_direct(on);
     }
 
     /// Messages this rank has sent straight into a peer's receive buffer, and
     /// received straight into its own, so far ([`crate::direct`]).
     pub fn direct_messages(&self) -> (u64, u64) {
         self.engine.direct_messages()
+    }
+
+    /// What the engine may do with the application's buffers, from the tuning.
+    fn buffer_use(&self) -> BufferUse {
+        BufferUse { user_min: self.tuning.user_buffer_min_bytes, direct: self.tuning.direct }
     }
 
     /// The tuning in force.
@@ -457,7 +458,7 @@ impl Communicator {
             return Ok(());
         }
         let mut plan = self.all_reduce_plan::<T>(send.len(), false);
-        self.engine.run(&mut plan, Bufs::OutOfPlace(send, recv), op)
+        self.engine.run(&mut plan, Bufs::OutOfPlace(send, recv), op, self.buffer_use())
     }
 
     /// [`Communicator::all_reduce`] with one buffer as both contribution and result.
@@ -466,7 +467,7 @@ impl Communicator {
             return Ok(());
         }
         let mut plan = self.all_reduce_plan::<T>(buf.len(), true);
-        self.engine.run(&mut plan, Bufs::InPlace(buf), op)
+        self.engine.run(&mut plan, Bufs::InPlace(buf), op, self.buffer_use())
     }
 
     /// Copies `root`'s `buf` into every other rank's `buf` (same length everywhere).
@@ -478,7 +479,7 @@ impl Communicator {
             return Ok(());
         }
         let mut plan = ring::broadcast_plan(&self.engine, self.ring_shape::<T>(), buf.len(), root);
-        self.engine.run(&mut plan, Bufs::InPlace(buf), ReduceOp::Sum)
+        self.engine.run(&mut plan, Bufs::InPlace(buf), ReduceOp::Sum, self.buffer_use())
     }
 
     /// `send` holds `size` blocks of `recv.len()` elements; rank `r` receives block
@@ -492,7 +493,7 @@ impl Communicator {
             return Ok(());
         }
         let mut plan = ring::reduce_scatter_plan(&self.engine, self.ring_shape::<T>(), recv.len());
-        self.engine.run(&mut plan, Bufs::OutOfPlace(send, recv), op)
+        self.engine.run(&mut plan, Bufs::OutOfPlace(send, recv), op, self.buffer_use())
     }
 
     /// Every rank receives every rank's `send` at `recv[r * send.len() ..]`.
@@ -505,7 +506,7 @@ impl Communicator {
             return Ok(());
         }
         let mut plan = ring::all_gather_plan(&self.engine, self.ring_shape::<T>(), send.len());
-        self.engine.run(&mut plan, Bufs::OutOfPlace(send, recv), ReduceOp::Sum)
+        self.engine.run(&mut plan, Bufs::OutOfPlace(send, recv), ReduceOp::Sum, self.buffer_use())
     }
 
     /// Returns once every rank has entered the barrier.
@@ -520,7 +521,7 @@ impl Communicator {
         } else {
             tree::all_reduce_plan(&self.engine, self.rank, self.size, 1, 1)
         };
-        self.engine.run(&mut plan, Bufs::InPlace(&mut x), ReduceOp::Max)
+        self.engine.run(&mut plan, Bufs::InPlace(&mut x), ReduceOp::Max, self.buffer_use())
     }
 }
 

@@ -17,7 +17,7 @@
 //! anything happening the rank is probably waiting for a slow peer (or computing
 //! ranks), and it sleeps so as not to burn a core.
 //!
-//! User buffers. From [`Engine::set_user_buffers`]' size up, where the transport can
+//! User buffers. From [`BufferUse::user_min`] up, where the transport can
 //! send from application memory ([`Transport::user_lkey`]), an action whose result is
 //! stored builds it in the receive buffer and sends it from there, and an action that
 //! forwards its contribution unchanged sends it straight from the send buffer
@@ -95,10 +95,6 @@ pub struct Engine {
     nranks: usize,
     /// Set after a failure: the engine refuses further work.
     broken: Option<String>,
-    /// Smallest call (bytes) sent from the application's buffers; `None`: never.
-    user_min: Option<usize>,
-    /// Whether we take direct writes into our receive buffer when a call allows.
-    direct: bool,
     /// Our mailboxes (peers write them) and the sources of our announcements, each
     /// [`direct::PER_PEER`] bytes per link, at the end of the stagings.
     mail_in: u64,
@@ -115,6 +111,18 @@ pub struct Engine {
     /// Messages sent straight into a receiver's buffer, and received in ours.
     direct_sent: u64,
     direct_received: u64,
+}
+
+/// How a call may use the application's buffers (the communicator's tuning, passed to
+/// every [`Engine::run`] so that it is kept in one place).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BufferUse {
+    /// Smallest call (bytes) sent straight from the application's buffers (see the
+    /// module doc, "User buffers"); `None`: always through staging.
+    pub user_min: Option<usize>,
+    /// Take direct writes into the receive buffer where the plan has them
+    /// ([`crate::direct`]). Peers follow what each call announces, so ranks may differ.
+    pub direct: bool,
 }
 
 /// The application's buffers for one call, with the local keys of those the transport
@@ -223,8 +231,6 @@ impl Engine {
             rank,
             nranks,
             broken: None,
-            user_min: None,
-            direct: true,
             mail_in,
             mail_out,
             mail_lkey: sk.lkey,
@@ -238,23 +244,10 @@ impl Engine {
         })
     }
 
-    /// Whether to take direct writes into the receive buffer where a call allows
-    /// ([`crate::direct`]; on by default). Peers follow what each call announces, so
-    /// ranks may differ in this.
-    pub fn set_direct(&mut self, on: bool) {
-        self.direct = on;
-    }
-
     /// Messages sent straight into a receiver's buffer and received straight into
     /// ours, so far ([`crate::direct`]).
     pub fn direct_messages(&self) -> (u64, u64) {
         (self.direct_sent, self.direct_received)
-    }
-
-    /// Sends straight from the application's buffers in calls of at least `min` bytes
-    /// (`None`: always through staging). See the module doc, "User buffers".
-    pub fn set_user_buffers(&mut self, min: Option<usize>) {
-        self.user_min = min;
     }
 
     /// Bytes per slot: the largest message.
@@ -335,7 +328,7 @@ impl Engine {
     }
 
     /// Runs `plan` to completion.
-    pub fn run<T: Element>(&mut self, plan: &mut Plan, bufs: Bufs<'_, T>, op: ReduceOp) -> Result<()> {
+    pub fn run<T: Element>(&mut self, plan: &mut Plan, bufs: Bufs<'_, T>, op: ReduceOp, used: BufferUse) -> Result<()> {
         if let Some(why) = &self.broken {
             return Err(Error::Invalid(format!("communicator unusable after an earlier failure: {why}")));
         }
@@ -356,14 +349,14 @@ impl Engine {
         // Asked for before the local keys, so that one registration serves both.
         let direct = plan.has_direct();
         let mut target = None;
-        if direct && self.direct && !aliased && rlen > 0 {
+        if direct && used.direct && !aliased && rlen > 0 {
             // SAFETY: the buffer is borrowed for this call, which returns only after
             // every direct write into it has arrived (each completes an input of one
             // of its actions), and abandons the registration if it fails.
             let len = rlen * sz;
             target = unsafe { self.transport.user_rkey(recv as u64, len)? }.map(|k| Target { addr: recv as u64, len: len as u64, rkey: k.rkey });
         }
-        if self.user_min.is_some_and(|m| slen.max(rlen) * sz >= m) {
+        if used.user_min.is_some_and(|m| slen.max(rlen) * sz >= m) {
             // SAFETY: the buffers are borrowed for this call, and run_inner settles
             // every write sent from them before it returns.
             unsafe {
