@@ -54,6 +54,12 @@ pub const ENTRY: usize = 24;
 pub const ENTRIES: usize = 2;
 /// Mailbox bytes per peer.
 pub const PER_PEER: usize = ENTRY * ENTRIES;
+
+/// Where the entry for call `call` (by parity) starts in one peer's mailbox: the same
+/// in the mailboxes peers write and in the sources of our own announcements.
+pub fn entry_offset(call: u64) -> u64 {
+    (call % ENTRIES as u64) * ENTRY as u64
+}
 /// The channel id under which a link publishes its mailbox (never in an immediate).
 pub const MAILBOX: crate::stream::Channel = crate::stream::Channel(0xff);
 /// Call numbers travel modulo 2^26 ([`crate::stream::imm::COUNT_BITS`]).

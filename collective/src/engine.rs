@@ -106,8 +106,6 @@ pub struct Engine {
     announced: Announced,
     /// Calls that announced so far (the current one, during a call).
     calls: u64,
-    /// Whether the current call announced our receive buffer.
-    direct_now: bool,
     /// Messages sent straight into a receiver's buffer, and received in ours.
     direct_sent: u64,
     direct_received: u64,
@@ -132,10 +130,12 @@ struct UserBufs<T> {
     recv: *mut T,
     send_lkey: Option<u32>,
     recv_lkey: Option<u32>,
+    /// This call announced the receive buffer to the senders: the inputs of
+    /// [`Action::direct_in`] actions are in it already ([`crate::direct`]).
+    placed: bool,
 }
 
 const NONE: u32 = u32::MAX;
-
 
 impl Engine {
     /// Sets up streams for `ins` and `outs` (peer rank, channel) on links to `peers`,
@@ -238,7 +238,6 @@ impl Engine {
             peer_mail: vec![None; links],
             announced: Announced::new(links),
             calls: 0,
-            direct_now: false,
             direct_sent: 0,
             direct_received: 0,
         })
@@ -343,7 +342,7 @@ impl Engine {
             assert!(!(aliased && a.local.is_some() && a.store.is_some() && a.outputs().is_empty()), "in-place action without staging");
         }
         let sz = std::mem::size_of::<T>();
-        let mut bufs = UserBufs { send, recv, send_lkey: None, recv_lkey: None };
+        let mut bufs = UserBufs { send, recv, send_lkey: None, recv_lkey: None, placed: false };
         // A direct plan announces whether peers may write our receive buffer: not in
         // place (the range still holds contributions not yet sent; crate::direct).
         // Asked for before the local keys, so that one registration serves both.
@@ -367,7 +366,7 @@ impl Engine {
         // Small calls (and transports without user buffers) skip the analysis.
         let sources = (bufs.send_lkey.is_some() || bufs.recv_lkey.is_some())
             .then(|| plan.sources(aliased, bufs.send_lkey.is_some(), bufs.recv_lkey.is_some(), op == ReduceOp::Avg));
-        self.direct_now = direct && target.is_some();
+        bufs.placed = direct && target.is_some();
         let r = if direct { self.announce(plan, target) } else { Ok(()) };
         let r = r.and_then(|()| self.run_inner(plan, sources.as_deref(), &bufs, op)).and_then(|()| self.settle());
         if let Err(e) = &r {
@@ -384,12 +383,12 @@ impl Engine {
     fn announce(&mut self, plan: &Plan, target: Option<Target>) -> Result<()> {
         self.calls += 1;
         let entry = Announcement::encode(target);
-        let at = (self.calls % direct::ENTRIES as u64) as usize * direct::ENTRY;
         let mut links: Vec<usize> = plan.lanes.iter().flat_map(|l| &l.actions).filter(|a| a.direct_in).map(|a| self.ins[a.inputs()[0] as usize].link).collect();
         links.sort_unstable();
         links.dedup();
         for link in links {
-            let src = self.mail_out + (link * direct::PER_PEER + at) as u64;
+            let at = direct::entry_offset(self.calls);
+            let src = self.mail_out + (link * direct::PER_PEER) as u64 + at;
             // SAFETY: our announcement source for this link and call parity, inside the
             // send staging; the previous write from it (two calls ago) has arrived,
             // because the peer read it to send us that call's direct messages, all of
@@ -397,7 +396,7 @@ impl Engine {
             unsafe { std::ptr::copy_nonoverlapping(entry.as_ptr(), src as *mut u8, direct::ENTRY) };
             let mail = self.peer_mail[link].expect("connect checked the mailbox");
             let im = imm::announce(self.calls);
-            self.transport.write_imm(link, src, self.mail_lkey, direct::ENTRY as u32, mail.addr + at as u64, mail.rkey, im, false)?;
+            self.transport.write_imm(link, src, self.mail_lkey, direct::ENTRY as u32, mail.addr + at, mail.rkey, im, false)?;
         }
         Ok(())
     }
@@ -520,7 +519,7 @@ impl Engine {
                         if len as usize != direct::ENTRY {
                             return Err(Error::Protocol { rank: self.peers[link], why: format!("announcement of {len} B") });
                         }
-                        let at = self.mail_in + (link * direct::PER_PEER + (call as usize % direct::ENTRIES) * direct::ENTRY) as u64;
+                        let at = self.mailbox(link).addr + direct::entry_offset(call as u64);
                         // SAFETY: our mailbox entry for this link, inside the receive
                         // staging; the peer's write into it completed before this
                         // completion (acquire fence in the poller), and the peer writes
@@ -597,7 +596,7 @@ impl Engine {
             return Ok(false);
         }
         // The input is in the receive buffer already (the sender wrote it there).
-        let placed = a.direct_in && self.direct_now;
+        let placed = a.direct_in && bufs.placed;
         let n = a.len;
         let ins = a.inputs();
         let outs = a.outputs();

@@ -11,16 +11,11 @@ use std::time::Duration;
 use collective::{dispatch_dtype, Algo, AlgoChoice, Communicator, DataType, InitOpts, ReduceOp, Tuning};
 use common::*;
 
-/// A free port, never the same twice in this process (the tests run in parallel).
-fn free_port() -> u16 {
-    static GIVEN: std::sync::Mutex<std::collections::BTreeSet<u16>> = std::sync::Mutex::new(std::collections::BTreeSet::new());
-    loop {
-        let p = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        if GIVEN.lock().unwrap_or_else(|e| e.into_inner()).insert(p) {
-            return p;
-        }
-    }
-}
+// The stock-tool tests' helpers, for their free-port picker (never the same port twice
+// in this process: the tests run in parallel).
+#[path = "../../softhca/preload/tests/common/mod.rs"]
+mod stock;
+use stock::free_port;
 
 /// Small slots, and every call sent straight from the buffers (see `staged`).
 fn tuning(slot_bytes: usize) -> Tuning {
