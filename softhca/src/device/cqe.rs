@@ -144,6 +144,10 @@ pub struct CqCtx {
     pub arm_word: u32,
     /// The 8-byte value last seen at the arm register (UAR page + 0x20).
     pub arm_reg: u64,
+    /// The arm command (`sn << 28 | solicited << 24 | ci`) last acted on, from either
+    /// place: the record and the register carry the same command, and the second sight
+    /// of it must not arm the CQ again (see `super::events::check`).
+    pub accepted_arm: Option<u32>,
     pub armed: Option<Arm>,
     /// An overrun happened: the CQ is in error and takes no more CQEs.
     pub overrun: bool,
@@ -156,7 +160,7 @@ impl CqCtx {
         // SAFETY: the doorbell record was checked mapped at CREATE_CQ and stays while the
         // CQ lives; this runs under the engine lock from the create hook.
         let arm_word = unsafe { mem::load_be32_acquire(cq.db_addr + 4) };
-        CqCtx { cq, pi: 0, last_solicited: None, arm_word, arm_reg, armed: None, overrun: false, published: (0, None) }
+        CqCtx { cq, pi: 0, last_solicited: None, arm_word, arm_reg, accepted_arm: None, armed: None, overrun: false, published: (0, None) }
     }
 
     /// Mirrors the producer index and arming into `Cq::dev` when they changed.

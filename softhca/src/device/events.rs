@@ -4,7 +4,13 @@
 //! arm word `sn << 28 | solicited << 24 | ci` to word 1 of the CQ doorbell record, then
 //! stores `(arm word << 32 | cqn)` big-endian at offset 0x20 of its UAR page. The engine
 //! notices either change (a record word that differs from the last one seen, or a new
-//! value at the register naming this CQ). An armed CQ delivers exactly one event, as soon
+//! value at the register naming this CQ), and acts on each arm command once: the engine
+//! often sees the record's new word before the register store lands, and the register
+//! then repeats the same command. libmlx5 advances the sequence number `sn` only when it
+//! takes an event (`ibv_get_cq_event`), so a command equal to the last one acted on asks
+//! for nothing new and is ignored. (Acting on it twice armed the CQ again right after it
+//! fired, and a second event followed: `data_path::sq_sig_all_and_completion_events`
+//! caught it on a faster machine.) An armed CQ delivers exactly one event, as soon
 //! as a CQE exists at an index at or after the armed consumer index (for solicited-only
 //! arming: a solicited or error CQE): one record with the CQ's user handle on its
 //! completion channel, counted in `comp_events_reported` for DESTROY_CQ.
@@ -68,7 +74,8 @@ pub fn check(cq: &mut CqCtx, pages: &DevicePages, counters: &Counters) -> bool {
             arm = Some((v >> 32) as u32);
         }
     }
-    if let Some(w) = arm {
+    if let Some(w) = arm.filter(|&w| cq.accepted_arm != Some(w)) {
+        cq.accepted_arm = Some(w);
         let a = Arm { ci: w & 0xff_ffff, solicited_only: w & (1 << 24) != 0 };
         tracing::trace!(target: "softhca::events", cqn = cq.cq.cqn, sn = w >> 28, ci = a.ci, solicited = a.solicited_only, "cq armed");
         cq.armed = Some(a);
