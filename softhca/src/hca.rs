@@ -142,6 +142,8 @@ pub struct Hca {
     cqs: RwLock<BTreeMap<u32, Arc<Cq>>>,
     /// MKey index -> MR.
     mrs: RwLock<BTreeMap<u32, Arc<Mr>>>,
+    /// Bumped under `mrs`' write lock by every change to it ([`Hca::mr_generation`]).
+    mr_generation: AtomicU64,
     ids: Mutex<Ids>,
     next_file: AtomicU64,
     cap_net_raw: bool,
@@ -193,6 +195,7 @@ impl Hca {
             qps: RwLock::new(BTreeMap::new()),
             cqs: RwLock::new(BTreeMap::new()),
             mrs: RwLock::new(BTreeMap::new()),
+            mr_generation: AtomicU64::new(0),
             ids: Mutex::new(Ids {
                 qpn: NumberPool::new(FIRST_QPN, MAX_NUM),
                 cqn: NumberPool::new(FIRST_CQN, MAX_NUM),
@@ -295,25 +298,15 @@ impl Hca {
     /// returns the MR and the process address of the first byte.
     pub fn check_key(&self, key: u32, pd: &Pd, iova: u64, len: u64, access: Access) -> Result<(Arc<Mr>, u64), KeyError> {
         let mr = self.mr_by_key(key).ok_or(KeyError::NoSuchKey)?;
-        let remote = matches!(access, Access::RemoteRead | Access::RemoteWrite | Access::RemoteAtomic);
-        if remote && mr.rkey != key || !remote && mr.lkey != key {
-            return Err(KeyError::NoSuchKey);
-        }
-        if mr.pd.pdn != pd.pdn {
-            return Err(KeyError::WrongPd);
-        }
-        let allowed = match access {
-            Access::LocalRead => true,
-            Access::LocalWrite => mr.local_write(),
-            Access::RemoteRead => mr.remote_read(),
-            Access::RemoteWrite => mr.remote_write(),
-            Access::RemoteAtomic => mr.remote_atomic(),
-        };
-        if !allowed {
-            return Err(KeyError::AccessDenied);
-        }
-        let addr = mr.translate(iova, len).ok_or(KeyError::OutOfBounds)?;
+        let addr = mr.span().check(key, pd.pdn, iova, len, access)?;
         Ok((mr, addr))
+    }
+
+    /// A number that changes whenever an MR is registered or deregistered: a translation
+    /// made at one value is what [`Hca::check_key`] would still give while the value is
+    /// the same (see `crate::device::mkey::KeyCache`).
+    pub fn mr_generation(&self) -> u64 {
+        self.mr_generation.load(Ordering::Relaxed)
     }
 
     // ---- kernel half: numbers and table entries -------------------------------------
@@ -373,14 +366,20 @@ impl Hca {
     }
 
     pub(crate) fn insert_mr(&self, mr: &Arc<Mr>) {
-        self.mrs.write().unwrap_or_else(|p| p.into_inner()).insert(mr.lkey >> 8, mr.clone());
+        let mut mrs = self.mrs.write().unwrap_or_else(|p| p.into_inner());
+        mrs.insert(mr.lkey >> 8, mr.clone());
+        self.mr_generation.fetch_add(1, Ordering::Relaxed);
+        drop(mrs);
         self.device.mr_registered(mr);
     }
 
     pub(crate) fn remove_mr(&self, mr: &Arc<Mr>) {
         // Out of the table first, then the hook: once it returns no engine step can still
         // be using the MR's memory (see crate::device).
-        self.mrs.write().unwrap_or_else(|p| p.into_inner()).remove(&(mr.lkey >> 8));
+        let mut mrs = self.mrs.write().unwrap_or_else(|p| p.into_inner());
+        mrs.remove(&(mr.lkey >> 8));
+        self.mr_generation.fetch_add(1, Ordering::Relaxed);
+        drop(mrs);
         self.device.mr_deregistered(mr);
         self.free_mkey(mr.lkey);
     }

@@ -24,7 +24,8 @@ use crate::hca::Hca;
 use crate::objects::QpState;
 use crate::wire::{Endpoints, Error as WireError, RocePacket, Transport};
 
-use super::counters::Counters;
+use super::counters::{step_add, Counters};
+use super::mkey::KeyCache;
 use super::qp::{Env, QpCtx};
 use super::requester::BUDGET;
 use super::rx::Rx;
@@ -40,6 +41,7 @@ pub(crate) struct Datapath {
     pub tx: Tx,
     pub capture: Option<Capture>,
     scratch: Vec<u8>,
+    keys: KeyCache,
 }
 
 impl std::fmt::Debug for Datapath {
@@ -50,7 +52,7 @@ impl std::fmt::Debug for Datapath {
 
 impl Datapath {
     pub fn new(sock: UdpSocket, local: SocketAddr, tx: Tx, capture: Option<Capture>) -> Datapath {
-        Datapath { sock, local, rx: Rx::new(), tx, capture, scratch: Vec::with_capacity(4096) }
+        Datapath { sock, local, rx: Rx::new(), tx, capture, scratch: Vec::with_capacity(4096), keys: KeyCache::default() }
     }
 }
 
@@ -77,18 +79,18 @@ pub(crate) fn step(hca: &Hca, st: &mut State, counters: &Counters, now: Instant,
     let queued = dp.tx.pending() > 0;
     let cqes = counters.cqes.load(Ordering::Relaxed);
     let n = if skip_rx { 0 } else { dp.rx.recv(&dp.sock) };
-    let mut env = Env { hca, cqs, tx: &mut dp.tx, counters, now, scratch: &mut dp.scratch, work: n > 0 };
+    let mut env = Env { hca, cqs, tx: &mut dp.tx, counters, keys: &mut dp.keys, now, scratch: &mut dp.scratch, work: n > 0 };
     for i in 0..n {
         let Some((msg, seg, src)) = dp.rx.get(i) else {
             counters.rx_malformed.fetch_add(1, Ordering::Relaxed);
             continue;
         };
         let ep = Endpoints::new(src, dp.local);
-        counters.rx_datagrams.fetch_add(1, Ordering::Relaxed);
+        step_add(&counters.rx_datagrams, 1);
         // One packet, or a coalesced run of them (UDP_GRO).
         for bytes in msg.chunks(seg) {
-            counters.rx_packets.fetch_add(1, Ordering::Relaxed);
-            counters.rx_bytes.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+            step_add(&counters.rx_packets, 1);
+            step_add(&counters.rx_bytes, bytes.len() as u64);
             if let Some(c) = dp.capture.as_mut() {
                 c.packet(&ep, bytes);
             }

@@ -15,9 +15,10 @@ use crate::config::ROCE_V2_PORT;
 use crate::hca::Hca;
 use crate::objects::{AddressVector, Qp, QpAttrs, QpState};
 
-use super::counters::Counters;
+use super::counters::{step_add, Counters};
 use super::cqe::{opcode as cqe_op, syndrome, CqCtx, Cqe};
 use super::mem;
+use super::mkey::KeyCache;
 use super::requester::Requester;
 use super::responder::Responder;
 use super::tx::Tx;
@@ -30,6 +31,8 @@ pub(crate) struct Env<'a> {
     pub cqs: &'a mut HashMap<u32, CqCtx>,
     pub tx: &'a mut Tx,
     pub counters: &'a Counters,
+    /// Recently resolved memory keys (every key check of the step goes through it).
+    pub keys: &'a mut KeyCache,
     pub now: Instant,
     /// Payload staging buffer.
     pub scratch: &'a mut Vec<u8>,
@@ -253,7 +256,7 @@ impl QpCtx {
         let was_overrun = cq.overrun;
         match cq.write(&cqe) {
             Ok(_) => {
-                env.counters.cqes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                step_add(&env.counters.cqes, 1);
                 if cqe.is_error() {
                     env.counters.error_cqes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 }

@@ -23,6 +23,7 @@ use crate::hca::Access;
 use crate::objects::{QpAttrs, QpState, QpType};
 use crate::wire::{AethRepr, AtomicEthRepr, BthRepr, ImmDtRepr, NakCode, Opcode, RethRepr, RnrTimer, RocePacket, Syndrome};
 
+use super::counters::step_add;
 use super::cqe::{opcode as cqe_op, syndrome, Cqe};
 use super::mkey;
 use super::psn;
@@ -325,7 +326,7 @@ impl QpCtx {
             Ok((op, data)) => {
                 let access = if op.is_read_or_atomic() { Access::LocalWrite } else { Access::LocalRead };
                 if let Data::Sgl(s) = &data {
-                    if let Err(e) = mkey::validate(env.hca, &self.qp.pd, s, access) {
+                    if let Err(e) = mkey::validate(env.hca, env.keys, &self.qp.pd, s, access) {
                         let why = format!("{e:?}");
                         bad(&mut w, syndrome::LOCAL_PROT, &why);
                     }
@@ -713,12 +714,12 @@ impl QpCtx {
             return;
         }
         if let Data::Sgl(s) = &w.data {
-            if mkey::scatter(env.hca, &self.qp.pd, s, off, pkt.payload).is_err() {
+            if mkey::scatter(env.hca, env.keys, &self.qp.pd, s, off, pkt.payload).is_err() {
                 self.req.fail(i, syndrome::LOCAL_PROT);
                 return;
             }
         }
-        env.counters.dma_write_bytes.fetch_add(want as u64, Relaxed);
+        step_add(&env.counters.dma_write_bytes, want as u64);
         tracing::trace!(target: "softhca::responder", qpn = self.qp.qpn, psn = p, offset = off, len = want, "read response into memory");
         let w = &mut self.req.wqes[i];
         w.acked += 1;
@@ -749,7 +750,7 @@ impl QpCtx {
         self.ack_upto(env, psn::add(first, psn::MASK));
         let w = &self.req.wqes[i];
         if let Data::Sgl(s) = &w.data {
-            if mkey::scatter(env.hca, &self.qp.pd, s, 0, &ack.orig_data.to_ne_bytes()).is_err() {
+            if mkey::scatter(env.hca, env.keys, &self.qp.pd, s, 0, &ack.orig_data.to_ne_bytes()).is_err() {
                 self.req.fail(i, syndrome::LOCAL_PROT);
                 return;
             }
@@ -818,17 +819,17 @@ fn emit_request(w: &SqWqe, k: u32, p: u32, window_full: bool, q: &QpCtx, peer: S
             // usual case): the packet refers to it until this step's flush.
             let mut in_place = None;
             match &w.data {
-                Data::Sgl(s) => match mkey::contiguous(env.hca, &q.qp.pd, s, off, len) {
+                Data::Sgl(s) => match mkey::contiguous(env.hca, env.keys, &q.qp.pd, s, off, len) {
                     Ok(Some(addr)) if len > 0 => in_place = Some(addr),
                     Ok(_) => {
                         let buf = staging(env.scratch, len);
-                        mkey::gather(env.hca, &q.qp.pd, s, off, buf).map_err(|_| syndrome::LOCAL_PROT)?
+                        mkey::gather(env.hca, env.keys, &q.qp.pd, s, off, buf).map_err(|_| syndrome::LOCAL_PROT)?
                     }
                     Err(_) => return Err(syndrome::LOCAL_PROT),
                 },
                 Data::Inline(b) => staging(env.scratch, len).copy_from_slice(&b[off as usize..off as usize + len]),
             }
-            env.counters.dma_read_bytes.fetch_add(len as u64, Relaxed);
+            step_add(&env.counters.dma_read_bytes, len as u64);
             let last = k + 1 == n;
             let mut bth = BthRepr::new(send_opcode(n, k, imm.is_some(), write), dqpn, p);
             bth.ack_req = last || window_full || p % ACK_EVERY == ACK_EVERY - 1;

@@ -40,6 +40,7 @@ use crate::hca::Access;
 use crate::objects::QpState;
 use crate::wire::{AethRepr, AtomicAckEthRepr, BthRepr, CreditCode, NakCode, Opcode, RnrTimer, RocePacket, Syndrome};
 
+use super::counters::step_add;
 use super::cqe::{opcode as cqe_op, syndrome, Cqe};
 use super::mkey;
 use super::psn;
@@ -300,14 +301,14 @@ impl QpCtx {
             self.complete_recv_error(env, syndrome::LOCAL_LENGTH);
             return self.nak_fatal(env, NakCode::InvalidRequest, "SEND longer than the receive buffer");
         }
-        if mkey::scatter(env.hca, &self.qp.pd, sges, at, data).is_err() {
+        if mkey::scatter(env.hca, env.keys, &self.qp.pd, sges, at, data).is_err() {
             self.resp.cur = None;
             self.complete_recv_error(env, syndrome::LOCAL_PROT);
             return self.nak_fatal(env, NakCode::RemoteOperationalError, "receive buffer key");
         }
         *offset += data.len() as u64;
         let total = *offset;
-        env.counters.dma_write_bytes.fetch_add(data.len() as u64, Relaxed);
+        step_add(&env.counters.dma_write_bytes, data.len() as u64);
         tracing::trace!(target: "softhca::responder", qpn = self.qp.qpn, psn = pkt.bth.psn, offset = at, len = data.len(), "send into receive buffer");
         if op.ends_message() {
             self.resp.cur = None;
@@ -338,7 +339,7 @@ impl QpCtx {
                 return self.nak_fatal(env, NakCode::InvalidRequest, "WRITE length disagrees with RETH");
             }
             if total > 0 {
-                if let Err(e) = env.hca.check_key(reth.rkey, &self.qp.pd, reth.va, total, Access::RemoteWrite) {
+                if let Err(e) = env.keys.check(env.hca, reth.rkey, &self.qp.pd, reth.va, total, Access::RemoteWrite) {
                     let why = format!("rkey {:#x} va {:#x} len {total}: {e:?}", reth.rkey, reth.va);
                     return self.nak_fatal(env, NakCode::RemoteAccessError, &why);
                 }
@@ -358,14 +359,14 @@ impl QpCtx {
             return self.nak_fatal(env, NakCode::InvalidRequest, "WRITE longer or shorter than its RETH");
         }
         let (rkey, at, total) = (*rkey, *va, *total);
-        if n > 0 && mkey::write_remote(env.hca, &self.qp.pd, rkey, at, data).is_err() {
+        if n > 0 && mkey::write_remote(env.hca, env.keys, &self.qp.pd, rkey, at, data).is_err() {
             return self.nak_fatal(env, NakCode::RemoteAccessError, "MR gone during WRITE");
         }
         if let Some(InMsg::Write { va, remaining, .. }) = &mut self.resp.cur {
             *va += n;
             *remaining -= n;
         }
-        env.counters.dma_write_bytes.fetch_add(n, Relaxed);
+        step_add(&env.counters.dma_write_bytes, n);
         tracing::trace!(target: "softhca::responder", qpn = self.qp.qpn, psn = pkt.bth.psn, va = %format_args!("{at:#x}"), len = n, rkey = %format_args!("{rkey:#x}"), "write into memory");
         if op.ends_message() {
             self.resp.cur = None;
@@ -379,14 +380,14 @@ impl QpCtx {
     }
 
     /// Checks a READ request (`Ok((va, rkey, len))`) or names the NAK it gets.
-    fn check_read(&self, pkt: &RocePacket<'_>, env: &Env<'_>) -> Result<(u64, u32, u64), (NakCode, String)> {
+    fn check_read(&self, pkt: &RocePacket<'_>, env: &mut Env<'_>) -> Result<(u64, u32, u64), (NakCode, String)> {
         if self.attrs.access & ACCESS_REMOTE_READ == 0 {
             return Err((NakCode::InvalidRequest, "QP lacks REMOTE_READ".into()));
         }
         let Some(reth) = pkt.reth else { return Err((NakCode::InvalidRequest, "no RETH".into())) };
         let len = reth.dma_len as u64;
         if len > 0 {
-            if let Err(e) = env.hca.check_key(reth.rkey, &self.qp.pd, reth.va, len, Access::RemoteRead) {
+            if let Err(e) = env.keys.check(env.hca, reth.rkey, &self.qp.pd, reth.va, len, Access::RemoteRead) {
                 return Err((NakCode::RemoteAccessError, format!("rkey {:#x} va {:#x} len {len}: {e:?}", reth.rkey, reth.va)));
             }
         }
@@ -428,7 +429,7 @@ impl QpCtx {
             return self.nak_fatal(env, NakCode::InvalidRequest, "more READs/atomics than max_dest_rd_atomic");
         }
         let compare = (pkt.bth.opcode == Opcode::RcCompareSwap).then_some(a.compare);
-        let orig = match mkey::atomic_remote(env.hca, &self.qp.pd, a.rkey, a.va, compare, a.swap_add) {
+        let orig = match mkey::atomic_remote(env.hca, env.keys, &self.qp.pd, a.rkey, a.va, compare, a.swap_add) {
             Ok(v) => v,
             Err(e) => return self.nak_fatal(env, NakCode::RemoteAccessError, &format!("atomic rkey {:#x}: {e:?}", a.rkey)),
         };
@@ -501,7 +502,7 @@ impl QpCtx {
                             } else {
                                 CreditCode::from_credits(self.rq_posted() as u32)
                             };
-                            env.counters.acks_sent.fetch_add(1, Relaxed);
+                            step_add(&env.counters.acks_sent, 1);
                             Syndrome::Ack { credits }
                         }
                         AckKind::Rnr(timer) => Syndrome::RnrNak { timer },
@@ -532,7 +533,7 @@ impl QpCtx {
                     let addr = if len == 0 {
                         0
                     } else {
-                        match mkey::locate_remote_read(env.hca, &self.qp.pd, s.rkey, s.va + off, len) {
+                        match mkey::locate_remote_read(env.hca, env.keys, &self.qp.pd, s.rkey, s.va + off, len) {
                             Ok(a) => a,
                             Err(_) => {
                                 // The MR went away under an accepted READ: stop answering it.
@@ -541,7 +542,7 @@ impl QpCtx {
                             }
                         }
                     };
-                    env.counters.dma_read_bytes.fetch_add(len as u64, Relaxed);
+                    step_add(&env.counters.dma_read_bytes, len as u64);
                     use Opcode::*;
                     let opcode = match (s.n == 1, s.k == 0, s.k + 1 == s.n) {
                         (true, _, _) => RcRdmaReadResponseOnly,

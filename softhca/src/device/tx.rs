@@ -33,7 +33,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use crate::wire::packet::pad_len;
 use crate::wire::{Endpoints, RocePacket};
 
-use super::counters::Counters;
+use super::counters::{step_add, Counters};
 use super::fault::{Injector, Verdict};
 use super::mem;
 use super::trace::Capture;
@@ -475,9 +475,9 @@ impl Tx {
             }
             for &(first, n, _) in &self.groups[g..g + r as usize] {
                 let bytes: usize = pkts[first..first + n].iter().map(|p| p.wire_len()).sum();
-                counters.tx_bytes.fetch_add(bytes as u64, Relaxed);
-                counters.tx_packets.fetch_add(n as u64, Relaxed);
-                counters.tx_datagrams.fetch_add(1, Relaxed);
+                step_add(&counters.tx_bytes, bytes as u64);
+                step_add(&counters.tx_packets, n as u64);
+                step_add(&counters.tx_datagrams, 1);
                 sent += n;
             }
             g += r as usize;

@@ -15,6 +15,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use crate::config::ROCE_V2_PORT;
 use crate::wire::{BthRepr, DethRepr, ImmDtRepr, Opcode, RocePacket};
 
+use super::counters::step_add;
 use super::cqe::{opcode as cqe_op, syndrome, Cqe};
 use super::mkey;
 use super::psn;
@@ -85,7 +86,7 @@ impl QpCtx {
             let len = w.len as usize;
             let buf = staging(env.scratch, len);
             let ok = match &w.data {
-                Data::Sgl(s) => mkey::gather(env.hca, &self.qp.pd, s, 0, buf).is_ok(),
+                Data::Sgl(s) => mkey::gather(env.hca, env.keys, &self.qp.pd, s, 0, buf).is_ok(),
                 Data::Inline(b) => {
                     buf.copy_from_slice(b);
                     true
@@ -103,7 +104,7 @@ impl QpCtx {
             pkt.deth = Some(DethRepr { qkey, src_qpn: self.qp.qpn });
             pkt.immdt = imm.map(|imm| ImmDtRepr { imm });
             env.tx.send(&pkt, SocketAddr::new(dst.ip(), ROCE_V2_PORT), env.counters);
-            env.counters.dma_read_bytes.fetch_add(len as u64, Relaxed);
+            step_add(&env.counters.dma_read_bytes, len as u64);
             let w = &mut self.req.wqes[idx];
             w.done = true;
             w.acked = w.npsn;
@@ -137,11 +138,11 @@ impl QpCtx {
             return;
         }
         let pd = &self.qp.pd;
-        if mkey::scatter(env.hca, pd, &sges, 0, &g).is_err() || mkey::scatter(env.hca, pd, &sges, GRH_LEN as u64, pkt.payload).is_err() {
+        if mkey::scatter(env.hca, env.keys, pd, &sges, 0, &g).is_err() || mkey::scatter(env.hca, env.keys, pd, &sges, GRH_LEN as u64, pkt.payload).is_err() {
             self.complete_recv_error(env, syndrome::LOCAL_PROT);
             return;
         }
-        env.counters.dma_write_bytes.fetch_add(total, Relaxed);
+        step_add(&env.counters.dma_write_bytes, total);
         tracing::trace!(target: "softhca::responder", qpn = self.qp.qpn, src_qpn = deth.src_qpn, len = pkt.payload.len(), "UD receive");
         let imm = pkt.immdt.map(|i| i.imm);
         let l3 = if src.is_ipv4() { 2u32 } else { 1 };

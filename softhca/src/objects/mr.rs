@@ -19,6 +19,8 @@ use uverbs::sys::verbs::{
     ACCESS_LOCAL_WRITE, ACCESS_REMOTE_ATOMIC, ACCESS_REMOTE_READ, ACCESS_REMOTE_WRITE,
 };
 
+use crate::hca::{Access, KeyError};
+
 use super::{Live, Pd};
 
 /// Where the bytes of an MR live.
@@ -58,6 +60,63 @@ pub struct Mr {
 }
 
 impl Mr {
+    /// What a key check needs of this MR, copied out (the MR never changes after
+    /// registration, so the copy stays exact for as long as the MR is registered).
+    pub fn span(&self) -> KeySpan {
+        KeySpan {
+            pdn: self.pd.pdn,
+            lkey: self.lkey,
+            rkey: self.rkey,
+            addr: self.addr,
+            length: self.length,
+            iova: self.iova,
+            access: self.access,
+        }
+    }
+}
+
+/// An MR as a key check sees it: keys, PD, range and rights, as plain values.
+///
+/// Why a copy rather than the `Arc<Mr>`: the data path keeps recently used translations
+/// (`crate::device::mkey::KeyCache`), and holding a reference there would keep a
+/// deregistered MR (and its PD) alive, while taking one per packet costs two locked
+/// instructions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeySpan {
+    pub pdn: u32,
+    pub lkey: u32,
+    pub rkey: u32,
+    pub addr: u64,
+    pub length: u64,
+    pub iova: u64,
+    pub access: u32,
+}
+
+impl KeySpan {
+    /// Checks `key` for an access of `len` bytes at `iova` by a QP of PD `pdn`, and
+    /// returns the process address of the first byte. Remote accesses name the rkey,
+    /// local ones the lkey.
+    pub fn check(&self, key: u32, pdn: u32, iova: u64, len: u64, access: Access) -> Result<u64, KeyError> {
+        let remote = matches!(access, Access::RemoteRead | Access::RemoteWrite | Access::RemoteAtomic);
+        if remote && self.rkey != key || !remote && self.lkey != key {
+            return Err(KeyError::NoSuchKey);
+        }
+        if self.pdn != pdn {
+            return Err(KeyError::WrongPd);
+        }
+        let needs = match access {
+            Access::LocalRead => 0,
+            Access::LocalWrite => ACCESS_LOCAL_WRITE,
+            Access::RemoteRead => ACCESS_REMOTE_READ,
+            Access::RemoteWrite => ACCESS_REMOTE_WRITE,
+            Access::RemoteAtomic => ACCESS_REMOTE_ATOMIC,
+        };
+        if self.access & needs != needs {
+            return Err(KeyError::AccessDenied);
+        }
+        self.translate(iova, len).ok_or(KeyError::OutOfBounds)
+    }
+
     /// The process address of `[iova, iova + len)`, or None when the range is not inside
     /// the MR. A zero-length access at the very end is inside.
     pub fn translate(&self, iova: u64, len: u64) -> Option<u64> {
@@ -67,26 +126,6 @@ impl Mr {
             return None;
         }
         self.addr.checked_add(off)
-    }
-
-    /// Whether the local HCA may write into this MR (receive buffers, RDMA READ responses).
-    pub fn local_write(&self) -> bool {
-        self.access & ACCESS_LOCAL_WRITE != 0
-    }
-
-    /// Whether a remote peer may RDMA WRITE into this MR.
-    pub fn remote_write(&self) -> bool {
-        self.access & ACCESS_REMOTE_WRITE != 0
-    }
-
-    /// Whether a remote peer may RDMA READ from this MR.
-    pub fn remote_read(&self) -> bool {
-        self.access & ACCESS_REMOTE_READ != 0
-    }
-
-    /// Whether a remote peer may run atomics on this MR.
-    pub fn remote_atomic(&self) -> bool {
-        self.access & ACCESS_REMOTE_ATOMIC != 0
     }
 }
 
