@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# The collective benchmark of docs/BENCHMARKS.md: 4 ranks on this machine, doorbell's
+# The collective benchmark of docs/BENCHMARKS.md: 4 ranks (-p) on this machine, doorbell's
 # ring, tree, recursive doubling and halving-doubling all-reduce (float sum, softhca over 127.0.0.N)
 # against Open MPI's MPI_Allreduce over TCP loopback, and a merged table of busbw
 # ratios and the crossovers.
 #
-#   collective/bench/run.sh [-b 8] [-e 64M] [-n 10] [-w 2] [-N 1000] [-r 3] [-I] [-o OUTDIR]
+#   collective/bench/run.sh [-b 8] [-e 64M] [-n 10] [-w 2] [-N 1000] [-r 3] [-p 4] [-I] [-o OUTDIR]
 #
 # Sizes up to 64 KiB run with -N iterations (and -N/10 warm-up calls) instead of -n:
 # a call there takes tens of microseconds, and 10 or 20 of them are a sample too small
@@ -19,6 +19,9 @@
 # "-" where Open MPI's busbw prints as 0.000); "default" is the same busbw ratio for the
 # algorithm doorbell picks at that size when nobody forces one.
 #
+# -p sets the number of ranks (4 by default; 2 shows the transports without two ranks
+# per CPU).
+#
 # -I interleaves the sizes above 64 KiB: each size is a launch of its own, and the five
 # programs measure it one after the other (in an order that rotates with the round)
 # before the next size, so a slow period of the machine, which lasts minutes, falls on
@@ -28,12 +31,12 @@
 # (built here if missing).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-minb=8 maxb=64M iters=10 warmup=2 small_iters=1000 rounds=3 out="" interleave=0
-while getopts "b:e:n:w:N:r:o:I" o; do
+minb=8 maxb=64M iters=10 warmup=2 small_iters=1000 rounds=3 nranks=4 out="" interleave=0
+while getopts "b:e:n:w:N:r:p:o:I" o; do
   case $o in
-    b) minb=$OPTARG ;; e) maxb=$OPTARG ;; n) iters=$OPTARG ;; w) warmup=$OPTARG ;; N) small_iters=$OPTARG ;; r) rounds=$OPTARG ;; o) out=$OPTARG ;;
+    b) minb=$OPTARG ;; e) maxb=$OPTARG ;; n) iters=$OPTARG ;; w) warmup=$OPTARG ;; N) small_iters=$OPTARG ;; r) rounds=$OPTARG ;; p) nranks=$OPTARG ;; o) out=$OPTARG ;;
     I) interleave=1 ;;
-    *) echo "usage: $0 [-b min] [-e max] [-n iters] [-w warmup] [-N small-size iters] [-r rounds] [-I] [-o outdir]" >&2; exit 2 ;;
+    *) echo "usage: $0 [-b min] [-e max] [-n iters] [-w warmup] [-N small-size iters] [-r rounds] [-p ranks] [-I] [-o outdir]" >&2; exit 2 ;;
   esac
 done
 target=${CARGO_TARGET_DIR:-$root/target}
@@ -53,9 +56,9 @@ launch() {
   local p=$1 r=$2
   shift 2
   if [[ $p == mpi ]]; then
-    mpirun --allow-run-as-root --oversubscribe -np 4 --mca btl tcp,self "$out/mpi_allreduce" "$@" >> "$out/mpi_r$r.txt"
+    mpirun --allow-run-as-root --oversubscribe -np "$nranks" --mca btl tcp,self "$out/mpi_allreduce" "$@" >> "$out/mpi_r$r.txt"
   else
-    "$bin" allreduce --count 0 --algo "$p" "$@" >> "$out/doorbell_${p}_r$r.txt"
+    "$bin" allreduce --nranks "$nranks" --count 0 --algo "$p" "$@" >> "$out/doorbell_${p}_r$r.txt"
   fi
 }
 small() { (( lo <= split )) && launch "$1" "$2" -b "$lo" -e $(( hi < split ? hi : split )) -n "$small_iters" -w $(( small_iters / 10 )) || true; }
@@ -63,8 +66,8 @@ big_lo=$(( lo > split ? lo : 2 * split ))
 
 # The algorithm doorbell picks by itself at each size, as it states it ("doubling up to
 # 65536 B, halving above"), for the table's "default" column.
-"$bin" allreduce --count 0 -b 8 -e 8 -n 1 -w 0 | sed -n 's/.*algo auto (\(.*\)), transport.*/\1/p' > "$out/policy.txt"
-echo "# $(date -u +%FT%TZ) $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg), $rounds rounds$( (( interleave )) && echo ", sizes interleaved")" | tee "$out/env.txt"
+"$bin" allreduce --nranks "$nranks" --count 0 -b 8 -e 8 -n 1 -w 0 | sed -n 's/.*algo auto (\(.*\)), transport.*/\1/p' > "$out/policy.txt"
+echo "# $(date -u +%FT%TZ) $nranks ranks, $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg), $rounds rounds$( (( interleave )) && echo ", sizes interleaved")" | tee "$out/env.txt"
 for r in $(seq 1 "$rounds"); do
   : > "$out/mpi_r$r.txt"
   for p in "${progs[@]:0:4}"; do : > "$out/doorbell_${p}_r$r.txt"; done
