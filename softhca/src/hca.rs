@@ -291,14 +291,14 @@ impl Hca {
     /// The MR whose lkey or rkey is exactly `key`.
     pub fn mr_by_key(&self, key: u32) -> Option<Arc<Mr>> {
         let mrs = self.mrs.read().unwrap_or_else(|p| p.into_inner());
-        mrs.get(&(key >> 8)).filter(|mr| mr.lkey == key || mr.rkey == key).cloned()
+        mrs.get(&(key >> 8)).filter(|mr| mr.span.lkey == key || mr.span.rkey == key).cloned()
     }
 
     /// Checks a key for an access of `len` bytes at `iova` on behalf of a QP in `pd`, and
     /// returns the MR and the process address of the first byte.
     pub fn check_key(&self, key: u32, pd: &Pd, iova: u64, len: u64, access: Access) -> Result<(Arc<Mr>, u64), KeyError> {
         let mr = self.mr_by_key(key).ok_or(KeyError::NoSuchKey)?;
-        let addr = mr.span().check(key, pd.pdn, iova, len, access)?;
+        let addr = mr.span.check(key, pd.pdn, iova, len, access)?;
         Ok((mr, addr))
     }
 
@@ -367,7 +367,7 @@ impl Hca {
 
     pub(crate) fn insert_mr(&self, mr: &Arc<Mr>) {
         let mut mrs = self.mrs.write().unwrap_or_else(|p| p.into_inner());
-        mrs.insert(mr.lkey >> 8, mr.clone());
+        mrs.insert(mr.span.lkey >> 8, mr.clone());
         self.mr_generation.fetch_add(1, Ordering::Relaxed);
         drop(mrs);
         self.device.mr_registered(mr);
@@ -377,11 +377,11 @@ impl Hca {
         // Out of the table first, then the hook: once it returns no engine step can still
         // be using the MR's memory (see crate::device).
         let mut mrs = self.mrs.write().unwrap_or_else(|p| p.into_inner());
-        mrs.remove(&(mr.lkey >> 8));
+        mrs.remove(&(mr.span.lkey >> 8));
         self.mr_generation.fetch_add(1, Ordering::Relaxed);
         drop(mrs);
         self.device.mr_deregistered(mr);
-        self.free_mkey(mr.lkey);
+        self.free_mkey(mr.span.lkey);
     }
 
     // ---- clock -------------------------------------------------------------------------

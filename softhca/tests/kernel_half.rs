@@ -272,7 +272,7 @@ fn objects_lifetimes_and_qp_state_machine() {
     let m0 = mr::reg_mr(&dev, pd0, mem.addr(), 1 << 16, mem.addr(), access).unwrap();
     assert_eq!(m0.lkey, m0.rkey);
     let hmr = h.mr_by_key(m0.lkey).unwrap();
-    assert_eq!((hmr.addr, hmr.length, hmr.iova, hmr.access), (mem.addr(), 1 << 16, mem.addr(), access));
+    assert_eq!((hmr.span.addr, hmr.span.length, hmr.span.iova, hmr.span.access), (mem.addr(), 1 << 16, mem.addr(), access));
     assert_eq!(mr::reg_mr(&dev, pd0, mem.addr(), 4096, mem.addr() + 1, 0).unwrap_err(), Errno::EINVAL);
     assert_eq!(mr::reg_mr(&dev, pd0, 0x1000, 4096, 0x1000, 0).unwrap_err(), Errno::EFAULT);
     assert_eq!(mr::reg_mr(&dev, pd0, mem.addr(), 4096, mem.addr(), ACCESS_REMOTE_WRITE).unwrap_err(), Errno::EINVAL);

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 macro_rules! counters {
     ($( $(#[$doc:meta])* $name:ident ),* $(,)?) => {
         /// Live counters (relaxed atomics, written by the engine thread; the per-packet
-        /// ones only under the engine lock, through [`step_add`]).
+        /// ones only under the engine lock, through `step_add`).
         #[derive(Debug, Default)]
         pub struct Counters {
             $( $(#[$doc])* pub $name: AtomicU64, )*

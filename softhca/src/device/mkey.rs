@@ -51,7 +51,7 @@ impl KeyCache {
         }
         // A failed lookup leaves the slot as it was: errors are not cached.
         let (mr, addr) = hca.check_key(key, pd, iova, len, access)?;
-        *slot = Some((mr.span(), generation));
+        *slot = Some((mr.span, generation));
         Ok(addr)
     }
 }
@@ -200,8 +200,10 @@ mod tests {
     /// Registers `len` bytes at `addr` (iova 0x10000) under `key`, as REG_MR would.
     fn register(hca: &Hca, pd: &Arc<Pd>, key: u32, addr: u64, len: u64, access: u32) -> Arc<Mr> {
         let mr = Arc::new(Mr {
-            pd: pd.clone(), lkey: key, rkey: key, addr, length: len, iova: 0x10000, access,
-            backing: MrBacking::User, _live: Live::new(hca.live_counts(), Kind::Mr),
+            pd: pd.clone(),
+            span: KeySpan { pdn: pd.pdn, lkey: key, rkey: key, addr, length: len, iova: 0x10000, access },
+            backing: MrBacking::User,
+            _live: Live::new(hca.live_counts(), Kind::Mr),
         });
         hca.insert_mr(&mr);
         mr

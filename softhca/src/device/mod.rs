@@ -302,13 +302,13 @@ impl Device {
     /// An MR was registered or is being deregistered. In-flight operations that already
     /// resolved the key may finish; new lookups fail once it is gone.
     pub fn mr_registered(&self, mr: &Arc<Mr>) {
-        tracing::trace!(target: "softhca::device", lkey = %format_args!("{:#x}", mr.lkey), "mr registered");
+        tracing::trace!(target: "softhca::device", lkey = %format_args!("{:#x}", mr.span.lkey), "mr registered");
     }
 
     /// See [`Device::mr_registered`]. Returns once no engine step that might still use
     /// the MR's memory is running (the MR is already out of the key table).
     pub fn mr_deregistered(&self, mr: &Arc<Mr>) {
-        tracing::trace!(target: "softhca::device", lkey = %format_args!("{:#x}", mr.lkey), "mr deregistered");
+        tracing::trace!(target: "softhca::device", lkey = %format_args!("{:#x}", mr.span.lkey), "mr deregistered");
         drop(self.shared.lock());
     }
 }

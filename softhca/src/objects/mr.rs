@@ -29,7 +29,7 @@ pub enum MrBacking {
     /// Ordinary memory of this process, registered with REG_MR.
     User,
     /// A dma-buf (REG_DMABUF_MR) that softhca mapped into this process to reach its bytes.
-    /// `map` is the mapping's address (`Mr::addr` points `offset` bytes into it).
+    /// `map` is the mapping's address (the MR's `span.addr` points `offset` bytes into it).
     Dmabuf {
         /// Our duplicate of the dma-buf fd, kept while the MR lives.
         fd: OwnedFd,
@@ -44,6 +44,22 @@ pub enum MrBacking {
 pub struct Mr {
     /// The PD this MR belongs to; work requests may use it only on QPs of the same PD.
     pub pd: Arc<Pd>,
+    /// Keys, PD number, range and rights: everything a key check reads.
+    pub span: KeySpan,
+    pub backing: MrBacking,
+    pub(crate) _live: Live,
+}
+
+/// An MR as a key check sees it: keys, PD, range and rights, as plain values.
+///
+/// Why a value of its own: the data path keeps copies of recently used ones
+/// (`crate::device::mkey::KeyCache`); holding the `Arc<Mr>` there instead would keep a
+/// deregistered MR (and its PD) alive, and taking a reference per packet costs two
+/// locked instructions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeySpan {
+    /// The number of the MR's PD.
+    pub pdn: u32,
     /// mlx5 keys: `index << 8 | variant`. User MRs have `lkey == rkey`.
     pub lkey: u32,
     pub rkey: u32,
@@ -54,41 +70,6 @@ pub struct Mr {
     /// The address work requests use for the first byte (REG_MR `hca_va`).
     pub iova: u64,
     /// `IB_UVERBS_ACCESS_*` bits as registered.
-    pub access: u32,
-    pub backing: MrBacking,
-    pub(crate) _live: Live,
-}
-
-impl Mr {
-    /// What a key check needs of this MR, copied out (the MR never changes after
-    /// registration, so the copy stays exact for as long as the MR is registered).
-    pub fn span(&self) -> KeySpan {
-        KeySpan {
-            pdn: self.pd.pdn,
-            lkey: self.lkey,
-            rkey: self.rkey,
-            addr: self.addr,
-            length: self.length,
-            iova: self.iova,
-            access: self.access,
-        }
-    }
-}
-
-/// An MR as a key check sees it: keys, PD, range and rights, as plain values.
-///
-/// Why a copy rather than the `Arc<Mr>`: the data path keeps recently used translations
-/// (`crate::device::mkey::KeyCache`), and holding a reference there would keep a
-/// deregistered MR (and its PD) alive, while taking one per packet costs two locked
-/// instructions.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct KeySpan {
-    pub pdn: u32,
-    pub lkey: u32,
-    pub rkey: u32,
-    pub addr: u64,
-    pub length: u64,
-    pub iova: u64,
     pub access: u32,
 }
 

@@ -27,7 +27,7 @@ use crate::kernel::pin::{page_range, pin};
 use crate::kernel::uobject::{ObjType, Uobj};
 use crate::kernel::write::WCall;
 use crate::kernel::Result;
-use crate::objects::{Kind, Live, Mr, MrBacking, Pd};
+use crate::objects::{KeySpan, Kind, Live, Mr, MrBacking, Pd};
 
 /// `IB_ACCESS_SUPPORTED`: bits 0..7 and the optional range.
 const ACCESS_SUPPORTED: u32 = ((1 << 8) - 1) | ACCESS_OPTIONAL_RANGE;
@@ -56,7 +56,8 @@ fn make_mr(hca: &Hca, pd: Arc<Pd>, addr: u64, length: u64, iova: u64, access: u3
     let key = hca.alloc_mkey().ok_or(Errno::ENOMEM)?;
     pd.usecnt.fetch_add(1, Ordering::SeqCst);
     let mr = Arc::new(Mr {
-        pd, lkey: key, rkey: key, addr, length, iova, access, backing,
+        span: KeySpan { pdn: pd.pdn, lkey: key, rkey: key, addr, length, iova, access },
+        pd, backing,
         _live: Live::new(hca.live_counts(), Kind::Mr),
     });
     hca.insert_mr(&mr);
@@ -81,7 +82,7 @@ pub(crate) fn reg_mr(c: &mut WCall<'_>) -> Result<()> {
     let pd = pd_of(c.st.table.lookup(cmd.pd_handle as i64, ObjType::Pd)?)?;
     pin(cmd.start, cmd.length, writable(cmd.access_flags))?;
     let mr = make_mr(c.hca, pd, cmd.start, cmd.length, cmd.hca_va, cmd.access_flags, MrBacking::User)?;
-    let resp = RegMrResp { mr_handle: h, lkey: mr.lkey, rkey: mr.rkey };
+    let resp = RegMrResp { mr_handle: h, lkey: mr.span.lkey, rkey: mr.span.rkey };
     c.st.table.fill(h, Uobj::Mr(mr));
     c.response(resp.as_bytes())
 }
@@ -95,10 +96,10 @@ pub(crate) fn dereg_mr(c: &mut WCall<'_>) -> Result<()> {
 /// `UVERBS_METHOD_QUERY_MR`.
 pub(crate) fn query_mr(c: &mut Call<'_>) -> Result<()> {
     let Some(Uobj::Mr(mr)) = c.b.obj(ids::ATTR_QUERY_HANDLE).cloned() else { return Err(Errno::EINVAL) };
-    c.b.copy_to(ids::ATTR_QUERY_RESP_LKEY, mr.lkey.as_bytes())?;
-    c.b.copy_to(ids::ATTR_QUERY_RESP_RKEY, mr.rkey.as_bytes())?;
-    c.b.copy_to(ids::ATTR_QUERY_RESP_LENGTH, mr.length.as_bytes())?;
-    c.b.copy_to_opt(ids::ATTR_QUERY_RESP_IOVA, mr.iova.as_bytes())
+    c.b.copy_to(ids::ATTR_QUERY_RESP_LKEY, mr.span.lkey.as_bytes())?;
+    c.b.copy_to(ids::ATTR_QUERY_RESP_RKEY, mr.span.rkey.as_bytes())?;
+    c.b.copy_to(ids::ATTR_QUERY_RESP_LENGTH, mr.span.length.as_bytes())?;
+    c.b.copy_to_opt(ids::ATTR_QUERY_RESP_IOVA, mr.span.iova.as_bytes())
 }
 
 /// The size of a dma-buf, or EBADF/EINVAL as `dma_buf_get` would answer.
@@ -151,7 +152,7 @@ pub(crate) fn reg_dmabuf_mr(c: &mut Call<'_>) -> Result<()> {
     }
     let backing = MrBacking::Dmabuf { fd: dup, map: map as u64, map_len };
     let mr = make_mr(c.hca, pd, map as u64 + offset, length, iova, access, backing)?;
-    let (lkey, rkey) = (mr.lkey, mr.rkey);
+    let (lkey, rkey) = (mr.span.lkey, mr.span.rkey);
     c.fill_new(ids::ATTR_REG_DMABUF_HANDLE, Uobj::Mr(mr))?;
     c.b.copy_to(ids::ATTR_REG_DMABUF_RESP_LKEY, lkey.as_bytes())?;
     c.b.copy_to(ids::ATTR_REG_DMABUF_RESP_RKEY, rkey.as_bytes())
