@@ -181,6 +181,13 @@ impl Hca {
         Hca::with_socket(Config::for_addr(addr), socket)
     }
 
+    /// An HCA with the default configuration on a socket of its own at an ephemeral
+    /// loopback port, for unit tests that drive the kernel or device half directly.
+    #[cfg(test)]
+    pub(crate) fn for_tests() -> Arc<Hca> {
+        Hca::with_socket(Config::default(), UdpSocket::bind("127.0.0.1:0").unwrap()).unwrap()
+    }
+
     /// An HCA using an already bound RoCEv2 socket.
     pub fn with_socket(config: Config, socket: UdpSocket) -> io::Result<Arc<Hca>> {
         let pages = Arc::new(DevicePages::new(DEVICE_PAGES)?);

@@ -189,10 +189,6 @@ mod tests {
     use super::*;
     use crate::objects::{Kind, Live, Mr, MrBacking};
 
-    fn hca() -> Arc<Hca> {
-        Hca::with_socket(crate::Config::default(), std::net::UdpSocket::bind("127.0.0.1:0").unwrap()).unwrap()
-    }
-
     fn pd(hca: &Hca, pdn: u32) -> Arc<Pd> {
         Arc::new(Pd::new(pdn, Live::new(hca.live_counts(), Kind::Pd)))
     }
@@ -214,7 +210,7 @@ mod tests {
     /// reference to it); a new MR under a reused key is translated afresh.
     #[test]
     fn cache_answers_as_the_table_does() {
-        let hca = hca();
+        let hca = Hca::for_tests();
         let (pd1, pd2) = (pd(&hca, 1), pd(&hca, 2));
         let buf = vec![0u8; 8192];
         let base = buf.as_ptr() as u64;

@@ -394,8 +394,7 @@ mod tests {
     use super::*;
 
     fn uars(total: u32, low: u32, ver: u8) -> StaticUars {
-        let hca = crate::hca::Hca::with_socket(crate::Config::default(),
-            std::net::UdpSocket::bind("127.0.0.1:0").unwrap()).unwrap();
+        let hca = crate::hca::Hca::for_tests();
         let num_static = total / 2;
         let total_all = total + caps::MAX_DYN_BFREGS;
         StaticUars {

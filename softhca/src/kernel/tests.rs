@@ -29,10 +29,6 @@ fn page() -> Box<Page> {
     Box::new(Page([0; 4096]))
 }
 
-fn hca() -> Arc<Hca> {
-    Hca::with_socket(crate::Config::default(), std::net::UdpSocket::bind("127.0.0.1:0").unwrap()).unwrap()
-}
-
 fn a(id: u16, len: u16, flags: u16, data: u64) -> IoctlAttr {
     IoctlAttr { attr_id: id, len, flags, data, ..Default::default() }
 }
@@ -107,7 +103,7 @@ fn alloc_pd(f: &File) -> Result<u32, Errno> {
 
 #[test]
 fn ioctl_header_rules_in_order() {
-    let h = hca();
+    let h = Hca::for_tests();
     let f = h.open();
     let mut resp = QueryPortRespEx::default();
     let attrs = [a(0, 8, M, 1), a(1, 48, M, &mut resp as *mut _ as u64)];
@@ -147,7 +143,7 @@ fn ioctl_header_rules_in_order() {
 
 #[test]
 fn ioctl_attribute_rules() {
-    let h = hca();
+    let h = Hca::for_tests();
     let f = h.open();
     // Before GET_CONTEXT.
     let mut resp = [0u8; 100];
@@ -302,7 +298,7 @@ fn ioctl_attribute_rules() {
 
 #[test]
 fn gid_queries() {
-    let h = hca();
+    let h = Hca::for_tests();
     let f = ctx_file(&h);
     let mut entries = [0u8; 8 * 40];
     let mut n = 0u64;
@@ -345,7 +341,7 @@ fn gid_queries() {
 /// the address vector's `rmac`.
 #[test]
 fn create_ah_returns_the_resolved_mac() {
-    let h = hca();
+    let h = Hca::for_tests();
     let f = ctx_file(&h);
     let pd = alloc_pd(&f).unwrap();
     let create = |dgid: [u8; 16], out_words: u16| -> (Result<usize, Errno>, [u8; 20]) {
@@ -374,7 +370,7 @@ fn create_ah_returns_the_resolved_mac() {
 
 #[test]
 fn invoke_write_rules() {
-    let h = hca();
+    let h = Hca::for_tests();
     let f = ctx_file(&h);
     let iw = |attrs: &mut [IoctlAttr]| ioctl(&f, object::DEVICE, dev::INVOKE_WRITE, attrs);
     assert_eq!(iw(&mut [a(2, 8, M, 1)]), Err(Errno::ENOSPC), "rdma-core's probe");
@@ -408,7 +404,7 @@ fn invoke_write_rules() {
 
 #[test]
 fn write_header_rules() {
-    let h = hca();
+    let h = Hca::for_tests();
     let f = h.open();
     // Before GET_CONTEXT.
     let mut out = [0u8; 176];
@@ -480,7 +476,7 @@ fn write_header_rules() {
 
 #[test]
 fn close_releases_handles_and_pages() {
-    let h = hca();
+    let h = Hca::for_tests();
     {
         let f = ctx_file(&h);
         for _ in 0..5 {
@@ -493,7 +489,7 @@ fn close_releases_handles_and_pages() {
 
 #[test]
 fn query_context_and_info_handles() {
-    let h = hca();
+    let h = Hca::for_tests();
     let f = h.open();
     let mut uctx = [0xffu8; 80];
     let (mut ncv, mut core) = (0u32, 0u64);
@@ -539,7 +535,7 @@ fn query_context_and_info_handles() {
 
 #[test]
 fn static_uar_context_errors() {
-    let h = hca();
+    let h = Hca::for_tests();
     let f = h.open();
     let mut resp = [0u8; 72];
     let rp = resp.as_mut_ptr() as u64;
