@@ -19,6 +19,8 @@
 //!   allocators shared by both halves.
 //! - [`objects`]: the HCA's view of PDs, MRs, CQs, QPs, AHs, UAR pages and event fds.
 //! - [`pages`]: the shared-memory pages behind UAR and clock mmaps.
+//! - [`peer`]: MR memory the device reaches through its exporter (GPU memory behind a
+//!   dma-buf the CPU cannot map), served by resolvers such as `gdr`'s.
 //! - [`kernel`]: `ioctl.rs` (attribute decoding), `write.rs` (write() decoding),
 //!   `uobject.rs` (handles), `methods/` (one file per object), `qp_state.rs`,
 //!   `mlx5.rs` (the driver's part), `mmap.rs`.
@@ -37,6 +39,7 @@ pub mod hca;
 pub mod kernel;
 pub mod objects;
 pub mod pages;
+pub mod peer;
 pub mod uaccess;
 pub mod wire;
 

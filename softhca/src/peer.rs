@@ -1,0 +1,105 @@
+//! Peer memory: MR bytes the device reaches other than through a CPU pointer.
+//!
+//! A ConnectX reaches a GPU's memory by PCIe peer-to-peer: the GPU driver exports the
+//! memory as a dma-buf, `ib_umem_dmabuf_get` turns it into DMA addresses, and the NIC's
+//! reads and writes go straight to the GPU's BAR. softhca is a CPU program in the process
+//! that owns the memory, so for a dma-buf the CPU can map it maps it (see
+//! `kernel::methods::mr`); for one it cannot map (NVIDIA's exporter, `nv_dmabuf`, refuses
+//! mmap with errno 524) it asks a [`PeerResolver`] for a [`PeerMemory`] that performs the
+//! NIC's peer reads and writes with the exporter's own copy engine (CUDA copies at the
+//! device address). That is an emulation of the DMA, documented in docs/gdr.md: the bytes
+//! land where the NIC's would, but through a different engine and with CUDA's ordering.
+//!
+//! softhca itself knows no GPU: `gdr` implements both traits for CUDA and installs its
+//! resolver with [`install_resolver`] (the preload shim does the same at start, so stock
+//! rdma-core programs reach GPU memory too). Without a resolver a non-mappable dma-buf is
+//! refused with EOPNOTSUPP, as a NIC without peer-memory support refuses it.
+
+use std::fmt::Debug;
+use std::os::fd::BorrowedFd;
+use std::sync::{Arc, RwLock};
+
+use nix::errno::Errno;
+
+/// An error from the exporter's copy engine; the device completes the work request with
+/// the syndrome a failed DMA gets (local protection for a local access, remote access for
+/// a remote one), as a NIC does when a peer read or write faults.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("peer memory {what} of {len} bytes at {addr:#x} failed: {why}")]
+pub struct PeerError {
+    pub what: &'static str,
+    pub addr: u64,
+    pub len: usize,
+    pub why: String,
+}
+
+/// Memory behind one dma-buf the device reaches through the exporter, addressed by the
+/// exporter's device addresses.
+///
+/// Calls come from the device half's engine, under its lock, on whatever thread runs the
+/// engine: an implementation makes its own context current. The device batches: one call
+/// covers a whole message or segment of up to [`PEER_SEGMENT`] bytes, never a packet.
+pub trait PeerMemory: Send + Sync + Debug {
+    /// Short name for logs and traces, e.g. `cuda:0`.
+    fn name(&self) -> &str;
+    /// Copies `out.len()` bytes at device address `addr` into `out` (the NIC's peer read).
+    /// Returns once the bytes are in `out`.
+    fn read(&self, addr: u64, out: &mut [u8]) -> Result<(), PeerError>;
+    /// Copies `data` to device address `addr` (the NIC's peer write). Returns once the
+    /// bytes are visible to the exporter's later work (a CQE written after this call is
+    /// never seen before the data, as with the real NIC's write ordering).
+    fn write(&self, addr: u64, data: &[u8]) -> Result<(), PeerError>;
+    /// An 8-byte atomic at `addr` (8-byte aligned): compare-and-swap with
+    /// `Some(compare)`, fetch-and-add with `None`; returns the original value. Atomic with
+    /// respect to the device's other accesses (the engine lock serialises them), not to
+    /// the GPU's own kernels, which is also what a PCIe atomic through a BAR gives on most
+    /// GPUs (docs/gdr.md).
+    fn atomic_u64(&self, addr: u64, compare: Option<u64>, swap_or_add: u64) -> Result<u64, PeerError>;
+}
+
+/// The largest single copy the device asks of a [`PeerMemory`]: a message longer than this
+/// is moved in segments of this size.
+pub const PEER_SEGMENT: usize = 1 << 20;
+
+/// A dma-buf the CPU could not map, as REG_DMABUF_MR saw it.
+#[derive(Debug, Clone, Copy)]
+pub struct DmabufRequest<'a> {
+    /// The caller's fd (valid for the duration of the call).
+    pub fd: BorrowedFd<'a>,
+    /// `exp_name` from the fd's /proc fdinfo, e.g. `nv_dmabuf`.
+    pub exporter: &'a str,
+    /// The dma-buf's size in bytes.
+    pub size: u64,
+    /// REG_DMABUF_MR's offset, length and iova.
+    pub offset: u64,
+    pub length: u64,
+    pub iova: u64,
+}
+
+/// Turns a non-mappable dma-buf into peer memory.
+pub trait PeerResolver: Send + Sync {
+    /// `Ok(Some((memory, addr)))`: the buffer is this resolver's, and byte `offset` of it
+    /// is at device address `addr` (the MR's first byte). `Ok(None)`: not this resolver's
+    /// exporter. `Err(errno)`: this resolver's, but the registration cannot be served (the
+    /// errno REG_DMABUF_MR returns).
+    fn resolve(&self, req: &DmabufRequest<'_>) -> Result<Option<(Arc<dyn PeerMemory>, u64)>, Errno>;
+}
+
+static RESOLVERS: RwLock<Vec<Arc<dyn PeerResolver>>> = RwLock::new(Vec::new());
+
+/// Adds a resolver for this process (idempotent per resolver is the caller's concern:
+/// install once, at start).
+pub fn install_resolver(r: Arc<dyn PeerResolver>) {
+    RESOLVERS.write().unwrap_or_else(|p| p.into_inner()).push(r);
+}
+
+/// Asks each installed resolver in turn; EOPNOTSUPP when none takes the buffer.
+pub fn resolve(req: &DmabufRequest<'_>) -> Result<(Arc<dyn PeerMemory>, u64), Errno> {
+    let list = RESOLVERS.read().unwrap_or_else(|p| p.into_inner()).clone();
+    for r in list {
+        if let Some(found) = r.resolve(req)? {
+            return Ok(found);
+        }
+    }
+    Err(Errno::EOPNOTSUPP)
+}
