@@ -1,5 +1,6 @@
 //! Memory regions: registered memory the device may read and write, named by keys.
 
+use std::os::fd::{AsRawFd, BorrowedFd};
 use std::sync::Arc;
 
 use uverbs::cmd::mr as mrcmd;
@@ -47,6 +48,26 @@ impl Pd {
         Ok(Mr { pd: self.inner.clone(), handle: r.mr_handle, lkey: r.lkey, rkey: r.rkey, addr: a, len })
     }
 
+    /// `ibv_reg_dmabuf_mr`: registers `len` bytes at `offset` of the dma-buf `fd` (GPU
+    /// memory exported by its driver, or any other exporter's buffer), addressed by work
+    /// requests and peers as `iova`.
+    ///
+    /// No `unsafe`: the kernel (and softhca) takes its own reference on the dma-buf, so
+    /// the caller may close `fd` at once; the memory stays the exporter's, pinned or
+    /// moved under the NIC's feet by the exporter's rules, never freed while registered.
+    /// perftest and NCCL pass the buffer's device address as `iova`, so that work
+    /// requests name GPU memory by its CUDA pointer; softhca relies on that convention
+    /// for memory it cannot map (docs/gdr.md).
+    pub fn reg_dmabuf_mr(&self, fd: BorrowedFd<'_>, offset: u64, len: usize, iova: u64, access: Access) -> Result<Mr> {
+        if access.intersects(Access::REMOTE_WRITE | Access::REMOTE_ATOMIC) && !access.contains(Access::LOCAL_WRITE) {
+            return invalid("reg_dmabuf_mr", "remote write/atomic access requires LOCAL_WRITE");
+        }
+        let r = mrcmd::reg_dmabuf_mr(&self.inner.ctx.dev, self.inner.handle, offset, len as u64, iova, fd.as_raw_fd(), access.bits())
+            .op("reg_dmabuf_mr")?;
+        tracing::debug!(target: "provider::mr", lkey = format_args!("{:#x}", r.lkey), iova = format_args!("{iova:#x}"), offset, len, "reg_dmabuf_mr");
+        Ok(Mr { pd: self.inner.clone(), handle: r.handle, lkey: r.lkey, rkey: r.rkey, addr: iova, len })
+    }
+
     /// Registers a buffer the caller keeps alive at least as long as the MR.
     pub fn reg_mr(&self, buf: &'static mut [u8], access: Access) -> Result<Mr> {
         // SAFETY: a 'static exclusive borrow is never freed nor reused by safe code.
@@ -65,7 +86,8 @@ impl Mr {
         self.rkey
     }
 
-    /// Start address.
+    /// Start address: the process address for `reg_mr`, the iova for `reg_dmabuf_mr`
+    /// (the address work requests name).
     pub fn addr(&self) -> u64 {
         self.addr
     }
