@@ -126,10 +126,12 @@ fn parent(args: &[String]) -> Result<(), String> {
     );
 
     // The timing flag is off: the driver says so if asked for a time.
-    let mut ms = 0f32;
-    // SAFETY: writes one float; both events are valid (the same event twice).
-    let r = unsafe { sys::cuEventElapsedTime(&mut ms, event, event) };
-    println!("   (cuEventElapsedTime on it: {}; times below are host clocks)", common::cu_error_name(r));
+    if common::has_cuda_symbol("cuEventElapsedTime_v2") {
+        let mut ms = 0f32;
+        // SAFETY: writes one float; both events are valid (the same event twice).
+        let r = unsafe { sys::cuEventElapsedTime_v2(&mut ms, event, event) };
+        println!("   (cuEventElapsedTime on it: {}; times below are host clocks)", common::cu_error_name(r));
+    }
 
     let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
     let t_spawn = Instant::now();

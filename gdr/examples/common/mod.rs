@@ -130,3 +130,12 @@ pub fn gbps(bytes: usize, d: Duration) -> String {
     }
     format!("{:.2} GB/s", bytes as f64 / s / 1e9)
 }
+
+/// Whether libcuda exports `name`. cudarc resolves each symbol at its first call and
+/// panics when it is missing, so a call added in a recent driver (the `_v2` entry points
+/// of CUDA 12.2 and later) is checked first.
+pub fn has_cuda_symbol(name: &str) -> bool {
+    // SAFETY: only after `require_cuda` (the library loads); looks a symbol up without
+    // calling it.
+    unsafe { sys::culib().get::<*const ()>(name.as_bytes()) }.is_ok()
+}
