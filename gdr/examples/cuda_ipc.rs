@@ -93,36 +93,65 @@ fn parent(args: &[String]) -> Result<(), String> {
     let t = Instant::now();
     let mut dptr: sys::CUdeviceptr = 0;
     // SAFETY: writes one device pointer; a context is current.
-    cu("cuMemAlloc", unsafe { sys::cuMemAlloc_v2(&mut dptr, bytes) })?;
-    println!("1. cuMemAlloc({}) = {dptr:#x}   {}", size(bytes), dur(t.elapsed()));
+    cu("cuMemAlloc", unsafe {
+        sys::cuMemAlloc_v2(&mut dptr, bytes)
+    })?;
+    println!(
+        "1. cuMemAlloc({}) = {dptr:#x}   {}",
+        size(bytes),
+        dur(t.elapsed())
+    );
 
     let host: Vec<u32> = (0..words).map(pattern).collect();
     let t = Instant::now();
     // SAFETY: `host` holds `bytes` bytes; `dptr` is an allocation of `bytes` bytes.
-    cu("cuMemcpyHtoD", unsafe { sys::cuMemcpyHtoD_v2(dptr, host.as_ptr().cast(), bytes) })?;
+    cu("cuMemcpyHtoD", unsafe {
+        sys::cuMemcpyHtoD_v2(dptr, host.as_ptr().cast(), bytes)
+    })?;
     let el = t.elapsed();
-    println!("2. cuMemcpyHtoD: parent's pattern written   {}  {}", dur(el), gbps(bytes, el));
+    println!(
+        "2. cuMemcpyHtoD: parent's pattern written   {}  {}",
+        dur(el),
+        gbps(bytes, el)
+    );
 
     let mut mem_handle = sys::CUipcMemHandle_st { reserved: [0; 64] };
     let t = Instant::now();
     // SAFETY: writes a 64-byte handle; `dptr` is the base of a cuMemAlloc allocation.
-    cu("cuIpcGetMemHandle", unsafe { sys::cuIpcGetMemHandle(&mut mem_handle, dptr) })?;
+    cu("cuIpcGetMemHandle", unsafe {
+        sys::cuIpcGetMemHandle(&mut mem_handle, dptr)
+    })?;
     let mem_hex = hex(&mem_handle.reserved.map(|c| c as u8));
-    println!("3. cuIpcGetMemHandle   {}\n   memory handle: {mem_hex}", dur(t.elapsed()));
+    println!(
+        "3. cuIpcGetMemHandle   {}\n   memory handle: {mem_hex}",
+        dur(t.elapsed())
+    );
+    println!(
+        "   {}",
+        look_inside(&mem_handle.reserved.map(|c| c as u8), bytes)
+    );
 
     let mut event: sys::CUevent = std::ptr::null_mut();
     let flags = sys::CUevent_flags_enum::CU_EVENT_INTERPROCESS as u32
         | sys::CUevent_flags_enum::CU_EVENT_DISABLE_TIMING as u32;
     // SAFETY: writes one event handle; interprocess events must disable timing, as here.
-    cu("cuEventCreate", unsafe { sys::cuEventCreate(&mut event, flags) })?;
+    cu("cuEventCreate", unsafe {
+        sys::cuEventCreate(&mut event, flags)
+    })?;
     let mut ev_handle = sys::CUipcEventHandle_st { reserved: [0; 64] };
     let t = Instant::now();
     // SAFETY: writes a 64-byte handle for an event created with CU_EVENT_INTERPROCESS.
-    cu("cuIpcGetEventHandle", unsafe { sys::cuIpcGetEventHandle(&mut ev_handle, event) })?;
+    cu("cuIpcGetEventHandle", unsafe {
+        sys::cuIpcGetEventHandle(&mut ev_handle, event)
+    })?;
     let ev_hex = hex(&ev_handle.reserved.map(|c| c as u8));
     println!(
         "4. cuEventCreate(CU_EVENT_INTERPROCESS|CU_EVENT_DISABLE_TIMING), cuIpcGetEventHandle   {}\n   event handle:  {ev_hex}",
         dur(t.elapsed())
+    );
+    println!(
+        "   {}",
+        look_inside(&ev_handle.reserved.map(|c| c as u8), bytes)
     );
 
     // The timing flag is off: the driver says so if asked for a time.
@@ -130,19 +159,31 @@ fn parent(args: &[String]) -> Result<(), String> {
         let mut ms = 0f32;
         // SAFETY: writes one float; both events are valid (the same event twice).
         let r = unsafe { sys::cuEventElapsedTime_v2(&mut ms, event, event) };
-        println!("   (cuEventElapsedTime on it: {}; times below are host clocks)", common::cu_error_name(r));
+        println!(
+            "   (cuEventElapsedTime on it: {}; times below are host clocks)",
+            common::cu_error_name(r)
+        );
     }
 
     let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
     let t_spawn = Instant::now();
     let mut kid = Command::new(exe)
-        .args(["--child", &mem_hex, &ev_hex, &ordinal.to_string(), &bytes.to_string()])
+        .args([
+            "--child",
+            &mem_hex,
+            &ev_hex,
+            &ordinal.to_string(),
+            &bytes.to_string(),
+        ])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
         .map_err(|e| format!("spawning the child: {e}"))?;
-    println!("5. child pid {} started with both handles in argv (hex)", kid.id());
+    println!(
+        "5. child pid {} started with both handles in argv (hex)",
+        kid.id()
+    );
     let mut kid_out = BufReader::new(kid.stdout.take().expect("piped"));
     let mut kid_in = kid.stdin.take().expect("piped");
     let mut recorded = false;
@@ -161,26 +202,38 @@ fn parent(args: &[String]) -> Result<(), String> {
         println!("   [child] {l}");
     }
     if !recorded {
-        let st = kid.wait().map_err(|e| format!("waiting for the child: {e}"))?;
+        let st = kid
+            .wait()
+            .map_err(|e| format!("waiting for the child: {e}"))?;
         return Err(format!("the child ended before recording the event ({st})"));
     }
-    println!("6. child says: event recorded behind its copy   {} after spawn", dur(t_spawn.elapsed()));
+    println!(
+        "6. child says: event recorded behind its copy   {} after spawn",
+        dur(t_spawn.elapsed())
+    );
 
     let mut stream: sys::CUstream = std::ptr::null_mut();
     // SAFETY: writes one stream handle; a context is current.
     cu("cuStreamCreate", unsafe {
-        sys::cuStreamCreate(&mut stream, sys::CUstream_flags_enum::CU_STREAM_NON_BLOCKING as u32)
+        sys::cuStreamCreate(
+            &mut stream,
+            sys::CUstream_flags_enum::CU_STREAM_NON_BLOCKING as u32,
+        )
     })?;
     let mut back = vec![0u32; words];
     let t = Instant::now();
     // SAFETY: both handles are valid; flags must be 0.
-    cu("cuStreamWaitEvent", unsafe { sys::cuStreamWaitEvent(stream, event, 0) })?;
+    cu("cuStreamWaitEvent", unsafe {
+        sys::cuStreamWaitEvent(stream, event, 0)
+    })?;
     // SAFETY: `back` holds `bytes` bytes and outlives the synchronisation below.
     cu("cuMemcpyDtoHAsync", unsafe {
         sys::cuMemcpyDtoHAsync_v2(back.as_mut_ptr().cast(), dptr, bytes, stream)
     })?;
     // SAFETY: a valid stream.
-    cu("cuStreamSynchronize", unsafe { sys::cuStreamSynchronize(stream) })?;
+    cu("cuStreamSynchronize", unsafe {
+        sys::cuStreamSynchronize(stream)
+    })?;
     let el = t.elapsed();
     println!(
         "7. cuStreamWaitEvent(child's event) + cuMemcpyDtoHAsync + cuStreamSynchronize   {}  {}",
@@ -189,7 +242,9 @@ fn parent(args: &[String]) -> Result<(), String> {
     );
     let t = Instant::now();
     // SAFETY: a valid event.
-    cu("cuEventSynchronize", unsafe { sys::cuEventSynchronize(event) })?;
+    cu("cuEventSynchronize", unsafe {
+        sys::cuEventSynchronize(event)
+    })?;
     // SAFETY: a valid event.
     let q = unsafe { sys::cuEventQuery(event) };
     println!(
@@ -219,11 +274,15 @@ fn parent(args: &[String]) -> Result<(), String> {
         let l = l.map_err(|e| format!("reading the child: {e}"))?;
         println!("   [child] {l}");
     }
-    let st = kid.wait().map_err(|e| format!("waiting for the child: {e}"))?;
+    let st = kid
+        .wait()
+        .map_err(|e| format!("waiting for the child: {e}"))?;
     println!("9. child exited: {st}");
 
     // SAFETY: handles created above; nothing uses them after this.
-    cu("cuStreamDestroy", unsafe { sys::cuStreamDestroy_v2(stream) })?;
+    cu("cuStreamDestroy", unsafe {
+        sys::cuStreamDestroy_v2(stream)
+    })?;
     // SAFETY: as above.
     cu("cuEventDestroy", unsafe { sys::cuEventDestroy_v2(event) })?;
     // SAFETY: as above; the child has unmapped its view.
@@ -237,6 +296,37 @@ fn parent(args: &[String]) -> Result<(), String> {
     Ok(())
 }
 
+/// What of this process a handle visibly carries: the handles are opaque (64 bytes,
+/// undocumented), so this only reports where this process's pid and the allocation's
+/// size appear as little-endian integers, which says what the driver needs to find the
+/// exporter's object.
+fn look_inside(h: &[u8; 64], bytes: usize) -> String {
+    let find = |needle: &[u8]| -> Vec<usize> {
+        (0..=h.len() - needle.len())
+            .filter(|&o| &h[o..o + needle.len()] == needle)
+            .collect()
+    };
+    let pid = std::process::id();
+    let mut seen = Vec::new();
+    for (what, at) in [
+        (format!("pid {pid} (u32)"), find(&pid.to_le_bytes())),
+        (
+            format!("size {bytes} (u64)"),
+            find(&(bytes as u64).to_le_bytes()),
+        ),
+    ] {
+        if !at.is_empty() {
+            seen.push(format!("{what} at byte {at:?}"));
+        }
+    }
+    let zeros = h.iter().filter(|&&b| b == 0).count();
+    if seen.is_empty() {
+        format!("(neither this pid nor the size appears in it as a little-endian integer; {zeros} of 64 bytes are zero)")
+    } else {
+        format!("(in it: {}; {zeros} of 64 bytes are zero)", seen.join(", "))
+    }
+}
+
 /// The second process: open both handles, check the parent's bytes, write the complement,
 /// record the event, and unmap when the parent says "close". Its lines go to the parent,
 /// which prints them.
@@ -247,12 +337,20 @@ fn child(args: &[String]) -> Result<(), String> {
     };
     let to_handle = |s: &str| -> Result<[std::ffi::c_char; 64], String> {
         let v = unhex(s)?;
-        let a: [u8; 64] = v.try_into().map_err(|v: Vec<u8>| format!("handle of {} bytes, not 64", v.len()))?;
+        let a: [u8; 64] = v
+            .try_into()
+            .map_err(|v: Vec<u8>| format!("handle of {} bytes, not 64", v.len()))?;
         Ok(a.map(|b| b as std::ffi::c_char))
     };
-    let mem_handle = sys::CUipcMemHandle_st { reserved: to_handle(mem_hex)? };
-    let ev_handle = sys::CUipcEventHandle_st { reserved: to_handle(ev_hex)? };
-    let ordinal: usize = ordinal.parse().map_err(|_| format!("bad GPU {ordinal:?}"))?;
+    let mem_handle = sys::CUipcMemHandle_st {
+        reserved: to_handle(mem_hex)?,
+    };
+    let ev_handle = sys::CUipcEventHandle_st {
+        reserved: to_handle(ev_hex)?,
+    };
+    let ordinal: usize = ordinal
+        .parse()
+        .map_err(|_| format!("bad GPU {ordinal:?}"))?;
     let bytes: usize = bytes.parse().map_err(|_| format!("bad size {bytes:?}"))?;
     let words = bytes / 4;
     let out = |s: String| {
@@ -262,7 +360,10 @@ fn child(args: &[String]) -> Result<(), String> {
 
     let gpu = gdr::cuda::Gpu::open(ordinal).map_err(|e| e.to_string())?;
     gpu.bind().map_err(|e| e.to_string())?;
-    out(format!("pid {}: GPU {ordinal}, its own primary context", std::process::id()));
+    out(format!(
+        "pid {}: GPU {ordinal}, its own primary context",
+        std::process::id()
+    ));
 
     let mut dptr: sys::CUdeviceptr = 0;
     let t = Instant::now();
@@ -282,17 +383,23 @@ fn child(args: &[String]) -> Result<(), String> {
     let mut event: sys::CUevent = std::ptr::null_mut();
     let t = Instant::now();
     // SAFETY: writes one event handle; the handle came from cuIpcGetEventHandle.
-    cu("cuIpcOpenEventHandle", unsafe { sys::cuIpcOpenEventHandle(&mut event, ev_handle) })?;
+    cu("cuIpcOpenEventHandle", unsafe {
+        sys::cuIpcOpenEventHandle(&mut event, ev_handle)
+    })?;
     out(format!("cuIpcOpenEventHandle   {}", dur(t.elapsed())));
 
     let mut seen = vec![0u32; words];
     let t = Instant::now();
     // SAFETY: `seen` holds `bytes` bytes; the mapping is `bytes` long (the parent's size).
-    cu("cuMemcpyDtoH", unsafe { sys::cuMemcpyDtoH_v2(seen.as_mut_ptr().cast(), dptr, bytes) })?;
+    cu("cuMemcpyDtoH", unsafe {
+        sys::cuMemcpyDtoH_v2(seen.as_mut_ptr().cast(), dptr, bytes)
+    })?;
     let el = t.elapsed();
     let bad = (0..words).filter(|&i| seen[i] != pattern(i)).count();
     if bad != 0 {
-        out(format!("FAIL: {bad} of {words} words are not the parent's pattern"));
+        out(format!(
+            "FAIL: {bad} of {words} words are not the parent's pattern"
+        ));
         return Err("the child did not read the parent's bytes".into());
     }
     out(format!(
@@ -304,29 +411,47 @@ fn child(args: &[String]) -> Result<(), String> {
     let mut stream: sys::CUstream = std::ptr::null_mut();
     // SAFETY: writes one stream handle; a context is current.
     cu("cuStreamCreate", unsafe {
-        sys::cuStreamCreate(&mut stream, sys::CUstream_flags_enum::CU_STREAM_NON_BLOCKING as u32)
+        sys::cuStreamCreate(
+            &mut stream,
+            sys::CUstream_flags_enum::CU_STREAM_NON_BLOCKING as u32,
+        )
     })?;
     let new: Vec<u32> = (0..words).map(|i| !pattern(i)).collect();
     let t = Instant::now();
     // SAFETY: `new` holds `bytes` bytes and lives until the stream is synchronised below.
-    cu("cuMemcpyHtoDAsync", unsafe { sys::cuMemcpyHtoDAsync_v2(dptr, new.as_ptr().cast(), bytes, stream) })?;
+    cu("cuMemcpyHtoDAsync", unsafe {
+        sys::cuMemcpyHtoDAsync_v2(dptr, new.as_ptr().cast(), bytes, stream)
+    })?;
     // SAFETY: an event opened from an IPC handle, on a stream of the current context.
-    cu("cuEventRecord", unsafe { sys::cuEventRecord(event, stream) })?;
-    out(format!("cuMemcpyHtoDAsync(!pattern) + cuEventRecord queued, not waited for   {}", dur(t.elapsed())));
+    cu("cuEventRecord", unsafe {
+        sys::cuEventRecord(event, stream)
+    })?;
+    out(format!(
+        "cuMemcpyHtoDAsync(!pattern) + cuEventRecord queued, not waited for   {}",
+        dur(t.elapsed())
+    ));
     out("RECORDED".into());
 
     let mut cmd = String::new();
-    std::io::stdin().read_line(&mut cmd).map_err(|e| format!("reading the parent: {e}"))?;
+    std::io::stdin()
+        .read_line(&mut cmd)
+        .map_err(|e| format!("reading the parent: {e}"))?;
     // SAFETY: a valid stream; `new` is still alive.
-    cu("cuStreamSynchronize", unsafe { sys::cuStreamSynchronize(stream) })?;
+    cu("cuStreamSynchronize", unsafe {
+        sys::cuStreamSynchronize(stream)
+    })?;
     drop(new);
     let t = Instant::now();
     // SAFETY: `dptr` came from cuIpcOpenMemHandle and nothing uses it after this.
-    cu("cuIpcCloseMemHandle", unsafe { sys::cuIpcCloseMemHandle(dptr) })?;
+    cu("cuIpcCloseMemHandle", unsafe {
+        sys::cuIpcCloseMemHandle(dptr)
+    })?;
     out(format!("cuIpcCloseMemHandle   {}", dur(t.elapsed())));
     // SAFETY: handles of this process, unused after this.
     cu("cuEventDestroy", unsafe { sys::cuEventDestroy_v2(event) })?;
     // SAFETY: as above.
-    cu("cuStreamDestroy", unsafe { sys::cuStreamDestroy_v2(stream) })?;
+    cu("cuStreamDestroy", unsafe {
+        sys::cuStreamDestroy_v2(stream)
+    })?;
     Ok(())
 }

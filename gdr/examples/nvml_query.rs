@@ -27,7 +27,9 @@ mod common;
 
 use std::fmt::Display;
 
-use nvml_wrapper::enum_wrappers::device::{Clock, P2pCapabilitiesIndex, P2pStatus, TemperatureSensor};
+use nvml_wrapper::enum_wrappers::device::{
+    Clock, P2pCapabilitiesIndex, P2pStatus, TemperatureSensor,
+};
 use nvml_wrapper::enum_wrappers::nv_link::{Capability, ErrorCounter};
 use nvml_wrapper::enums::device::SampleValue;
 use nvml_wrapper::error::NvmlError;
@@ -79,7 +81,10 @@ fn main() {
         Ok(n) => n,
         Err(e) => common::exit_no_driver(
             "nvml_query",
-            format!("no NVML: nvmlInit failed ({}: {e}); is the NVIDIA driver installed?", error_name(&e)),
+            format!(
+                "no NVML: nvmlInit failed ({}: {e}); is the NVIDIA driver installed?",
+                error_name(&e)
+            ),
         ),
     };
 
@@ -88,8 +93,13 @@ fn main() {
     show("nvmlSystemGetNVMLVersion", nvml.sys_nvml_version());
     show(
         "nvmlSystemGetCudaDriverVersion",
-        nvml.sys_cuda_driver_version()
-            .map(|v| format!("{}.{} ({v})", cuda_driver_version_major(v), cuda_driver_version_minor(v))),
+        nvml.sys_cuda_driver_version().map(|v| {
+            format!(
+                "{}.{} ({v})",
+                cuda_driver_version_major(v),
+                cuda_driver_version_minor(v)
+            )
+        }),
     );
     let count = match nvml.device_count() {
         Ok(n) => n,
@@ -105,7 +115,10 @@ fn main() {
         match nvml.device_by_index(i) {
             Ok(d) => devices.push(d),
             Err(e) => {
-                eprintln!("nvml_query: nvmlDeviceGetHandleByIndex_v2({i}): {}: {e}", error_name(&e));
+                eprintln!(
+                    "nvml_query: nvmlDeviceGetHandleByIndex_v2({i}): {}: {e}",
+                    error_name(&e)
+                );
                 std::process::exit(1);
             }
         }
@@ -124,43 +137,90 @@ fn main() {
 fn basics(dev: &Device) {
     show("nvmlDeviceGetName", dev.name());
     show("nvmlDeviceGetUUID", dev.uuid());
-    show("nvmlDeviceGetPciInfo_v3 busId", dev.pci_info().map(|p| pci(&p)));
+    show(
+        "nvmlDeviceGetPciInfo_v3 busId",
+        dev.pci_info().map(|p| pci(&p)),
+    );
     show(
         "nvmlDeviceGetCudaComputeCapability",
-        dev.cuda_compute_capability().map(|c| format!("{}.{}", c.major, c.minor)),
+        dev.cuda_compute_capability()
+            .map(|c| format!("{}.{}", c.major, c.minor)),
     );
-    show("nvmlDeviceGetArchitecture", dev.architecture().map(|a| format!("{a:?}")));
+    show(
+        "nvmlDeviceGetArchitecture",
+        dev.architecture().map(|a| format!("{a:?}")),
+    );
     show(
         "nvmlDeviceGetMemoryInfo_v2 (total/used/free)",
-        dev.memory_info().map(|m| format!("{} / {} / {} MiB", m.total >> 20, m.used >> 20, m.free >> 20)),
+        dev.memory_info().map(|m| {
+            format!(
+                "{} / {} / {} MiB",
+                m.total >> 20,
+                m.used >> 20,
+                m.free >> 20
+            )
+        }),
     );
     show(
         "nvmlDeviceGetBAR1MemoryInfo (total/used/free)",
-        dev.bar1_memory_info()
-            .map(|m| format!("{} / {} / {} MiB", m.total >> 20, m.used >> 20, m.free >> 20)),
+        dev.bar1_memory_info().map(|m| {
+            format!(
+                "{} / {} / {} MiB",
+                m.total >> 20,
+                m.used >> 20,
+                m.free >> 20
+            )
+        }),
     );
-    show("nvmlDeviceGetTemperature (GPU)", dev.temperature(TemperatureSensor::Gpu).map(|t| format!("{t} C")));
-    show("nvmlDeviceGetPerformanceState", dev.performance_state().map(|p| format!("{p:?}")));
-    show("nvmlDeviceGetPowerUsage", dev.power_usage().map(|mw| format!("{:.1} W", mw as f64 / 1000.0)));
+    show(
+        "nvmlDeviceGetTemperature (GPU)",
+        dev.temperature(TemperatureSensor::Gpu)
+            .map(|t| format!("{t} C")),
+    );
+    show(
+        "nvmlDeviceGetPerformanceState",
+        dev.performance_state().map(|p| format!("{p:?}")),
+    );
+    show(
+        "nvmlDeviceGetPowerUsage",
+        dev.power_usage()
+            .map(|mw| format!("{:.1} W", mw as f64 / 1000.0)),
+    );
     show(
         "nvmlDeviceGetEnforcedPowerLimit",
-        dev.enforced_power_limit().map(|mw| format!("{:.1} W", mw as f64 / 1000.0)),
+        dev.enforced_power_limit()
+            .map(|mw| format!("{:.1} W", mw as f64 / 1000.0)),
     );
-    for (clock, name) in [(Clock::Graphics, "graphics"), (Clock::SM, "SM"), (Clock::Memory, "memory")] {
-        show(&format!("nvmlDeviceGetClockInfo ({name})"), dev.clock_info(clock).map(|c| format!("{c} MHz")));
-        show(&format!("nvmlDeviceGetMaxClockInfo ({name})"), dev.max_clock_info(clock).map(|c| format!("{c} MHz")));
+    for (clock, name) in [
+        (Clock::Graphics, "graphics"),
+        (Clock::SM, "SM"),
+        (Clock::Memory, "memory"),
+    ] {
+        show(
+            &format!("nvmlDeviceGetClockInfo ({name})"),
+            dev.clock_info(clock).map(|c| format!("{c} MHz")),
+        );
+        show(
+            &format!("nvmlDeviceGetMaxClockInfo ({name})"),
+            dev.max_clock_info(clock).map(|c| format!("{c} MHz")),
+        );
     }
     show(
         "nvmlDeviceGetCurrPcieLinkGeneration/Width",
-        dev.current_pcie_link_gen()
-            .and_then(|g| dev.current_pcie_link_width().map(|w| format!("Gen{g} x{w}"))),
+        dev.current_pcie_link_gen().and_then(|g| {
+            dev.current_pcie_link_width()
+                .map(|w| format!("Gen{g} x{w}"))
+        }),
     );
     show(
         "nvmlDeviceGetMaxPcieLinkGeneration/Width",
         dev.max_pcie_link_gen()
             .and_then(|g| dev.max_pcie_link_width().map(|w| format!("Gen{g} x{w}"))),
     );
-    show("nvmlDeviceGetCpuAffinity", dev.cpu_affinity(16).map(|m| cpu_list(&m)));
+    show(
+        "nvmlDeviceGetCpuAffinity",
+        dev.cpu_affinity(16).map(|m| cpu_list(&m)),
+    );
     show("nvmlDeviceGetNumaNodeId", dev.numa_node_id());
 }
 
@@ -172,25 +232,49 @@ fn nvlinks(dev: &Device, reset: bool) {
         .field_values_for(&[FieldId(NVML_FI_DEV_NVLINK_LINK_COUNT)])
         .map(|mut v| v.pop().map(|s| s.and_then(|s| s.value).map(|v| sample(&v))));
     match links {
-        Ok(Some(v)) => show("nvmlDeviceGetFieldValues (NVML_FI_DEV_NVLINK_LINK_COUNT)", v),
-        Ok(None) => println!("{:<52} (no sample returned)", "nvmlDeviceGetFieldValues (NVML_FI_DEV_NVLINK_LINK_COUNT)"),
-        Err(e) => show::<String>("nvmlDeviceGetFieldValues (NVML_FI_DEV_NVLINK_LINK_COUNT)", Err(e)),
+        Ok(Some(v)) => show(
+            "nvmlDeviceGetFieldValues (NVML_FI_DEV_NVLINK_LINK_COUNT)",
+            v,
+        ),
+        Ok(None) => println!(
+            "{:<52} (no sample returned)",
+            "nvmlDeviceGetFieldValues (NVML_FI_DEV_NVLINK_LINK_COUNT)"
+        ),
+        Err(e) => show::<String>(
+            "nvmlDeviceGetFieldValues (NVML_FI_DEV_NVLINK_LINK_COUNT)",
+            Err(e),
+        ),
     }
     for link in 0..NVLINK_MAX_LINKS {
         println!("link {link}:");
         let mut l = dev.link_wrapper_for(link);
         show("  nvmlDeviceGetNvLinkVersion", l.version());
-        show("  nvmlDeviceGetNvLinkState", l.is_active().map(|a| if a { "active" } else { "inactive" }));
+        show(
+            "  nvmlDeviceGetNvLinkState",
+            l.is_active().map(|a| if a { "active" } else { "inactive" }),
+        );
         for (cap, name) in CAPABILITIES {
-            show(&format!("  nvmlDeviceGetNvLinkCapability {name}"), l.has_capability(cap));
+            show(
+                &format!("  nvmlDeviceGetNvLinkCapability {name}"),
+                l.has_capability(cap),
+            );
         }
         for (counter, name) in COUNTERS {
-            show(&format!("  nvmlDeviceGetNvLinkErrorCounter {name}"), l.error_counter(counter));
+            show(
+                &format!("  nvmlDeviceGetNvLinkErrorCounter {name}"),
+                l.error_counter(counter),
+            );
         }
         if reset {
-            show("  nvmlDeviceResetNvLinkErrorCounters", l.reset_error_counters().map(|()| "reset"));
+            show(
+                "  nvmlDeviceResetNvLinkErrorCounters",
+                l.reset_error_counters().map(|()| "reset"),
+            );
         }
-        show("  nvmlDeviceGetNvLinkRemotePciInfo_v2", l.remote_pci_info().map(|p| pci(&p)));
+        show(
+            "  nvmlDeviceGetNvLinkRemotePciInfo_v2",
+            l.remote_pci_info().map(|p| pci(&p)),
+        );
     }
     if !reset {
         println!(
@@ -298,15 +382,19 @@ fn p2p_abbrev(s: &P2pStatus) -> &'static str {
 
 /// A PCI identity as `nvidia-smi -q` prints it: bus id, then device and subsystem ids.
 fn pci(p: &PciInfo) -> String {
-    let sub = p.pci_sub_system_id.map(|s| format!(" subsys {s:08x}")).unwrap_or_default();
+    let sub = p
+        .pci_sub_system_id
+        .map(|s| format!(" subsys {s:08x}"))
+        .unwrap_or_default();
     format!("{} (device {:08x}{sub})", p.bus_id, p.pci_device_id)
 }
 
 /// A CPU mask (64 CPUs a word, lowest first) as a cpulist, `0-15` style.
 fn cpu_list(mask: &[std::ffi::c_ulong]) -> String {
     let bits = std::ffi::c_ulong::BITS as usize;
-    let cpus: Vec<usize> =
-        (0..mask.len() * bits).filter(|&c| mask[c / bits] >> (c % bits) & 1 == 1).collect();
+    let cpus: Vec<usize> = (0..mask.len() * bits)
+        .filter(|&c| mask[c / bits] >> (c % bits) & 1 == 1)
+        .collect();
     let mut out = Vec::new();
     let mut k = 0;
     while k < cpus.len() {
@@ -314,7 +402,11 @@ fn cpu_list(mask: &[std::ffi::c_ulong]) -> String {
         while k + 1 < cpus.len() && cpus[k + 1] == cpus[k] + 1 {
             k += 1;
         }
-        out.push(if cpus[k] == start { start.to_string() } else { format!("{start}-{}", cpus[k]) });
+        out.push(if cpus[k] == start {
+            start.to_string()
+        } else {
+            format!("{start}-{}", cpus[k])
+        });
         k += 1;
     }
     if out.is_empty() {

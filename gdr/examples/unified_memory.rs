@@ -169,7 +169,11 @@ fn run(ordinal: usize, want: usize) -> Result<(), String> {
 
     println!("\n## 1. device attributes (cuDeviceGetAttribute)");
     let attrs = [
-        (A::CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY, "MANAGED_MEMORY", "cuMemAllocManaged works"),
+        (
+            A::CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY,
+            "MANAGED_MEMORY",
+            "cuMemAllocManaged works",
+        ),
         (
             A::CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS,
             "CONCURRENT_MANAGED_ACCESS",
@@ -206,11 +210,19 @@ fn run(ordinal: usize, want: usize) -> Result<(), String> {
         }
     }
     if managed == 0 {
-        return Err("the GPU has no managed memory (CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY = 0)".into());
+        return Err(
+            "the GPU has no managed memory (CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY = 0)".into(),
+        );
     }
-    for sym in ["cuMemAdvise_v2", "cuMemPrefetchAsync_v2", "cuEventElapsedTime_v2"] {
+    for sym in [
+        "cuMemAdvise_v2",
+        "cuMemPrefetchAsync_v2",
+        "cuEventElapsedTime_v2",
+    ] {
         if !common::has_cuda_symbol(sym) {
-            return Err(format!("libcuda has no {sym} (a driver older than CUDA 12.2)"));
+            return Err(format!(
+                "libcuda has no {sym} (a driver older than CUDA 12.2)"
+            ));
         }
     }
 
@@ -234,16 +246,30 @@ fn run(ordinal: usize, want: usize) -> Result<(), String> {
     let mut stream: sys::CUstream = std::ptr::null_mut();
     // SAFETY: writes one stream handle; a context is current.
     cu("cuStreamCreate", unsafe {
-        sys::cuStreamCreate(&mut stream, sys::CUstream_flags_enum::CU_STREAM_NON_BLOCKING as u32)
+        sys::cuStreamCreate(
+            &mut stream,
+            sys::CUstream_flags_enum::CU_STREAM_NON_BLOCKING as u32,
+        )
     })?;
-    let (mut start, mut end): (sys::CUevent, sys::CUevent) = (std::ptr::null_mut(), std::ptr::null_mut());
+    let (mut start, mut end): (sys::CUevent, sys::CUevent) =
+        (std::ptr::null_mut(), std::ptr::null_mut());
     // SAFETY: each writes one event handle.
-    cu("cuEventCreate", unsafe { sys::cuEventCreate(&mut start, 0) })?;
+    cu("cuEventCreate", unsafe {
+        sys::cuEventCreate(&mut start, 0)
+    })?;
     // SAFETY: as above.
     cu("cuEventCreate", unsafe { sys::cuEventCreate(&mut end, 0) })?;
-    let um = Um { ordinal: ordinal as i32, stream, touch, start, end };
+    let um = Um {
+        ordinal: ordinal as i32,
+        stream,
+        touch,
+        start,
+        end,
+    };
 
-    let r = faults(&um, bytes, concurrent).and_then(|()| advice(&um, bytes)).and_then(|()| attach(&um));
+    let r = faults(&um, bytes, concurrent)
+        .and_then(|()| advice(&um, bytes))
+        .and_then(|()| attach(&um));
 
     // SAFETY: handles created above, unused after this.
     unsafe {
@@ -267,7 +293,8 @@ fn load_kernel(cc: (i32, i32)) -> Result<Touch, String> {
         attempts.push(("8.0", own));
     }
     for (ver, target) in attempts {
-        let ptx = CString::new(format!(".version {ver}\n.target {target}{PTX_BODY}")).expect("no NUL in PTX");
+        let ptx = CString::new(format!(".version {ver}\n.target {target}{PTX_BODY}"))
+            .expect("no NUL in PTX");
         let mut log = vec![0u8; 8192];
         let mut opts = [
             sys::CUjit_option_enum::CU_JIT_ERROR_LOG_BUFFER,
@@ -295,13 +322,17 @@ fn load_kernel(cc: (i32, i32)) -> Result<Touch, String> {
             println!(
                 "cuModuleLoadDataEx(PTX .version {ver} .target {target}): {}: {}",
                 common::cu_error_name(r),
-                String::from_utf8_lossy(&log[..n]).trim().replace('\n', " | ")
+                String::from_utf8_lossy(&log[..n])
+                    .trim()
+                    .replace('\n', " | ")
             );
             continue;
         }
         let mut f: sys::CUfunction = std::ptr::null_mut();
         // SAFETY: a loaded module and a NUL-terminated name.
-        cu("cuModuleGetFunction", unsafe { sys::cuModuleGetFunction(&mut f, module, c"add_one".as_ptr()) })?;
+        cu("cuModuleGetFunction", unsafe {
+            sys::cuModuleGetFunction(&mut f, module, c"add_one".as_ptr())
+        })?;
         println!(
             "kernel add_one (hand-written PTX, .version {ver} .target {target}) JIT-compiled and loaded by cuModuleLoadDataEx in {}",
             dur(el)
@@ -318,12 +349,17 @@ impl Um {
     /// events recorded around it.
     fn gpu_touch(&self, ptr: sys::CUdeviceptr, words: usize) -> Result<Duration, String> {
         // SAFETY: valid event and stream.
-        cu("cuEventRecord", unsafe { sys::cuEventRecord(self.start, self.stream) })?;
+        cu("cuEventRecord", unsafe {
+            sys::cuEventRecord(self.start, self.stream)
+        })?;
         match self.touch {
             Touch::Kernel(f) => {
                 let mut buf = ptr;
                 let mut n = words as u64;
-                let mut params = [&mut buf as *mut u64 as *mut c_void, &mut n as *mut u64 as *mut c_void];
+                let mut params = [
+                    &mut buf as *mut u64 as *mut c_void,
+                    &mut n as *mut u64 as *mut c_void,
+                ];
                 let grid = words.div_ceil(BLOCK as usize) as u32;
                 // SAFETY: `add_one(u64 buf, u64 n)` takes two 8-byte parameters, passed
                 // as pointers to them; `ptr` addresses `words` u32 valid on this GPU.
@@ -345,7 +381,9 @@ impl Um {
             }
             Touch::Memset => {
                 // SAFETY: `ptr` addresses `words` u32.
-                cu("cuMemsetD32Async", unsafe { sys::cuMemsetD32Async(ptr, MEMSET_VALUE, words, self.stream) })?;
+                cu("cuMemsetD32Async", unsafe {
+                    sys::cuMemsetD32Async(ptr, MEMSET_VALUE, words, self.stream)
+                })?;
             }
         }
         self.timed_end()
@@ -354,12 +392,18 @@ impl Um {
     /// Records the end event, waits for it, returns the time since the start event.
     fn timed_end(&self) -> Result<Duration, String> {
         // SAFETY: valid event and stream.
-        cu("cuEventRecord", unsafe { sys::cuEventRecord(self.end, self.stream) })?;
+        cu("cuEventRecord", unsafe {
+            sys::cuEventRecord(self.end, self.stream)
+        })?;
         // SAFETY: a valid event.
-        cu("cuEventSynchronize", unsafe { sys::cuEventSynchronize(self.end) })?;
+        cu("cuEventSynchronize", unsafe {
+            sys::cuEventSynchronize(self.end)
+        })?;
         let mut ms = 0f32;
         // SAFETY: writes one float; both events were created with timing and recorded.
-        cu("cuEventElapsedTime", unsafe { sys::cuEventElapsedTime_v2(&mut ms, self.start, self.end) })?;
+        cu("cuEventElapsedTime", unsafe {
+            sys::cuEventElapsedTime_v2(&mut ms, self.start, self.end)
+        })?;
         Ok(Duration::from_secs_f64(ms as f64 / 1e3))
     }
 
@@ -374,9 +418,16 @@ impl Um {
 
     /// `cuMemPrefetchAsync` (CUDA 13: a CUmemLocation) to this GPU or to the CPU,
     /// timed by events.
-    fn prefetch(&self, ptr: sys::CUdeviceptr, bytes: usize, to_gpu: bool) -> Result<Duration, String> {
+    fn prefetch(
+        &self,
+        ptr: sys::CUdeviceptr,
+        bytes: usize,
+        to_gpu: bool,
+    ) -> Result<Duration, String> {
         // SAFETY: valid event and stream.
-        cu("cuEventRecord", unsafe { sys::cuEventRecord(self.start, self.stream) })?;
+        cu("cuEventRecord", unsafe {
+            sys::cuEventRecord(self.start, self.stream)
+        })?;
         // SAFETY: `ptr..ptr+bytes` is a managed range; flags must be 0.
         cu("cuMemPrefetchAsync", unsafe {
             sys::cuMemPrefetchAsync_v2(ptr, bytes, self.location(to_gpu), 0, self.stream)
@@ -386,25 +437,44 @@ impl Um {
 
     fn location(&self, gpu: bool) -> sys::CUmemLocation {
         if gpu {
-            sys::CUmemLocation { type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE, id: self.ordinal }
+            sys::CUmemLocation {
+                type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
+                id: self.ordinal,
+            }
         } else {
             // The id is ignored for the host.
-            sys::CUmemLocation { type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_HOST, id: 0 }
+            sys::CUmemLocation {
+                type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_HOST,
+                id: 0,
+            }
         }
     }
 
     /// `cuMemAdvise` (CUDA 13: a CUmemLocation).
-    fn advise(&self, ptr: sys::CUdeviceptr, bytes: usize, advice: Advice, gpu: bool) -> Result<(), String> {
+    fn advise(
+        &self,
+        ptr: sys::CUdeviceptr,
+        bytes: usize,
+        advice: Advice,
+        gpu: bool,
+    ) -> Result<(), String> {
         // SAFETY: `ptr..ptr+bytes` is a managed range and the location is valid.
-        cu(&format!("cuMemAdvise({advice:?})"), unsafe { sys::cuMemAdvise_v2(ptr, bytes, advice, self.location(gpu)) })
+        cu(&format!("cuMemAdvise({advice:?})"), unsafe {
+            sys::cuMemAdvise_v2(ptr, bytes, advice, self.location(gpu))
+        })
     }
 }
 
 /// Allocates `bytes` of managed memory, attached globally.
-fn alloc_managed(bytes: usize, flags: sys::CUmemAttach_flags_enum) -> Result<sys::CUdeviceptr, String> {
+fn alloc_managed(
+    bytes: usize,
+    flags: sys::CUmemAttach_flags_enum,
+) -> Result<sys::CUdeviceptr, String> {
     let mut p: sys::CUdeviceptr = 0;
     // SAFETY: writes one pointer; the size was checked against free memory.
-    cu("cuMemAllocManaged", unsafe { sys::cuMemAllocManaged(&mut p, bytes, flags as u32) })?;
+    cu("cuMemAllocManaged", unsafe {
+        sys::cuMemAllocManaged(&mut p, bytes, flags as u32)
+    })?;
     Ok(p)
 }
 
@@ -438,7 +508,11 @@ fn cpu_check(ptr: sys::CUdeviceptr, words: usize, expect: Expect) -> (Duration, 
     let v = unsafe { host_view(ptr, words) };
     let t = Instant::now();
     let bad = match expect {
-        Expect::Plus(k) => v.iter().enumerate().filter(|(i, &w)| w != pattern(*i).wrapping_add(k)).count(),
+        Expect::Plus(k) => v
+            .iter()
+            .enumerate()
+            .filter(|(i, &w)| w != pattern(*i).wrapping_add(k))
+            .count(),
         Expect::All(x) => v.iter().filter(|&&w| w != x).count(),
     };
     (t.elapsed(), std::hint::black_box(bad))
@@ -476,22 +550,41 @@ fn faults(um: &Um, bytes: usize, concurrent: i32) -> Result<(), String> {
     cu("cuMemFree", unsafe { sys::cuMemFree_v2(d) })?;
 
     let m = alloc_managed(bytes, sys::CUmemAttach_flags_enum::CU_MEM_ATTACH_GLOBAL)?;
-    println!("cuMemAllocManaged({}, CU_MEM_ATTACH_GLOBAL) = {m:#x}", size(bytes));
+    println!(
+        "cuMemAllocManaged({}, CU_MEM_ATTACH_GLOBAL) = {m:#x}",
+        size(bytes)
+    );
     show_range("after cuMemAllocManaged", m, bytes);
 
-    step("CPU first touch: write (CPU faults allocate pages on the CPU)", cpu_write(m, words), bytes);
-    step("CPU write again (resident, no faults)", cpu_write(m, words), bytes);
+    step(
+        "CPU first touch: write (CPU faults allocate pages on the CPU)",
+        cpu_write(m, words),
+        bytes,
+    );
+    step(
+        "CPU write again (resident, no faults)",
+        cpu_write(m, words),
+        bytes,
+    );
     let mut expect = Expect::Plus(0);
 
     let t = um.gpu_touch(m, words)?;
     expect = um.after_touch(expect);
-    step("GPU touch, no prefetch (GPU faults migrate CPU -> GPU)", t, bytes);
+    step(
+        "GPU touch, no prefetch (GPU faults migrate CPU -> GPU)",
+        t,
+        bytes,
+    );
     let t = um.gpu_touch(m, words)?;
     expect = um.after_touch(expect);
     step("GPU touch again (resident on the GPU)", t, bytes);
 
     let (t, bad) = cpu_check(m, words, expect);
-    step("CPU read after the GPU wrote (CPU faults migrate GPU -> CPU)", t, bytes);
+    step(
+        "CPU read after the GPU wrote (CPU faults migrate GPU -> CPU)",
+        t,
+        bytes,
+    );
     checked("CPU read after GPU", bad, words)?;
     let (t, bad) = cpu_check(m, words, expect);
     step("CPU read again (resident on the CPU)", t, bytes);
@@ -519,7 +612,10 @@ fn faults(um: &Um, bytes: usize, concurrent: i32) -> Result<(), String> {
 /// Part 4: the hints, each read back, and what two of them change.
 fn advice(um: &Um, bytes: usize) -> Result<(), String> {
     let words = bytes / 4;
-    println!("\n## 4. cuMemAdvise and cuMemRangeGetAttribute, {}", size(bytes));
+    println!(
+        "\n## 4. cuMemAdvise and cuMemRangeGetAttribute, {}",
+        size(bytes)
+    );
     let m = alloc_managed(bytes, sys::CUmemAttach_flags_enum::CU_MEM_ATTACH_GLOBAL)?;
     cpu_write(m, words);
     let mut expect = Expect::Plus(0);
@@ -536,13 +632,21 @@ fn advice(um: &Um, bytes: usize) -> Result<(), String> {
     println!("cuMemAdvise(SET_READ_MOSTLY)");
     show_range("after SET_READ_MOSTLY", m, bytes);
     let t = um.prefetch(m, bytes, true)?;
-    step("with READ_MOSTLY: prefetch -> GPU (duplicates the pages)", t, bytes);
+    step(
+        "with READ_MOSTLY: prefetch -> GPU (duplicates the pages)",
+        t,
+        bytes,
+    );
     let (t, bad) = cpu_check(m, words, expect);
     step("  then CPU read (the CPU's copy is still valid)", t, bytes);
     checked("CPU read", bad, words)?;
     let t = um.gpu_touch(m, words)?;
     expect = um.after_touch(expect);
-    step("  GPU write to read-mostly pages (collapses the copies)", t, bytes);
+    step(
+        "  GPU write to read-mostly pages (collapses the copies)",
+        t,
+        bytes,
+    );
     let (t, bad) = cpu_check(m, words, expect);
     step("  then CPU read", t, bytes);
     checked("CPU read after GPU write", bad, words)?;
@@ -555,22 +659,44 @@ fn advice(um: &Um, bytes: usize) -> Result<(), String> {
 
     // Preferred on the CPU and accessed by the GPU: the GPU's touch goes to the CPU's
     // pages through a mapping over PCIe and the pages stay where they are.
-    um.advise(m, bytes, Advice::CU_MEM_ADVISE_SET_PREFERRED_LOCATION, false)?;
+    um.advise(
+        m,
+        bytes,
+        Advice::CU_MEM_ADVISE_SET_PREFERRED_LOCATION,
+        false,
+    )?;
     println!("cuMemAdvise(SET_PREFERRED_LOCATION, CPU)");
     um.advise(m, bytes, Advice::CU_MEM_ADVISE_SET_ACCESSED_BY, true)?;
     println!("cuMemAdvise(SET_ACCESSED_BY, GPU {})", um.ordinal);
-    show_range("after SET_PREFERRED_LOCATION CPU + SET_ACCESSED_BY GPU", m, bytes);
+    show_range(
+        "after SET_PREFERRED_LOCATION CPU + SET_ACCESSED_BY GPU",
+        m,
+        bytes,
+    );
     let t = um.prefetch(m, bytes, false)?;
     step("prefetch -> CPU", t, bytes);
     let t = um.gpu_touch(m, words)?;
     expect = um.after_touch(expect);
-    step("GPU touch of CPU-resident pages through the mapping", t, bytes);
+    step(
+        "GPU touch of CPU-resident pages through the mapping",
+        t,
+        bytes,
+    );
     let (t, bad) = cpu_check(m, words, expect);
-    step("  then CPU read (pages never left the CPU: no faults)", t, bytes);
+    step(
+        "  then CPU read (pages never left the CPU: no faults)",
+        t,
+        bytes,
+    );
     checked("CPU read", bad, words)?;
 
     um.advise(m, bytes, Advice::CU_MEM_ADVISE_UNSET_ACCESSED_BY, true)?;
-    um.advise(m, bytes, Advice::CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION, true)?;
+    um.advise(
+        m,
+        bytes,
+        Advice::CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION,
+        true,
+    )?;
     println!("cuMemAdvise(UNSET_ACCESSED_BY), cuMemAdvise(UNSET_PREFERRED_LOCATION)");
     show_range("after the UNSETs", m, bytes);
     // SAFETY: nothing in flight on `m`.
@@ -584,27 +710,48 @@ fn attach(um: &Um) -> Result<(), String> {
     let words = bytes / 4;
     println!("\n## 5. cuStreamAttachMemAsync, {}", size(bytes));
     let m = alloc_managed(bytes, sys::CUmemAttach_flags_enum::CU_MEM_ATTACH_HOST)?;
-    println!("cuMemAllocManaged({}, CU_MEM_ATTACH_HOST) = {m:#x}", size(bytes));
+    println!(
+        "cuMemAllocManaged({}, CU_MEM_ATTACH_HOST) = {m:#x}",
+        size(bytes)
+    );
     cpu_write(m, words);
     let mut expect = Expect::Plus(0);
     for (flag, what) in [
-        (sys::CUmemAttach_flags_enum::CU_MEM_ATTACH_SINGLE, "SINGLE: only this stream's work touches it"),
-        (sys::CUmemAttach_flags_enum::CU_MEM_ATTACH_GLOBAL, "GLOBAL: any stream"),
+        (
+            sys::CUmemAttach_flags_enum::CU_MEM_ATTACH_SINGLE,
+            "SINGLE: only this stream's work touches it",
+        ),
+        (
+            sys::CUmemAttach_flags_enum::CU_MEM_ATTACH_GLOBAL,
+            "GLOBAL: any stream",
+        ),
     ] {
         // SAFETY: `m` is the base of a managed allocation; length 0 = the whole allocation.
-        cu("cuStreamAttachMemAsync", unsafe { sys::cuStreamAttachMemAsync(um.stream, m, 0, flag as u32) })?;
+        cu("cuStreamAttachMemAsync", unsafe {
+            sys::cuStreamAttachMemAsync(um.stream, m, 0, flag as u32)
+        })?;
         let t = um.gpu_touch(m, words)?;
         expect = um.after_touch(expect);
-        println!("cuStreamAttachMemAsync({flag:?}) ({what}): GPU touch on the stream {}", dur(t));
+        println!(
+            "cuStreamAttachMemAsync({flag:?}) ({what}): GPU touch on the stream {}",
+            dur(t)
+        );
         let (_, bad) = cpu_check(m, words, expect);
         checked("CPU read after attached GPU touch", bad, words)?;
     }
     // SAFETY: as above.
     cu("cuStreamAttachMemAsync", unsafe {
-        sys::cuStreamAttachMemAsync(um.stream, m, 0, sys::CUmemAttach_flags_enum::CU_MEM_ATTACH_HOST as u32)
+        sys::cuStreamAttachMemAsync(
+            um.stream,
+            m,
+            0,
+            sys::CUmemAttach_flags_enum::CU_MEM_ATTACH_HOST as u32,
+        )
     })?;
     // SAFETY: a valid stream.
-    cu("cuStreamSynchronize", unsafe { sys::cuStreamSynchronize(um.stream) })?;
+    cu("cuStreamSynchronize", unsafe {
+        sys::cuStreamSynchronize(um.stream)
+    })?;
     println!("cuStreamAttachMemAsync(CU_MEM_ATTACH_HOST): the CPU may touch it while streams run, on any device");
     let (_, bad) = cpu_check(m, words, expect);
     checked("CPU read", bad, words)?;
@@ -653,11 +800,20 @@ fn show_range(when: &str, ptr: sys::CUdeviceptr, bytes: usize) {
     };
     let read_mostly = one(R::CU_MEM_RANGE_ATTRIBUTE_READ_MOSTLY, &|v| v.to_string());
     let preferred = one(R::CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION, &loc);
-    let pref_type = one(R::CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION_TYPE, &|v| loc_type(v).into());
-    let pref_id = one(R::CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION_ID, &|v| v.to_string());
+    let pref_type = one(R::CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION_TYPE, &|v| {
+        loc_type(v).into()
+    });
+    let pref_id = one(R::CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION_ID, &|v| {
+        v.to_string()
+    });
     let last = one(R::CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION, &loc);
-    let last_type = one(R::CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION_TYPE, &|v| loc_type(v).into());
-    let last_id = one(R::CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION_ID, &|v| v.to_string());
+    let last_type = one(
+        R::CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION_TYPE,
+        &|v| loc_type(v).into(),
+    );
+    let last_id = one(R::CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION_ID, &|v| {
+        v.to_string()
+    });
     // ACCESSED_BY: an array of ordinals, unused slots CU_DEVICE_INVALID.
     let mut slots = [0i32; 8];
     // SAFETY: writes up to 32 bytes, the size passed.
@@ -671,7 +827,11 @@ fn show_range(when: &str, ptr: sys::CUdeviceptr, bytes: usize) {
         )
     }) {
         Ok(()) => {
-            let v: Vec<String> = slots.iter().filter(|&&s| s != CU_DEVICE_INVALID).map(|&s| loc(s)).collect();
+            let v: Vec<String> = slots
+                .iter()
+                .filter(|&&s| s != CU_DEVICE_INVALID)
+                .map(|&s| loc(s))
+                .collect();
             format!("[{}]", v.join(", "))
         }
         Err(e) => e,

@@ -15,9 +15,16 @@ use std::process::Command;
 /// `<target>/<profile>/deps/`.
 fn target_and_profile() -> (PathBuf, String) {
     let exe = std::env::current_exe().expect("current_exe");
-    let profile_dir = exe.parent().and_then(Path::parent).expect("<target>/<profile>/deps/<test>");
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("<target>/<profile>/deps/<test>");
     let target = profile_dir.parent().expect("<target>").to_path_buf();
-    let profile = profile_dir.file_name().expect("profile").to_string_lossy().into_owned();
+    let profile = profile_dir
+        .file_name()
+        .expect("profile")
+        .to_string_lossy()
+        .into_owned();
     (target, profile)
 }
 
@@ -25,9 +32,14 @@ fn target_and_profile() -> (PathBuf, String) {
 fn build_examples() -> PathBuf {
     let (target, profile) = target_and_profile();
     let mut cmd = Command::new(env!("CARGO"));
-    cmd.args(["build", "-q", "-p", "gdr", "--examples", "--target-dir"]).arg(&target);
+    cmd.args(["build", "-q", "-p", "gdr", "--examples", "--target-dir"])
+        .arg(&target);
     // Cargo names the dev profile's directory "debug".
-    let cargo_profile = if profile == "debug" { "dev" } else { profile.as_str() };
+    let cargo_profile = if profile == "debug" {
+        "dev"
+    } else {
+        profile.as_str()
+    };
     cmd.args(["--profile", cargo_profile]);
     cmd.current_dir(env!("CARGO_MANIFEST_DIR"));
     let st = cmd.status().expect("running cargo build --examples");
@@ -56,19 +68,44 @@ fn check(dir: &Path, example: &str, args: &[&str], prefix: &str, missing: &str) 
         .unwrap_or_else(|e| panic!("running {example}: {e}"));
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(3), "{example} {args:?}: status {}\nstdout: {stdout}\nstderr: {stderr}", out.status);
-    assert!(stdout.is_empty(), "{example} {args:?}: printed on stdout: {stdout:?}");
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{example} {args:?}: status {}\nstdout: {stdout}\nstderr: {stderr}",
+        out.status
+    );
+    assert!(
+        stdout.is_empty(),
+        "{example} {args:?}: printed on stdout: {stdout:?}"
+    );
     let lines: Vec<&str> = stderr.lines().collect();
-    assert_eq!(lines.len(), 1, "{example} {args:?}: not one line on stderr: {stderr:?}");
-    assert!(lines[0].starts_with(&format!("{prefix}: ")), "{example}: line does not name it: {:?}", lines[0]);
-    assert!(lines[0].contains(missing), "{example}: line does not say {missing:?}: {:?}", lines[0]);
-    assert!(!stderr.contains("panicked"), "{example}: panicked: {stderr}");
+    assert_eq!(
+        lines.len(),
+        1,
+        "{example} {args:?}: not one line on stderr: {stderr:?}"
+    );
+    assert!(
+        lines[0].starts_with(&format!("{prefix}: ")),
+        "{example}: line does not name it: {:?}",
+        lines[0]
+    );
+    assert!(
+        lines[0].contains(missing),
+        "{example}: line does not say {missing:?}: {:?}",
+        lines[0]
+    );
+    assert!(
+        !stderr.contains("panicked"),
+        "{example}: panicked: {stderr}"
+    );
 }
 
 #[test]
 fn each_example_says_no_driver_in_one_line_and_exits_3() {
     if let Some(why) = driver_present() {
-        println!("SKIP: {why} (run the examples themselves; this test is for machines without a GPU)");
+        println!(
+            "SKIP: {why} (run the examples themselves; this test is for machines without a GPU)"
+        );
         return;
     }
     let dir = build_examples();
@@ -76,17 +113,41 @@ fn each_example_says_no_driver_in_one_line_and_exits_3() {
     check(&dir, "nvml_query", &["--reset"], "nvml_query", "no NVML");
     check(&dir, "cuda_ipc", &[], "cuda_ipc", "no CUDA driver");
     // The child half, as the parent starts it (handles are not looked at before the probe).
-    check(&dir, "cuda_ipc", &["--child", "00", "00", "0", "64"], "cuda_ipc (child)", "no CUDA driver");
-    check(&dir, "unified_memory", &[], "unified_memory", "no CUDA driver");
-    check(&dir, "unified_memory", &["0", "64"], "unified_memory", "no CUDA driver");
+    check(
+        &dir,
+        "cuda_ipc",
+        &["--child", "00", "00", "0", "64"],
+        "cuda_ipc (child)",
+        "no CUDA driver",
+    );
+    check(
+        &dir,
+        "unified_memory",
+        &[],
+        "unified_memory",
+        "no CUDA driver",
+    );
+    check(
+        &dir,
+        "unified_memory",
+        &["0", "64"],
+        "unified_memory",
+        "no CUDA driver",
+    );
 }
 
 /// Bad arguments are status 2 with a usage line, before NVML is asked for anything.
 #[test]
 fn nvml_query_refuses_an_unknown_argument_with_status_2() {
     let dir = build_examples();
-    let out = Command::new(dir.join("nvml_query")).arg("--bogus").output().expect("running nvml_query");
+    let out = Command::new(dir.join("nvml_query"))
+        .arg("--bogus")
+        .output()
+        .expect("running nvml_query");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "stderr: {stderr}");
-    assert!(stderr.contains("usage: nvml_query [--reset]"), "stderr: {stderr:?}");
+    assert!(
+        stderr.contains("usage: nvml_query [--reset]"),
+        "stderr: {stderr:?}"
+    );
 }

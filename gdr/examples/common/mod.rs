@@ -66,7 +66,9 @@ pub fn cu(call: &str, r: sys::CUresult) -> Result<(), String> {
 pub fn device_attribute(dev: sys::CUdevice, attr: sys::CUdevice_attribute) -> Result<i32, String> {
     let mut v = 0i32;
     // SAFETY: writes one int; `dev` came from the driver, `attr` is a valid enum value.
-    cu("cuDeviceGetAttribute", unsafe { sys::cuDeviceGetAttribute(&mut v, attr, dev) })?;
+    cu("cuDeviceGetAttribute", unsafe {
+        sys::cuDeviceGetAttribute(&mut v, attr, dev)
+    })?;
     Ok(v)
 }
 
@@ -74,7 +76,9 @@ pub fn device_attribute(dev: sys::CUdevice, attr: sys::CUdevice_attribute) -> Re
 pub fn mem_info() -> Result<(usize, usize), String> {
     let (mut free, mut total) = (0usize, 0usize);
     // SAFETY: writes two size_t; a context is current (the caller bound one).
-    cu("cuMemGetInfo", unsafe { sys::cuMemGetInfo_v2(&mut free, &mut total) })?;
+    cu("cuMemGetInfo", unsafe {
+        sys::cuMemGetInfo_v2(&mut free, &mut total)
+    })?;
     Ok((free, total))
 }
 
@@ -90,7 +94,9 @@ pub fn unhex(s: &str) -> Result<Vec<u8>, String> {
     }
     (0..s.len())
         .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).map_err(|_| format!("not hex: {:?}", &s[i..i + 2])))
+        .map(|i| {
+            u8::from_str_radix(&s[i..i + 2], 16).map_err(|_| format!("not hex: {:?}", &s[i..i + 2]))
+        })
         .collect()
 }
 
