@@ -534,7 +534,8 @@ fn checked(what: &str, bad: usize, words: usize) -> Result<(), String> {
 /// Part 3: where the pages are, and what each first touch costs.
 fn faults(um: &Um, bytes: usize, concurrent: i32) -> Result<(), String> {
     let words = bytes / 4;
-    println!("\n## 3. page faults and prefetch, {} (times: CUDA events for GPU work, host clock for CPU loops)", size(bytes));
+    println!("\n## 3. page faults and prefetch, {}", size(bytes));
+    println!("(times: CUDA events for GPU work, host clock for CPU loops; GB/s = buffer size / time, though a kernel touch reads and writes each word)");
     if concurrent == 0 {
         println!("(CONCURRENT_MANAGED_ACCESS = 0: pages move at kernel launch, not on fault; the numbers below show that model)");
     }
