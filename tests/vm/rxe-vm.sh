@@ -22,6 +22,9 @@
 #   - /dev/infiniband/uverbs0 for rxe0;
 #   - /dev/dri/card0 for vgem (when the kernel has it; optional like veth), the exporter
 #     of CPU-mappable dma-bufs for dma-buf MR tests.
+# rdma_rxe holds UDP port 4791 on every address of this (initial) network namespace, so
+# softhca instances in the guest run in one of their own:
+#   unshare --net sh -c 'ip link set lo up && exec CMD...'
 #
 # Exit codes: CMD's own exit code; 125 if the guest never reported one (boot failure,
 # timeout: the console log tail is printed); 126 if --check fails or setup is missing.
