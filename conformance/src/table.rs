@@ -273,6 +273,8 @@ pub fn dmabuf_cases() -> Vec<Case> {
               "REG_DMABUF_MR of length 0 at offset 100 (iova 100): still no pages (the count ignores the offset)"),
         case!(reg_dmabuf_mr_vgem_remote_write_only, EINVAL, rxe: EOPNOTSUPP,
               "REG_DMABUF_MR of the vgem buffer with REMOTE_WRITE but not LOCAL_WRITE"),
+        case!(reg_dmabuf_mr_vgem_read_only_fd, OK, rxe: EOPNOTSUPP,
+              "REG_DMABUF_MR, local and remote write, of a vgem buffer exported without DRM_RDWR (an O_RDONLY fd)"),
     ]
 }
 
@@ -334,6 +336,19 @@ fn reg_dmabuf_mr_vgem_len0(s: &mut Session) -> Outcome {
 fn reg_dmabuf_mr_vgem_len0_subpage(s: &mut Session) -> Outcome {
     let fd = vgem_fd(s)?;
     dmabuf_reg(s, 100, 0, 100, fd, MR_ACCESS)
+}
+
+/// Nothing on the import path looks at the dma-buf file's mode: dma_buf_get takes any
+/// dma-buf file, and ib_umem_dmabuf_get attaches and maps it for DMA (the exporter's
+/// map_dma_buf), never through the fd's f_mode. So a writable MR over an fd opened
+/// read-only registers.
+#[cfg(feature = "vgem")]
+fn reg_dmabuf_mr_vgem_read_only_fd(s: &mut Session) -> Outcome {
+    let v = gdr::vgem::Vgem::open().map_err(|e| Fail::Bad(e.to_string()))?;
+    let b = v.create_read_only(VGEM_LEN as usize).map_err(|e| Fail::Bad(e.to_string()))?;
+    let r = mrc::reg_dmabuf_mr(s.dev(), s.obj.pd, 0, VGEM_LEN, 0, b.fd().as_raw_fd(), MR_ACCESS)?;
+    mrc::destroy_mr_ioctl(s.dev(), r.handle).map_err(|e| Fail::Bad(format!("MR_DESTROY of the dma-buf MR: {e:?}")))?;
+    Ok(())
 }
 
 #[cfg(feature = "vgem")]

@@ -118,6 +118,17 @@ impl Vgem {
     /// read-write dma-buf. The dma-buf holds the buffer: the GEM handle is closed before
     /// returning, and the device may be dropped.
     pub fn create(&self, len: usize) -> Result<Dmabuf> {
+        self.create_exported(len, drm::CLOEXEC | drm::RDWR)
+    }
+
+    /// Like [`Vgem::create`], but exported without `DRM_RDWR`: the fd is opened read-only,
+    /// so the CPU can map it only `PROT_READ`. Importers do not look at the fd's mode (a
+    /// NIC registers such a buffer writable all the same); tests use this to check that.
+    pub fn create_read_only(&self, len: usize) -> Result<Dmabuf> {
+        self.create_exported(len, drm::CLOEXEC)
+    }
+
+    fn create_exported(&self, len: usize, flags: u32) -> Result<Dmabuf> {
         let rows = (len as u64).div_ceil(ROW);
         // drm_gem_shmem_dumb_create computes pitch * height in 32 bits.
         if rows == 0 || rows * ROW > u32::MAX as u64 {
@@ -127,7 +138,7 @@ impl Vgem {
         let mut dumb = drm::DrmModeCreateDumb { height: rows as u32, width: ROW as u32, bpp: 8, ..Default::default() };
         // SAFETY: a valid drm_mode_create_dumb the kernel reads and fills in.
         unsafe { drm::drm_mode_create_dumb(fd, &mut dumb) }.map_err(sys("DRM_IOCTL_MODE_CREATE_DUMB"))?;
-        let mut prime = drm::DrmPrimeHandle { handle: dumb.handle, flags: drm::CLOEXEC | drm::RDWR, fd: -1 };
+        let mut prime = drm::DrmPrimeHandle { handle: dumb.handle, flags, fd: -1 };
         // SAFETY: a valid drm_prime_handle naming the handle just created.
         let exported = unsafe { drm::drm_prime_handle_to_fd(fd, &mut prime) }.map_err(sys("DRM_IOCTL_PRIME_HANDLE_TO_FD"));
         let close = drm::DrmGemClose { handle: dumb.handle, pad: 0 };
