@@ -3,7 +3,8 @@
 //! DRM uapi from libdrm-dev's headers) runs inside the QEMU guest of tests/vm/rxe-vm.sh,
 //! the only place with vgem. It makes NCCL's dma-buf probe (fd -1 must fail with EBADF),
 //! registers 32 KiB of a vgem buffer, RDMA WRITEs into it from a second QP and checks the
-//! bytes through its own mapping, then writes across the MR's end and checks that the
+//! bytes through its own mapping, RDMA READs from it, SENDs into a receive buffer in it,
+//! does a FETCH_AND_ADD on it, then writes across the MR's end and checks that the
 //! completion is REMOTE_ACCESS_ERR and that no byte changed.
 //!
 //! SKIP when cc or the headers are missing, or when the VM is not set up; with
@@ -71,7 +72,7 @@ fn ibv_reg_dmabuf_mr_on_a_vgem_buffer_in_the_guest() {
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr);
     let mut problems = Vec::new();
-    for name in ["nccl_probe", "register", "write", "oob_write"] {
+    for name in ["nccl_probe", "register", "write", "read", "send", "fetch_add", "oob_write"] {
         let line = text.lines().find_map(|l| l.strip_prefix(&format!("CHECK {name} ")));
         match line {
             Some("PASS") => {}

@@ -1,5 +1,6 @@
-/* dmabuf_write: stock libibverbs' ibv_reg_dmabuf_mr on a vgem dma-buf, then an RDMA
- * WRITE into it from another QP, checked through the CPU's own mapping of the buffer.
+/* dmabuf_write: stock libibverbs' ibv_reg_dmabuf_mr on a vgem dma-buf, then RDMA WRITE,
+ * READ, SEND and FETCH_AND_ADD on it from another QP, checked through the CPU's own
+ * mapping of the buffer.
  *
  * Built and run by tests/stock_dmabuf.rs inside the rxe guest of tests/vm/rxe-vm.sh (the
  * only place with vgem), under libdoorbell_preload.so, so the device is softhca0 and
@@ -17,6 +18,9 @@
  *               an iova that is no address of this process
  *   write       RDMA WRITE of 10000 bytes at iova + 3000: those bytes in the mapping, and
  *               no other byte of the buffer changed
+ *   read        RDMA READ of 4000 bytes of the dma-buf MR into host memory
+ *   send        SEND of 3000 bytes into a receive buffer in the dma-buf
+ *   fetch_add   FETCH_AND_ADD on a word of the dma-buf: the old value back, the new in place
  *   oob_write   RDMA WRITE crossing the MR's end: IBV_WC_REM_ACCESS_ERR, buffer unchanged
  */
 #include <errno.h>
@@ -91,7 +95,8 @@ static void to_rts(struct ibv_qp *qp, uint32_t dest, union ibv_gid *gid)
 {
 	struct ibv_qp_attr a = {
 		.qp_state = IBV_QPS_INIT, .pkey_index = 0, .port_num = 1,
-		.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ,
+		.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+				   IBV_ACCESS_REMOTE_ATOMIC,
 	};
 	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
 		die("modify_qp INIT");
@@ -122,30 +127,48 @@ static void to_rts(struct ibv_qp *qp, uint32_t dest, union ibv_gid *gid)
 		die("modify_qp RTS");
 }
 
-/* One signaled RDMA WRITE of len bytes of src at raddr; returns its completion status. */
-static int write_wait(struct ibv_qp *qp, struct ibv_cq *cq, struct ibv_mr *src, size_t len, uint64_t raddr, uint32_t rkey)
+/* The next completion on cq; dies after about 20 s without one. */
+static struct ibv_wc wait_one(struct ibv_cq *cq)
 {
-	struct ibv_sge sge = { .addr = (uintptr_t)src->addr, .length = (uint32_t)len, .lkey = src->lkey };
-	struct ibv_send_wr wr = {
-		.wr_id = 1, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_SIGNALED,
-		.wr.rdma = { .remote_addr = raddr, .rkey = rkey },
-	}, *bad;
-	if (ibv_post_send(qp, &wr, &bad))
-		die("ibv_post_send");
 	struct ibv_wc wc;
 	for (long spins = 0;; spins++) {
 		int n = ibv_poll_cq(cq, 1, &wc);
 		if (n < 0)
 			die("ibv_poll_cq");
 		if (n == 1)
-			return wc.status;
-		if (spins > 20000000L) {
+			return wc;
+		if (spins > 200000L) {
 			errno = ETIMEDOUT;
 			die("no completion");
 		}
-		if (spins % 1000 == 0)
-			usleep(100);
+		usleep(100);
 	}
+}
+
+/* Posts one signaled work request (opcode, one SGE, remote address and key) and returns
+ * its completion status. */
+static int post_wait(struct ibv_qp *qp, struct ibv_cq *cq, enum ibv_wr_opcode op, uint64_t laddr, uint32_t len,
+		     uint32_t lkey, uint64_t raddr, uint32_t rkey, uint64_t add)
+{
+	struct ibv_sge sge = { .addr = laddr, .length = len, .lkey = lkey };
+	struct ibv_send_wr wr = { .wr_id = 1, .sg_list = &sge, .num_sge = 1, .opcode = op, .send_flags = IBV_SEND_SIGNALED }, *bad;
+	if (op == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+		wr.wr.atomic.remote_addr = raddr;
+		wr.wr.atomic.rkey = rkey;
+		wr.wr.atomic.compare_add = add;
+	} else {
+		wr.wr.rdma.remote_addr = raddr;
+		wr.wr.rdma.rkey = rkey;
+	}
+	if (ibv_post_send(qp, &wr, &bad))
+		die("ibv_post_send");
+	return wait_one(cq).status;
+}
+
+/* One signaled RDMA WRITE of len bytes of src at raddr; returns its completion status. */
+static int write_wait(struct ibv_qp *qp, struct ibv_cq *cq, struct ibv_mr *src, size_t len, uint64_t raddr, uint32_t rkey)
+{
+	return post_wait(qp, cq, IBV_WR_RDMA_WRITE, (uintptr_t)src->addr, (uint32_t)len, src->lkey, raddr, rkey, 0);
 }
 
 int main(void)
@@ -178,7 +201,7 @@ int main(void)
 		die("mmap of the dma-buf");
 	for (int i = 0; i < BUF; i++)
 		view[i] = (uint8_t)(i * 7 + 1);
-	int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+	int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
 	struct ibv_mr *mr = ibv_reg_dmabuf_mr(pd, MR_OFF, MR_LEN, IOVA, fd, access);
 	snprintf(why, sizeof(why), "ibv_reg_dmabuf_mr: %s", strerror(errno));
 	check("register", mr != NULL, why);
@@ -218,6 +241,35 @@ int main(void)
 	int same = memcmp(view, want, BUF) == 0;
 	snprintf(why, sizeof(why), "status %s, buffer %s", ibv_wc_status_str(st), same ? "as expected" : "differs");
 	check("write", st == IBV_WC_SUCCESS && same, why);
+
+	/* READ 4000 bytes of the dma-buf MR into host memory. */
+	st = post_wait(qa, cqa, IBV_WR_RDMA_READ, (uintptr_t)src + 16384, 4000, smr->lkey, IOVA + 5000, mr->rkey, 0);
+	same = memcmp(src + 16384, view + MR_OFF + 5000, 4000) == 0;
+	snprintf(why, sizeof(why), "status %s, bytes %s", ibv_wc_status_str(st), same ? "as in the buffer" : "differ");
+	check("read", st == IBV_WC_SUCCESS && same, why);
+
+	/* SEND 3000 bytes into a receive buffer in the dma-buf (the SGE names it by iova). */
+	struct ibv_sge rsge = { .addr = IOVA + 20000, .length = 4096, .lkey = mr->lkey };
+	struct ibv_recv_wr rwr = { .wr_id = 9, .sg_list = &rsge, .num_sge = 1 }, *rbad;
+	if (ibv_post_recv(qb, &rwr, &rbad))
+		die("ibv_post_recv");
+	st = post_wait(qa, cqa, IBV_WR_SEND, (uintptr_t)src + 100, 3000, smr->lkey, 0, 0, 0);
+	struct ibv_wc rwc = wait_one(cqb);
+	same = memcmp(view + MR_OFF + 20000, src + 100, 3000) == 0;
+	snprintf(why, sizeof(why), "send %s, receive %s (%u bytes), buffer %s", ibv_wc_status_str(st),
+		 ibv_wc_status_str(rwc.status), rwc.byte_len, same ? "as sent" : "differs");
+	check("send", st == IBV_WC_SUCCESS && rwc.status == IBV_WC_SUCCESS && rwc.byte_len == 3000 && same, why);
+
+	/* FETCH_AND_ADD 5 on a word of the dma-buf set to 1000. */
+	uint64_t word = 1000;
+	memcpy(view + MR_OFF + 256, &word, 8);
+	st = post_wait(qa, cqa, IBV_WR_ATOMIC_FETCH_AND_ADD, (uintptr_t)src + 30000, 8, smr->lkey, IOVA + 256, mr->rkey, 5);
+	uint64_t old, now;
+	memcpy(&old, src + 30000, 8);
+	memcpy(&now, view + MR_OFF + 256, 8);
+	snprintf(why, sizeof(why), "status %s, returned %llu, word now %llu (expected 1000, 1005)", ibv_wc_status_str(st),
+		 (unsigned long long)old, (unsigned long long)now);
+	check("fetch_add", st == IBV_WC_SUCCESS && old == 1000 && now == 1005, why);
 
 	/* 64 bytes, the last 32 past the MR's end: refused, nothing written. The QP ends in
 	 * the error state, so this is the last operation. */
