@@ -16,7 +16,8 @@
 //! past either end of the MR (inside the dma-buf, so a missing bounds check would show),
 //! a wrong rkey, an MR without remote write, a deregistered MR, each completing with
 //! REMOTE_ACCESS_ERR and no byte of the whole dma-buf changed (read back through a
-//! second, separate mapping of the fd). One case runs across two processes: a peer
+//! second, separate mapping of the fd); a local SGE past the MR's end or with a wrong
+//! lkey, LOC_PROT_ERR. One case runs across two processes: a peer
 //! process in the guest owns the dma-buf MR, this one writes and reads it over RoCEv2.
 
 #[path = "../../softhca/tests/common/mod.rs"]
@@ -124,7 +125,10 @@ fn one(cq: &mut provider::Cq, want: WcStatus) -> Result<provider::Wc, String> {
 // ------------------------------------------------------------------ the cases
 
 fn register(f: &Fixture) -> Check {
-    ensure!(vgem::exporter_name(f.buf.fd()).is_some(), "the vgem fd has no exp_name in its fdinfo: not a dma-buf?");
+    // drm_gem_prime_export (drivers/gpu/drm/drm_prime.c) exports with
+    // `.exp_name = KBUILD_MODNAME`, the DRM core's module name.
+    let exp = vgem::exporter_name(f.buf.fd());
+    ensure!(exp.as_deref() == Some("drm"), "exporter {exp:?} in the fd's fdinfo, expected \"drm\"");
     ensure!(f.mr.lkey() != 0 && f.mr.rkey() != 0, "keys {:#x} {:#x}", f.mr.lkey(), f.mr.rkey());
     ensure!(f.mr.addr() == IOVA, "Mr::addr {:#x}, iova {IOVA:#x}", f.mr.addr());
     Ok(())
@@ -322,6 +326,20 @@ fn wrong_rkey(f: &Fixture) -> Check {
     remote_error(f, SendOp::CompareSwap { raddr: IOVA, rkey: f.mr.rkey() ^ 0x100, compare: 0, swap: 1 }, 8)
 }
 
+/// The dma-buf MR as a local SGE that crosses its end (and one with a wrong lkey): the
+/// requester completes with LOC_PROT_ERR and the peer's memory is untouched.
+fn local_sge_out_of_bounds(f: &Fixture) -> Check {
+    for (i, sge) in [f.sge(MR_LEN - 100, 200), Sge::new(IOVA, 64, f.mr.lkey() ^ 0x100)].into_iter().enumerate() {
+        let (_e, mut g) = f.pair();
+        f.local.buf.write(0, &[0x33; 256]);
+        g.qp.post_send(1, &signaled(SendOp::RdmaWrite { raddr: f.local.addr(), rkey: f.local.mr.rkey() }, Payload::Sgl(&[sge])))
+            .map_err(|e| e.to_string())?;
+        one(&mut g.scq, WcStatus::LocProtErr).map_err(|e| format!("SGE {i}: {e}"))?;
+        ensure!(f.local.buf.read()[..256].iter().all(|&b| b == 0x33), "SGE {i}: the peer's memory changed");
+    }
+    Ok(())
+}
+
 /// A second dma-buf MR over the same pages with remote READ only: a WRITE through it
 /// fails, a READ through it works.
 fn read_only_mr(f: &Fixture) -> Check {
@@ -495,6 +513,7 @@ const CASES: &[Case] = &[
     ("oob_atomic", oob_atomic),
     ("oob_read", oob_read),
     ("wrong_rkey", wrong_rkey),
+    ("local_sge_out_of_bounds", local_sge_out_of_bounds),
     ("read_only_mr", read_only_mr),
     ("subpage_offset_fd_closed_then_dereg", subpage_offset_fd_closed_then_dereg),
     ("bad_sizes", bad_sizes),
