@@ -2,11 +2,14 @@
 //! rdma_rxe in the QEMU guest of tests/vm/rxe-vm.sh) and softhca (in-process). Each
 //! must give every case its expected result, so they give each other's results too.
 //!
-//! The VM part skips, saying why, when the VM is not set up here; with
+//! The VM part boots the guest once for all its tests: the main table on rxe0, and the
+//! REG_DMABUF_MR rows that need a real dma-buf (vgem, only in the guest) on rxe0 and on
+//! softhca. It skips, saying why, when the VM is not set up here; with
 //! `DOORBELL_REQUIRE_VM=1` (CI) it fails instead.
 
 use std::path::PathBuf;
 use std::process::Command;
+use std::sync::OnceLock;
 
 use conformance::{compare, parse_lines, table};
 
@@ -33,34 +36,114 @@ fn vm_available() -> Result<(), String> {
     Err(reason.to_string())
 }
 
+/// What the one guest boot printed: each run's output and exit status, by section.
+struct GuestRun {
+    sections: Vec<(String, String, Option<i32>)>,
+    stderr: String,
+}
+
+impl GuestRun {
+    fn section(&self, name: &str) -> (&str, Option<i32>) {
+        self.sections.iter().find(|(n, _, _)| n == name).map(|(_, t, rc)| (t.as_str(), *rc)).unwrap_or(("", None))
+    }
+}
+
+/// The guest script: the main table on rxe0, the dma-buf rows on rxe0, and the dma-buf
+/// rows on softhca in the guest (vgem exists only there), each under a `### NAME` line
+/// and followed by `### rc N`. softhca runs in a network namespace of its own: rxe0 holds
+/// UDP port 4791 on every address of the initial one.
+const SCRIPT: &str = r####"
+echo "### main"; "$1" --device rxe0; echo "### rc $?"
+echo "### rxe-dmabuf"; "$1" --device rxe0 --dmabuf; echo "### rc $?"
+echo "### softhca-dmabuf"; unshare --net sh -c 'ip link set lo up && exec "$0" --softhca --dmabuf' "$1"; echo "### rc $?"
+"####;
+
+/// Boots the guest once for every test of this file (None: the VM is unavailable, and
+/// the reason).
+fn guest_run() -> Result<&'static GuestRun, String> {
+    static RUN: OnceLock<Result<GuestRun, String>> = OnceLock::new();
+    RUN.get_or_init(|| {
+        vm_available()?;
+        let out = Command::new(vm_script()).args(["--", "sh", "-c", SCRIPT, "sh", BIN]).output().expect("run rxe-vm.sh");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let mut sections: Vec<(String, String, Option<i32>)> = Vec::new();
+        for l in text.lines() {
+            if let Some(rc) = l.strip_prefix("### rc ") {
+                if let Some(last) = sections.last_mut() {
+                    last.2 = rc.trim().parse().ok();
+                }
+            } else if let Some(name) = l.strip_prefix("### ") {
+                sections.push((name.to_string(), String::new(), None));
+            } else if let Some(last) = sections.last_mut() {
+                last.1.push_str(l);
+                last.1.push('\n');
+            }
+        }
+        Ok(GuestRun { sections, stderr: String::from_utf8_lossy(&out.stderr).into_owned() })
+    }).as_ref().map_err(|e| e.clone())
+}
+
+/// The guest's run, or None after printing SKIP (failing instead under
+/// DOORBELL_REQUIRE_VM=1).
+fn guest_or_skip() -> Option<&'static GuestRun> {
+    match guest_run() {
+        Ok(g) => Some(g),
+        Err(reason) if vm_required() => {
+            panic!("DOORBELL_REQUIRE_VM=1 but the rxe VM is unavailable: {reason} (run tests/vm/rxe-vm.sh --setup)")
+        }
+        Err(reason) => {
+            eprintln!("SKIP: rxe VM unavailable: {reason} (run tests/vm/rxe-vm.sh --setup)");
+            None
+        }
+    }
+}
+
+/// Checks one section's lines against `cases` for `driver`.
+fn check_section(g: &GuestRun, section: &str, cases: &[conformance::Case], driver: &str, extra_lines: usize) -> usize {
+    let (text, rc) = g.section(section);
+    let lines = parse_lines(text);
+    let problems = compare(&lines, cases, driver);
+    assert!(problems.is_empty(), "{section}: {} cases disagree with the table:\n  {}\n--- guest output ---\n{text}\n{}",
+            problems.len(), problems.join("\n  "), g.stderr);
+    assert_eq!(rc, Some(0), "{section}: uverbs-conformance exited {rc:?} in the guest:\n{text}\n{}", g.stderr);
+    assert_eq!(lines.len(), cases.len() + extra_lines, "{section}: one line per case");
+    cases.len()
+}
+
 #[test]
 fn rxe_in_the_vm_matches_the_table() {
-    if let Err(reason) = vm_available() {
-        if vm_required() {
-            panic!("DOORBELL_REQUIRE_VM=1 but the rxe VM is unavailable: {reason} (run tests/vm/rxe-vm.sh --setup)");
-        }
-        eprintln!("SKIP: rxe VM unavailable: {reason} (run tests/vm/rxe-vm.sh --setup)");
-        return;
-    }
-    let out = Command::new(vm_script())
-        .args(["--", BIN, "--device", "rxe0"])
-        .output()
-        .expect("run rxe-vm.sh");
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let lines = parse_lines(&text);
-    let cases = table::cases();
-    let problems = compare(&lines, &cases);
-
+    let Some(g) = guest_or_skip() else { return };
+    let (text, _) = g.section("main");
     // uverbs' own discovery against the guest's real sysfs and /dev.
+    let lines = parse_lines(text);
     let discovery = lines.iter().find(|(n, _)| n == "discovery").map(|(_, r)| r.as_str());
-    assert_eq!(discovery, Some("OK"), "discovery of rxe0 in the guest failed:\n{text}\n{stderr}");
+    assert_eq!(discovery, Some("OK"), "discovery of rxe0 in the guest failed:\n{text}\n{}", g.stderr);
+    let n = check_section(g, "main", &table::cases(), "rxe", 1);
+    eprintln!("rxe0: {n} cases as expected");
+}
 
-    assert!(problems.is_empty(), "rxe disagrees with the table in {} cases:\n  {}\n--- guest output ---\n{text}\n{stderr}",
-            problems.len(), problems.join("\n  "));
-    assert!(out.status.success(), "uverbs-conformance exited {:?} in the guest:\n{text}\n{stderr}", out.status);
-    assert_eq!(lines.len(), cases.len() + 1, "one line per case plus discovery");
-    eprintln!("rxe0: {} cases as expected", cases.len());
+/// The REG_DMABUF_MR rows with a real dma-buf (vgem): on rxe (Linux 6.1: EOPNOTSUPP, no
+/// reg_user_mr_dmabuf) and on softhca, both in the guest.
+#[cfg(feature = "vgem")]
+#[test]
+fn dmabuf_rows_in_the_vm_on_rxe() {
+    let Some(g) = guest_or_skip() else { return };
+    let n = check_section(g, "rxe-dmabuf", &table::dmabuf_cases(), "rxe", 0);
+    eprintln!("rxe0: {n} dma-buf cases as expected");
+}
+
+/// Fails, as of this writing, on two rows where softhca's kernel half departs from Linux
+/// (softhca/src/kernel/methods/mr.rs, reg_dmabuf_mr): length 0 at a sub-page offset
+/// registers (it counts pages from the offset; the kernel counts them from iova 0 and
+/// `length` alone, so 0 pages: EINVAL), and an fd opened read-only is refused with
+/// EOPNOTSUPP (it maps the buffer PROT_WRITE through that fd; the kernel's import never
+/// consults the fd's mode). Both are softhca bugs, not table mistakes.
+#[cfg(feature = "vgem")]
+#[test]
+fn dmabuf_rows_in_the_vm_on_softhca() {
+    let Some(g) = guest_or_skip() else { return };
+    let n = check_section(g, "softhca-dmabuf", &table::dmabuf_cases(), "mlx5", 0);
+    eprintln!("softhca0: {n} dma-buf cases as expected");
 }
 
 #[cfg(feature = "softhca")]
@@ -70,7 +153,7 @@ fn softhca_matches_the_table() {
     let results = conformance::softhca_target::run_on_softhca(&profile).expect("open softhca");
     let text: Vec<String> = results.iter().map(|r| r.to_string()).collect();
     let lines = parse_lines(&text.join("\n"));
-    let problems = compare(&lines, &table::cases());
+    let problems = compare(&lines, &table::cases(), "mlx5");
     assert!(problems.is_empty(), "softhca disagrees with the table (that is, with Linux 6.1) in {} cases:\n  {}",
             problems.len(), problems.join("\n  "));
     eprintln!("softhca0: {} cases as expected", results.len());

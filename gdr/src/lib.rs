@@ -11,8 +11,10 @@
 //!
 //! Where things are:
 //! - [`cuda`]: loading the driver, one GPU's primary context.
+//! - [`vgem`]: CPU-mappable dma-bufs from DRM's vgem driver, for dma-buf MRs without a GPU.
 
 pub mod cuda;
 pub mod error;
+pub mod vgem;
 
 pub use error::{Error, Result};

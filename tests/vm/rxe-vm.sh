@@ -19,7 +19,12 @@
 #   - netdev rxenet0 (type dummy, up) with 10.1.1.1/24 and an IPv6 link-local address;
 #   - rxe0 on rxenet0, port 1 ACTIVE, with at least its link-local GID (index 0) and the
 #     IPv4-mapped RoCEv2 GID ::ffff:10.1.1.1 in its table;
-#   - /dev/infiniband/uverbs0 for rxe0.
+#   - /dev/infiniband/uverbs0 for rxe0;
+#   - /dev/dri/card0 for vgem (when the kernel has it; optional like veth), the exporter
+#     of CPU-mappable dma-bufs for dma-buf MR tests.
+# rdma_rxe holds UDP port 4791 on every address of this (initial) network namespace, so
+# softhca instances in the guest run in one of their own:
+#   unshare --net sh -c 'ip link set lo up && exec CMD...'
 #
 # Exit codes: CMD's own exit code; 125 if the guest never reported one (boot failure,
 # timeout: the console log tail is printed); 126 if --check fails or setup is missing.
@@ -48,14 +53,18 @@ SMP=${DOORBELL_VM_SMP:-2}
 TIMEOUT=${DOORBELL_VM_TIMEOUT:-600}
 ACCEL=${DOORBELL_VM_ACCEL:-tcg}
 # Bump when the generated init or the module list changes: --check then asks for --setup.
-LAYOUT_VERSION=1
+LAYOUT_VERSION=2
 
 # Host packages: QEMU and the initramfs tools, plus the RDMA user space the guest
-# borrows from the host root (rdma tool from iproute2, ibv_* tools, headers, strace).
+# borrows from the host root (rdma tool from iproute2, ibv_* tools, headers, strace), and
+# libdrm-dev for the DRM uapi headers gdr's vgem layout test checks against.
 PACKAGES="qemu-system-x86 busybox-static cpio kmod xz-utils zstd iproute2 rdma-core
-  ibverbs-utils ibverbs-providers libibverbs-dev librdmacm-dev rdmacm-utils perftest strace"
-# Modules loaded in the guest; their dependencies are added from modules.dep.
-MODULES="virtio_pci 9pnet_virtio 9p overlay crc32_generic ib_uverbs rdma_rxe rdma_ucm ib_umad dummy veth"
+  ibverbs-utils ibverbs-providers libibverbs-dev librdmacm-dev rdmacm-utils perftest strace
+  libdrm-dev"
+# Modules loaded in the guest; their dependencies are added from modules.dep.  vgem (DRM's
+# virtual GEM driver, with drm and drm_shmem_helper) exports CPU-mappable dma-bufs: the
+# guest has no udmabuf and no dma-buf heaps, so it is the source of dma-buf MRs in tests.
+MODULES="virtio_pci 9pnet_virtio 9p overlay crc32_generic ib_uverbs rdma_rxe rdma_ucm ib_umad dummy veth vgem"
 # Of those, the ones whose absence is fatal.
 REQUIRED_MODULES="virtio_pci 9pnet_virtio 9p overlay ib_uverbs rdma_rxe dummy"
 
@@ -135,7 +144,7 @@ mkdir -p $R$OUT 2>/dev/null
 mount -t 9p -o $P9,rw runout $R$OUT || fail "mount run directory"
 
 # RDMA stack
-for m in crc32_generic ib_umad rdma_ucm veth; do modprobe $m 2>/dev/null; done
+for m in crc32_generic ib_umad rdma_ucm veth vgem; do modprobe $m 2>/dev/null; done
 for m in ib_uverbs rdma_rxe dummy; do modprobe $m || fail "modprobe $m"; done
 in_root() { chroot $R "$@"; }
 echo 0 > /proc/sys/net/ipv6/conf/default/accept_dad   # link-local address (and GID) at once

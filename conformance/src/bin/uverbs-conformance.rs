@@ -8,7 +8,8 @@
 //! uverbs-conformance --list            the table: name, expectation, what it checks
 //! ```
 //! Options: `--profile rxe|mlx5|mlx5-static` overrides the driver profile chosen from
-//! the device's driver. Exit status 0 when every case gave its expected result, 1 when
+//! the device's driver; `--dmabuf` plays the REG_DMABUF_MR rows that need a real
+//! dma-buf (a vgem buffer, `table::dmabuf_cases`) instead of the main table. Exit status 0 when every case gave its expected result, 1 when
 //! one did not, 2 on a usage error.
 
 use std::process::ExitCode;
@@ -17,7 +18,7 @@ use conformance::{check_discovery, outcome_label, table, Mlx5Profile, Profile, R
 use uverbs::sys::verbs::{RDMA_DRIVER_MLX5, RDMA_DRIVER_RXE};
 
 fn usage() -> ExitCode {
-    eprintln!("usage: uverbs-conformance (--device NAME | --softhca | --list) [--profile rxe|mlx5|mlx5-static]");
+    eprintln!("usage: uverbs-conformance (--device NAME | --softhca | --list) [--profile rxe|mlx5|mlx5-static] [--dmabuf]");
     ExitCode::from(2)
 }
 
@@ -35,6 +36,7 @@ fn main() -> ExitCode {
     let mut device = None;
     let mut softhca = false;
     let mut profile_arg = None;
+    let mut dmabuf = false;
     let mut i = 0;
     while i < args.len() {
         match args[i].as_str() {
@@ -47,9 +49,12 @@ fn main() -> ExitCode {
                 i += 1;
             }
             "--softhca" => softhca = true,
+            "--dmabuf" => dmabuf = true,
             "--list" => {
                 for c in table::cases() {
-                    println!("{:40} {:16} {}", c.name, c.expect.label(), c.what);
+                    let per: Vec<String> = c.per_driver.iter().map(|(d, e)| format!("{d}: {}", e.label())).collect();
+                    let per = if per.is_empty() { String::new() } else { format!(" [{}]", per.join(", ")) };
+                    println!("{:40} {:16} {}{per}", c.name, c.expect.label(), c.what);
                 }
                 return ExitCode::SUCCESS;
             }
@@ -61,13 +66,22 @@ fn main() -> ExitCode {
         return usage();
     }
 
+    let cases = match dmabuf_table(dmabuf) {
+        Ok(c) => c,
+        Err(msg) => {
+            eprintln!("uverbs-conformance: {msg}");
+            return ExitCode::from(2);
+        }
+    };
     let mut all_ok = true;
     let results = if let Some(name) = device {
-        // uverbs' own discovery against this machine's sysfs and /dev.
-        let d = check_discovery(&name);
-        println!("case discovery {}{}", outcome_label(&d),
-                 match &d { Err(conformance::Fail::Bad(why)) => format!(" ({why})"), _ => String::new() });
-        all_ok &= d.is_ok();
+        if !dmabuf {
+            // uverbs' own discovery against this machine's sysfs and /dev.
+            let d = check_discovery(&name);
+            println!("case discovery {}{}", outcome_label(&d),
+                     match &d { Err(conformance::Fail::Bad(why)) => format!(" ({why})"), _ => String::new() });
+            all_ok &= d.is_ok();
+        }
         let info = uverbs::discovery::list().into_iter().find(|d| d.name == name);
         let default_profile = match info.as_ref().map(|i| i.driver_id()) {
             Some(RDMA_DRIVER_RXE) => "rxe",
@@ -77,9 +91,9 @@ fn main() -> ExitCode {
         let Some(profile) = profile_named(profile_arg.as_deref().unwrap_or(default_profile)) else { return usage() };
         println!("# device {name} ({}), profile {}", info.map(|i| i.driver).unwrap_or_default(), profile.name());
         let open = || uverbs::discovery::open(&name);
-        conformance::run(&open, profile.as_ref())
+        conformance::run_cases(&cases, &open, profile.as_ref())
     } else {
-        match softhca_results(profile_arg.as_deref()) {
+        match softhca_results(&cases, profile_arg.as_deref()) {
             Ok(r) => r,
             Err(msg) => {
                 eprintln!("uverbs-conformance: {msg}");
@@ -100,14 +114,25 @@ fn main() -> ExitCode {
     if all_ok { ExitCode::SUCCESS } else { ExitCode::FAILURE }
 }
 
+/// The main table, or with `--dmabuf` the rows that need a vgem dma-buf.
+fn dmabuf_table(dmabuf: bool) -> Result<Vec<conformance::Case>, String> {
+    if !dmabuf {
+        return Ok(table::cases());
+    }
+    #[cfg(feature = "vgem")]
+    return Ok(table::dmabuf_cases());
+    #[cfg(not(feature = "vgem"))]
+    Err("--dmabuf: built without the `vgem` feature (cargo build -p conformance --features vgem)".into())
+}
+
 #[cfg(feature = "softhca")]
-fn softhca_results(profile: Option<&str>) -> Result<Vec<conformance::CaseResult>, String> {
+fn softhca_results(cases: &[conformance::Case], profile: Option<&str>) -> Result<Vec<conformance::CaseResult>, String> {
     let profile = profile_named(profile.unwrap_or("mlx5")).ok_or("unknown profile")?;
     println!("# device softhca0 (in-process), profile {}", profile.name());
-    conformance::softhca_target::run_on_softhca(profile.as_ref()).map_err(|e| format!("softhca: {e}"))
+    conformance::softhca_target::run_cases_on_softhca(cases, profile.as_ref()).map_err(|e| format!("softhca: {e}"))
 }
 
 #[cfg(not(feature = "softhca"))]
-fn softhca_results(_profile: Option<&str>) -> Result<Vec<conformance::CaseResult>, String> {
+fn softhca_results(_cases: &[conformance::Case], _profile: Option<&str>) -> Result<Vec<conformance::CaseResult>, String> {
     Err("built without the `softhca` feature (cargo build -p conformance --features softhca)".into())
 }

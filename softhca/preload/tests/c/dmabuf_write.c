@@ -1,0 +1,296 @@
+/* dmabuf_write: stock libibverbs' ibv_reg_dmabuf_mr on a vgem dma-buf, then RDMA WRITE,
+ * READ, SEND and FETCH_AND_ADD on it from another QP, checked through the CPU's own
+ * mapping of the buffer.
+ *
+ * Built and run by tests/stock_dmabuf.rs inside the rxe guest of tests/vm/rxe-vm.sh (the
+ * only place with vgem), under libdoorbell_preload.so, so the device is softhca0 and
+ * libibverbs + libmlx5 are rdma-core's own. One process, one device, two RC QPs connected
+ * to each other over the device's RoCE v2 GID (index 3): QP "a" writes from ordinary
+ * memory into the dma-buf MR that QP "b"'s side owns.
+ *
+ * Prints one line per check, "CHECK <name> PASS" or "CHECK <name> FAIL <why>", and
+ * exits 0 only when all passed (2 on a setup failure).
+ *
+ * The checks:
+ *   nccl_probe  ibv_reg_dmabuf_mr(pd, 0, 0, 0, -1, 0) fails with EBADF, which is what
+ *               NCCL's ncclIbDmaBufSupport takes as "this NIC supports dma-buf"
+ *   register    ibv_reg_dmabuf_mr of 32 KiB at offset 4 KiB of a 64 KiB vgem buffer, with
+ *               an iova that is no address of this process
+ *   write       RDMA WRITE of 10000 bytes at iova + 3000: those bytes in the mapping, and
+ *               no other byte of the buffer changed
+ *   read        RDMA READ of 4000 bytes of the dma-buf MR into host memory
+ *   send        SEND of 3000 bytes into a receive buffer in the dma-buf
+ *   fetch_add   FETCH_AND_ADD on a word of the dma-buf: the old value back, the new in place
+ *   oob_write   RDMA WRITE crossing the MR's end: IBV_WC_REM_ACCESS_ERR, buffer unchanged
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <drm.h>
+#include <drm_mode.h>
+#include <infiniband/verbs.h>
+
+#define BUF (64 * 1024)
+#define MR_OFF 4096
+#define MR_LEN (32 * 1024)
+#define IOVA 0x7e0000000000ULL
+
+static int failures;
+
+static void check(const char *name, int ok, const char *why)
+{
+	if (ok)
+		printf("CHECK %s PASS\n", name);
+	else {
+		printf("CHECK %s FAIL %s\n", name, why);
+		failures++;
+	}
+	fflush(stdout);
+}
+
+static void die(const char *what)
+{
+	printf("SETUP FAIL %s: %s\n", what, strerror(errno));
+	exit(2);
+}
+
+/* The dma-buf fd of a new BUF-byte vgem dumb buffer. */
+static int vgem_dmabuf(void)
+{
+	for (int i = 0; i < 16; i++) {
+		char path[32], name[64] = { 0 };
+		snprintf(path, sizeof(path), "/dev/dri/card%d", i);
+		int fd = open(path, O_RDWR | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		struct drm_version v = { .name_len = sizeof(name) - 1, .name = name };
+		if (ioctl(fd, DRM_IOCTL_VERSION, &v) != 0 || strcmp(name, "vgem") != 0) {
+			close(fd);
+			continue;
+		}
+		struct drm_mode_create_dumb d = { .height = BUF / 4096, .width = 4096, .bpp = 8 };
+		if (ioctl(fd, DRM_IOCTL_MODE_CREATE_DUMB, &d) != 0)
+			die("DRM_IOCTL_MODE_CREATE_DUMB");
+		struct drm_prime_handle p = { .handle = d.handle, .flags = DRM_CLOEXEC | DRM_RDWR, .fd = -1 };
+		if (ioctl(fd, DRM_IOCTL_PRIME_HANDLE_TO_FD, &p) != 0)
+			die("DRM_IOCTL_PRIME_HANDLE_TO_FD");
+		struct drm_gem_close c = { .handle = d.handle };
+		ioctl(fd, DRM_IOCTL_GEM_CLOSE, &c);
+		close(fd);
+		return p.fd;
+	}
+	errno = ENODEV;
+	die("no vgem device in /dev/dri");
+	return -1;
+}
+
+static void to_rts(struct ibv_qp *qp, uint32_t dest, union ibv_gid *gid)
+{
+	struct ibv_qp_attr a = {
+		.qp_state = IBV_QPS_INIT, .pkey_index = 0, .port_num = 1,
+		.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+				   IBV_ACCESS_REMOTE_ATOMIC,
+	};
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+		die("modify_qp INIT");
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTR;
+	a.path_mtu = IBV_MTU_1024;
+	a.dest_qp_num = dest;
+	a.rq_psn = 0x100;
+	a.max_dest_rd_atomic = 1;
+	a.min_rnr_timer = 12;
+	a.ah_attr.is_global = 1;
+	a.ah_attr.grh.dgid = *gid;
+	a.ah_attr.grh.sgid_index = 3;
+	a.ah_attr.grh.hop_limit = 64;
+	a.ah_attr.port_num = 1;
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+			  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+		die("modify_qp RTR");
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTS;
+	a.timeout = 14;
+	a.retry_cnt = 7;
+	a.rnr_retry = 7;
+	a.sq_psn = 0x100;
+	a.max_rd_atomic = 1;
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+			  IBV_QP_MAX_QP_RD_ATOMIC))
+		die("modify_qp RTS");
+}
+
+/* The next completion on cq; dies after about 20 s without one. */
+static struct ibv_wc wait_one(struct ibv_cq *cq)
+{
+	struct ibv_wc wc;
+	for (long spins = 0;; spins++) {
+		int n = ibv_poll_cq(cq, 1, &wc);
+		if (n < 0)
+			die("ibv_poll_cq");
+		if (n == 1)
+			return wc;
+		if (spins > 200000L) {
+			errno = ETIMEDOUT;
+			die("no completion");
+		}
+		usleep(100);
+	}
+}
+
+/* Posts one signaled work request (opcode, one SGE, remote address and key) and returns
+ * its completion status. */
+static int post_wait(struct ibv_qp *qp, struct ibv_cq *cq, enum ibv_wr_opcode op, uint64_t laddr, uint32_t len,
+		     uint32_t lkey, uint64_t raddr, uint32_t rkey, uint64_t add)
+{
+	struct ibv_sge sge = { .addr = laddr, .length = len, .lkey = lkey };
+	struct ibv_send_wr wr = { .wr_id = 1, .sg_list = &sge, .num_sge = 1, .opcode = op, .send_flags = IBV_SEND_SIGNALED }, *bad;
+	if (op == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+		wr.wr.atomic.remote_addr = raddr;
+		wr.wr.atomic.rkey = rkey;
+		wr.wr.atomic.compare_add = add;
+	} else {
+		wr.wr.rdma.remote_addr = raddr;
+		wr.wr.rdma.rkey = rkey;
+	}
+	if (ibv_post_send(qp, &wr, &bad))
+		die("ibv_post_send");
+	return wait_one(cq).status;
+}
+
+/* One signaled RDMA WRITE of len bytes of src at raddr; returns its completion status. */
+static int write_wait(struct ibv_qp *qp, struct ibv_cq *cq, struct ibv_mr *src, size_t len, uint64_t raddr, uint32_t rkey)
+{
+	return post_wait(qp, cq, IBV_WR_RDMA_WRITE, (uintptr_t)src->addr, (uint32_t)len, src->lkey, raddr, rkey, 0);
+}
+
+int main(void)
+{
+	int n = 0;
+	struct ibv_device **list = ibv_get_device_list(&n), *dev = NULL;
+	for (int i = 0; list && i < n; i++)
+		if (strcmp(ibv_get_device_name(list[i]), "softhca0") == 0)
+			dev = list[i];
+	if (!dev) {
+		errno = ENODEV;
+		die("no softhca0 (run under libdoorbell_preload.so)");
+	}
+	struct ibv_context *ctx = ibv_open_device(dev);
+	if (!ctx)
+		die("ibv_open_device");
+	struct ibv_pd *pd = ibv_alloc_pd(ctx);
+	if (!pd)
+		die("ibv_alloc_pd");
+
+	errno = 0;
+	struct ibv_mr *probe = ibv_reg_dmabuf_mr(pd, 0, 0, 0, -1, 0);
+	char why[128];
+	snprintf(why, sizeof(why), "returned %p, errno %d (%s), expected EBADF", (void *)probe, errno, strerror(errno));
+	check("nccl_probe", probe == NULL && errno == EBADF, why);
+
+	int fd = vgem_dmabuf();
+	uint8_t *view = mmap(NULL, BUF, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (view == MAP_FAILED)
+		die("mmap of the dma-buf");
+	for (int i = 0; i < BUF; i++)
+		view[i] = (uint8_t)(i * 7 + 1);
+	int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+	struct ibv_mr *mr = ibv_reg_dmabuf_mr(pd, MR_OFF, MR_LEN, IOVA, fd, access);
+	snprintf(why, sizeof(why), "ibv_reg_dmabuf_mr: %s", strerror(errno));
+	check("register", mr != NULL, why);
+	if (!mr)
+		return 1;
+
+	uint8_t *src = aligned_alloc(4096, MR_LEN);
+	for (int i = 0; i < MR_LEN; i++)
+		src[i] = (uint8_t)(i * 13 + 5);
+	struct ibv_mr *smr = ibv_reg_mr(pd, src, MR_LEN, access);
+	if (!smr)
+		die("ibv_reg_mr");
+
+	struct ibv_cq *cqa = ibv_create_cq(ctx, 16, NULL, NULL, 0), *cqb = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+	if (!cqa || !cqb)
+		die("ibv_create_cq");
+	struct ibv_qp_init_attr qi = {
+		.qp_type = IBV_QPT_RC, .cap = { .max_send_wr = 8, .max_recv_wr = 8, .max_send_sge = 1, .max_recv_sge = 1 },
+	};
+	qi.send_cq = qi.recv_cq = cqa;
+	struct ibv_qp *qa = ibv_create_qp(pd, &qi);
+	qi.send_cq = qi.recv_cq = cqb;
+	struct ibv_qp *qb = ibv_create_qp(pd, &qi);
+	if (!qa || !qb)
+		die("ibv_create_qp");
+	union ibv_gid gid;
+	if (ibv_query_gid(ctx, 1, 3, &gid))
+		die("ibv_query_gid 3");
+	to_rts(qa, qb->qp_num, &gid);
+	to_rts(qb, qa->qp_num, &gid);
+
+	uint8_t *before = malloc(BUF), *want = malloc(BUF);
+	memcpy(before, view, BUF);
+	int st = write_wait(qa, cqa, smr, 10000, IOVA + 3000, mr->rkey);
+	memcpy(want, before, BUF);
+	memcpy(want + MR_OFF + 3000, src, 10000);
+	int same = memcmp(view, want, BUF) == 0;
+	snprintf(why, sizeof(why), "status %s, buffer %s", ibv_wc_status_str(st), same ? "as expected" : "differs");
+	check("write", st == IBV_WC_SUCCESS && same, why);
+
+	/* READ 4000 bytes of the dma-buf MR into host memory. */
+	st = post_wait(qa, cqa, IBV_WR_RDMA_READ, (uintptr_t)src + 16384, 4000, smr->lkey, IOVA + 5000, mr->rkey, 0);
+	same = memcmp(src + 16384, view + MR_OFF + 5000, 4000) == 0;
+	snprintf(why, sizeof(why), "status %s, bytes %s", ibv_wc_status_str(st), same ? "as in the buffer" : "differ");
+	check("read", st == IBV_WC_SUCCESS && same, why);
+
+	/* SEND 3000 bytes into a receive buffer in the dma-buf (the SGE names it by iova). */
+	struct ibv_sge rsge = { .addr = IOVA + 20000, .length = 4096, .lkey = mr->lkey };
+	struct ibv_recv_wr rwr = { .wr_id = 9, .sg_list = &rsge, .num_sge = 1 }, *rbad;
+	if (ibv_post_recv(qb, &rwr, &rbad))
+		die("ibv_post_recv");
+	st = post_wait(qa, cqa, IBV_WR_SEND, (uintptr_t)src + 100, 3000, smr->lkey, 0, 0, 0);
+	struct ibv_wc rwc = wait_one(cqb);
+	same = memcmp(view + MR_OFF + 20000, src + 100, 3000) == 0;
+	snprintf(why, sizeof(why), "send %s, receive %s (%u bytes), buffer %s", ibv_wc_status_str(st),
+		 ibv_wc_status_str(rwc.status), rwc.byte_len, same ? "as sent" : "differs");
+	check("send", st == IBV_WC_SUCCESS && rwc.status == IBV_WC_SUCCESS && rwc.byte_len == 3000 && same, why);
+
+	/* FETCH_AND_ADD 5 on a word of the dma-buf set to 1000. */
+	uint64_t word = 1000;
+	memcpy(view + MR_OFF + 256, &word, 8);
+	st = post_wait(qa, cqa, IBV_WR_ATOMIC_FETCH_AND_ADD, (uintptr_t)src + 30000, 8, smr->lkey, IOVA + 256, mr->rkey, 5);
+	uint64_t old, now;
+	memcpy(&old, src + 30000, 8);
+	memcpy(&now, view + MR_OFF + 256, 8);
+	snprintf(why, sizeof(why), "status %s, returned %llu, word now %llu (expected 1000, 1005)", ibv_wc_status_str(st),
+		 (unsigned long long)old, (unsigned long long)now);
+	check("fetch_add", st == IBV_WC_SUCCESS && old == 1000 && now == 1005, why);
+
+	/* 64 bytes, the last 32 past the MR's end: refused, nothing written. The QP ends in
+	 * the error state, so this is the last operation. */
+	memcpy(before, view, BUF);
+	for (int i = 0; i < 64; i++)
+		src[i] = 0xee;
+	st = write_wait(qa, cqa, smr, 64, IOVA + MR_LEN - 32, mr->rkey);
+	same = memcmp(view, before, BUF) == 0;
+	snprintf(why, sizeof(why), "status %s, buffer %s", ibv_wc_status_str(st), same ? "unchanged" : "CHANGED");
+	check("oob_write", st == IBV_WC_REM_ACCESS_ERR && same, why);
+
+	ibv_destroy_qp(qa);
+	ibv_destroy_qp(qb);
+	ibv_destroy_cq(cqa);
+	ibv_destroy_cq(cqb);
+	ibv_dereg_mr(smr);
+	ibv_dereg_mr(mr);
+	munmap(view, BUF);
+	close(fd);
+	ibv_dealloc_pd(pd);
+	ibv_close_device(ctx);
+	ibv_free_device_list(list);
+	return failures ? 1 : 0;
+}
