@@ -11,8 +11,10 @@
 //!
 //! Where things are:
 //! - [`cuda`]: loading the driver, one GPU's primary context.
+//! - [`pinned`]: page-locked host memory and the copies `cudaMemcpy` makes.
 
 pub mod cuda;
 pub mod error;
+pub mod pinned;
 
 pub use error::{Error, Result};
