@@ -25,16 +25,16 @@
 //! [`EXIT_NO_DRIVER`], the status `doorbell gdr verify` uses for the same case.
 
 use std::cell::RefCell;
-use std::os::fd::{AsFd as _, OwnedFd};
 
 use anyhow::{bail, Result};
+use gdr::buffer::{DmabufExport, GpuBuffer};
+use gdr::caps::{self, Verdict};
 use gdr::cuda::Gpu;
 use gdr::pinned::PinnedHost;
 use nix::errno::Errno;
 use provider::{Access, Context, Mr, Pd};
 
 use super::opts::{Opts, Params, Test};
-use stub::GpuBuffer;
 
 /// Exit status when `--use-cuda` is given on a machine without a CUDA driver.
 pub const EXIT_NO_DRIVER: i32 = 3;
@@ -83,11 +83,10 @@ pub fn require_driver(o: &Opts) {
 /// staging buffer through which the CPU fills and reads it (and which the cudaMemcpy
 /// reference copies from and to).
 pub struct GpuMem {
-    /// The dma-buf of the buffer and the offset of its first byte in it
-    /// (`--use-cuda-dmabuf`). Kept open until the MR is gone: perftest closes it right
-    /// after registering (the kernel holds its own reference), and keeping it costs
-    /// nothing and asks less of the device.
-    dmabuf: Option<(OwnedFd, u64)>,
+    /// The dma-buf of the buffer (`--use-cuda-dmabuf`). Kept open until the MR is gone:
+    /// perftest closes it right after registering (the kernel holds its own reference),
+    /// and keeping it costs nothing and asks less of the device.
+    dmabuf: Option<DmabufExport>,
     staging: RefCell<PinnedHost>,
     buf: GpuBuffer,
     /// Bytes the benchmark uses (the allocation is rounded up to 64 KiB).
@@ -103,15 +102,22 @@ impl GpuMem {
         let gpu = Gpu::open(ordinal)?;
         let name = gpu.name().unwrap_or_else(|_| "?".into());
         let bus = gpu.pci_bus_id().unwrap_or_else(|_| "?".into());
+        if dmabuf {
+            // perftest's check before it exports (cuda_memory_init).
+            if let Some(c) = caps::gpu_checks(&gpu).into_iter().find(|c| c.name == "GPU DMA_BUF_SUPPORTED" && c.verdict != Verdict::Pass) {
+                bail!("GPU {ordinal} ({name}) cannot export dma-bufs: DMA_BUF_SUPPORTED {}", c.detail);
+            }
+        }
+        // Also installs gdr's peer resolver into this process's softhca.
         let buf = GpuBuffer::new(&gpu, len)?;
-        let dmabuf = if dmabuf { Some(buf.export_dmabuf()?) } else { None };
+        let dmabuf = if dmabuf { Some(buf.export_dmabuf(0, len)?) } else { None };
         let staging = RefCell::new(PinnedHost::new(&gpu, stage)?);
         Ok(GpuMem { what: format!("GPU {ordinal} ({name}, {bus})"), dmabuf, staging, buf, len })
     }
 
     /// The device address of byte 0 (the MR's iova, as perftest and NCCL register it).
     pub fn addr(&self) -> u64 {
-        self.buf.ptr()
+        self.buf.device_ptr()
     }
 
     pub fn len(&self) -> usize {
@@ -134,11 +140,8 @@ impl GpuMem {
     pub unsafe fn register(&self, ctx: &Context, pd: &Pd, access: Access) -> Result<Mr> {
         let softhca = ctx.name() == provider::device::soft_name();
         match &self.dmabuf {
-            Some((fd, offset)) => {
-                if softhca {
-                    install_peer();
-                }
-                pd.reg_dmabuf_mr(fd.as_fd(), *offset, self.len, self.addr(), access).map_err(|e| {
+            Some(d) => {
+                pd.reg_dmabuf_mr(d.fd(), d.offset, self.len, d.iova, access).map_err(|e| {
                     let why = if e.errno() == Errno::EOPNOTSUPP {
                         if softhca {
                             "softhca has no peer-memory resolver for this dma-buf's exporter"
@@ -159,11 +162,12 @@ impl GpuMem {
                 // SAFETY: the caller drops the MR before the buffer is freed. The kernel,
                 // not the CPU, resolves the address (through nvidia-peermem).
                 unsafe { pd.reg_mr_raw(self.addr() as *mut u8, self.len, access) }.map_err(|e| {
-                    let peermem = std::path::Path::new("/sys/module/nvidia_peermem").exists();
-                    anyhow::anyhow!(
-                        "ibv_reg_mr on GPU memory failed: {e} (it needs the nvidia-peermem module, which is {}; or add --use-cuda-dmabuf)",
-                        if peermem { "loaded" } else { "not loaded" }
-                    )
+                    let peermem = caps::peermem_clients(&caps::sysfs_root());
+                    let loaded = match peermem.first() {
+                        Some(c) => format!("loaded: {}", c.what),
+                        None => "not loaded".into(),
+                    };
+                    anyhow::anyhow!("ibv_reg_mr on GPU memory failed: {e} (it needs a peer-memory module such as nvidia-peermem, {loaded}; or add --use-cuda-dmabuf)")
                 })
             }
         }
@@ -197,28 +201,6 @@ impl GpuMem {
     /// The pinned staging buffer (the cudaMemcpy reference copies through it).
     pub fn staging(&self) -> std::cell::RefMut<'_, PinnedHost> {
         self.staging.borrow_mut()
-    }
-}
-
-/// Installs gdr's CUDA peer-memory resolver in this process's softhca (once), so that
-/// REG_DMABUF_MR of an `nv_dmabuf` fd is served.
-fn install_peer() {
-    // TODO(gdr-core): gdr::install() once it lands.
-}
-
-/// Stand-in for `gdr::buffer::GpuBuffer` (gdr-core's, not merged yet).
-mod stub {
-    pub struct GpuBuffer;
-    impl GpuBuffer {
-        pub fn new(_: &gdr::cuda::Gpu, _: usize) -> anyhow::Result<GpuBuffer> {
-            anyhow::bail!("GPU buffers need gdr::buffer (not merged yet)")
-        }
-        pub fn ptr(&self) -> u64 {
-            0
-        }
-        pub fn export_dmabuf(&self) -> anyhow::Result<(std::os::fd::OwnedFd, u64)> {
-            anyhow::bail!("not yet")
-        }
     }
 }
 
