@@ -144,7 +144,7 @@ impl GpuMem {
                 pd.reg_dmabuf_mr(d.fd(), d.offset, self.len, d.iova, access).map_err(|e| {
                     let why = if e.errno() == Errno::EOPNOTSUPP {
                         if softhca {
-                            "softhca has no peer-memory resolver for this dma-buf's exporter"
+                            "softhca refused the dma-buf: no peer-memory resolver took it (softhca reaches GPU memory through gdr's CUDA resolver)"
                         } else {
                             "the device or its kernel driver does not take dma-buf MRs (rdma-core and Linux 5.12 or later, and a driver that supports them)"
                         }
