@@ -9,6 +9,10 @@
 //! engine's bandwidth the emulation keeps. The copies are what `cudaMemcpy` does from
 //! pinned memory (`gdr::pinned`): synchronous `cuMemcpyHtoD`/`cuMemcpyDtoH` of one
 //! message each, as many as the run's iterations (`-n`), after a few untimed ones.
+//!
+//! With `--local` both ends' buffers are on the one GPU, so every byte a WRITE or READ
+//! moves crosses that GPU's link twice, out of the sender's buffer (D2H) and into the
+//! receiver's (H2D), both ways at once; the two ratios are given for that reason.
 
 use std::time::Instant;
 

@@ -98,3 +98,23 @@ impl Memory {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Host memory is filled and read in place, at the offset asked, and a range past
+    /// the end (or one whose end overflows) is an error, not a write.
+    #[test]
+    fn host_fill_and_inspect_in_bounds_only() {
+        let m = Memory::Host(DmaBuf::new(8192).unwrap());
+        assert_eq!((m.len(), m.addr()), (8192, m.host_ptr().unwrap() as u64));
+        m.fill(4096, 3, |b| b.copy_from_slice(&[1, 2, 3])).unwrap();
+        // SAFETY: in bounds of the 8192-byte buffer, nothing else touches it.
+        assert_eq!(unsafe { std::slice::from_raw_parts(m.host_ptr().unwrap().add(4095), 5) }, [0, 1, 2, 3, 0]);
+        assert_eq!(m.inspect(4096, 3, |b| b.to_vec()).unwrap(), [1, 2, 3]);
+        assert!(m.fill(8190, 3, |_| panic!("must not run")).is_err());
+        assert!(m.inspect(usize::MAX, 2, |_| panic!("must not run")).is_err());
+        m.fill(8192, 0, |b| assert!(b.is_empty())).unwrap();
+    }
+}
