@@ -13,7 +13,7 @@ mod idle;
 mod lat;
 mod local;
 mod memcpy;
-mod oob;
+pub(crate) mod oob;
 mod opts;
 pub(crate) mod pattern;
 mod report;
