@@ -21,8 +21,8 @@
 //! `--check` works: patterns are staged through pinned host memory with CUDA copies
 //! before a size runs and compared after it.
 //!
-//! Without a CUDA driver `--use-cuda` stops at once with one line and exit status
-//! [`EXIT_NO_DRIVER`], the status `doorbell gdr verify` uses for the same case.
+//! Where CUDA is not usable (no driver, or `cuInit` fails) `--use-cuda` stops at once
+//! with one line and exit status [`EXIT_NO_DRIVER`], what `doorbell gdr verify` does.
 
 use std::cell::RefCell;
 
@@ -36,7 +36,7 @@ use provider::{Access, Context, Mr, Pd};
 
 use super::opts::{Opts, Params, Test};
 
-/// Exit status when `--use-cuda` is given on a machine without a CUDA driver.
+/// Exit status when `--use-cuda` is given where CUDA is not usable (`gdr verify`'s).
 pub const EXIT_NO_DRIVER: i32 = 3;
 
 /// The tests that run on GPU memory.
@@ -67,14 +67,14 @@ pub fn check_params(o: &Opts, p: &Params) -> Result<()> {
     Ok(())
 }
 
-/// With `--use-cuda`, makes sure a CUDA driver is there: without one, prints one line and
-/// exits with [`EXIT_NO_DRIVER`] (never reaching cudarc, which panics without libcuda).
-/// Other driver failures (cuInit errors, a missing GPU) are reported when the GPU is
-/// opened, as ordinary errors.
+/// With `--use-cuda`, makes sure CUDA is usable: where it is not (no driver, which
+/// cudarc would panic on, or a failing `cuInit`), prints one line and exits with
+/// [`EXIT_NO_DRIVER`]. A GPU number past the count is an ordinary error, when the GPU is
+/// opened.
 pub fn require_driver(o: &Opts) {
     let Some(n) = o.use_cuda else { return };
-    if let Err(e @ gdr::Error::NoDriver) = gdr::cuda::probe() {
-        eprintln!("doorbell: --use-cuda {n}: {e}");
+    if let Err(e) = gdr::cuda::probe() {
+        eprintln!("doorbell: --use-cuda {n}: CUDA is not usable here: {e}");
         std::process::exit(EXIT_NO_DRIVER);
     }
 }

@@ -18,7 +18,7 @@ mod lat;
 mod local;
 mod memcpy;
 mod memory;
-mod oob;
+pub(crate) mod oob;
 mod opts;
 pub(crate) mod pattern;
 mod report;
