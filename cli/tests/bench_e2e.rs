@@ -179,8 +179,9 @@ fn cuda_without_driver_exits_3() {
         Ok(()) => return println!("SKIP: this machine has a usable CUDA driver (gpu_memory_runs covers it)"),
     };
     let port = free_port().to_string();
-    let runs: [&[&str]; 5] = [
+    let runs: [&[&str]; 6] = [
         &["bench", "write-bw", "--local", "--use-cuda", "0", "--use-cuda-dmabuf", "-s", "4096"],
+        &["bench", "write-bw", "--local", "--use_cuda_bus_id=0000:00:06.0", "--use_cuda_dmabuf"],
         &["bench", "read-bw", "--local", "--use_cuda=0", "--use_cuda_dmabuf"],
         &["bench", "send-bw", "--local", "--use-cuda", "1"],
         &["bench", "write-bw", "-p", &port, "--use-cuda", "0"],
@@ -191,7 +192,7 @@ fn cuda_without_driver_exits_3() {
         assert_eq!(d.status.code(), Some(3), "{args:?}: {}\n{}", d.status, d.stderr);
         let lines: Vec<&str> = d.stderr.lines().collect();
         assert_eq!(lines.len(), 1, "{args:?}: {}", d.stderr);
-        assert!(lines[0].starts_with("doorbell: --use-cuda ") && lines[0].contains("CUDA is not usable here"), "{args:?}: {}", lines[0]);
+        assert!(lines[0].starts_with("doorbell: --use-cuda") && lines[0].contains("CUDA is not usable here"), "{args:?}: {}", lines[0]);
         assert!(lines[0].ends_with(&why), "{args:?}: {} (the probe says {why:?})", lines[0]);
         assert!(d.stdout.is_empty(), "{args:?}: {}", d.stdout);
     }

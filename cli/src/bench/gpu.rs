@@ -44,10 +44,11 @@ pub const GPU_TESTS: [Test; 3] = [Test::WriteBw, Test::ReadBw, Test::SendBw];
 
 /// Flag combinations that cannot work, refused before anything is opened.
 pub fn check_flags(test: Test, o: &Opts) -> Result<()> {
-    if o.use_cuda_dmabuf && o.use_cuda.is_none() {
+    let cuda = o.use_cuda.is_some() || o.use_cuda_bus_id.is_some();
+    if o.use_cuda_dmabuf && !cuda {
         bail!("--use-cuda-dmabuf needs --use-cuda N (a CUDA dma-buf needs CUDA memory)");
     }
-    if o.use_cuda.is_some() && !GPU_TESTS.contains(&test) {
+    if cuda && !GPU_TESTS.contains(&test) {
         bail!(
             "--use-cuda is for write-bw, read-bw and send-bw: {} has the CPU {} GPU memory it cannot read",
             test.name(),
@@ -72,11 +73,47 @@ pub fn check_params(o: &Opts, p: &Params) -> Result<()> {
 /// [`EXIT_NO_DRIVER`]. A GPU number past the count is an ordinary error, when the GPU is
 /// opened.
 pub fn require_driver(o: &Opts) {
-    let Some(n) = o.use_cuda else { return };
+    let flag = match (&o.use_cuda, &o.use_cuda_bus_id) {
+        (Some(n), _) => format!("--use-cuda {n}"),
+        (None, Some(b)) => format!("--use-cuda-bus-id {b}"),
+        (None, None) => return,
+    };
     if let Err(e) = gdr::cuda::probe() {
-        eprintln!("doorbell: --use-cuda {n}: CUDA is not usable here: {e}");
+        eprintln!("doorbell: {flag}: CUDA is not usable here: {e}");
         std::process::exit(EXIT_NO_DRIVER);
     }
+}
+
+/// A PCI address as sysfs spells it (and `Gpu::pci_bus_id` returns it): lower case,
+/// a 4-digit domain (`0000:` when none is given; the driver's 8-digit one shortened),
+/// so that every spelling `cuDeviceGetByPCIBusId` accepts compares equal.
+pub fn normalize_bus_id(s: &str) -> String {
+    let s = s.trim().to_lowercase();
+    match s.split(':').collect::<Vec<_>>()[..] {
+        [bus, devfn] => format!("0000:{bus:0>2}:{devfn}"),
+        [dom, bus, devfn] => format!("{:0>4}:{bus:0>2}:{devfn}", &dom[dom.len().saturating_sub(4)..]),
+        _ => s,
+    }
+}
+
+/// `--use-cuda-bus-id` turned into `--use-cuda N` (the GPU whose PCI address it is), so
+/// that the rest of the run, and the `--local` server, only know ordinals. Needs CUDA
+/// ([`require_driver`] first).
+pub fn resolve_bus_id(o: &Opts) -> Result<Option<Opts>> {
+    let Some(bus) = &o.use_cuda_bus_id else { return Ok(None) };
+    let want = normalize_bus_id(bus);
+    let mut seen = Vec::new();
+    for i in 0..gdr::cuda::device_count() {
+        let id = Gpu::open(i)?.pci_bus_id()?;
+        if normalize_bus_id(&id) == want {
+            let mut r = o.clone();
+            r.use_cuda = Some(i);
+            r.use_cuda_bus_id = None;
+            return Ok(Some(r));
+        }
+        seen.push(format!("GPU {i} at {id}"));
+    }
+    bail!("no GPU at PCI address {bus} (the CUDA driver sees: {})", if seen.is_empty() { "none".into() } else { seen.join(", ") })
 }
 
 /// The GPU side of one end: the device buffer, how it is registered, and a pinned
@@ -240,5 +277,22 @@ mod tests {
         assert!(inline(&["--use-cuda", "0", "-I", "64", "-s", "65"]).is_ok());
         assert!(inline(&["--use-cuda", "0", "-s", "8"]).is_ok()); // bw tests default to 0 inline
         assert!(inline(&["-I", "64", "-s", "64"]).is_ok()); // host memory
+        assert!(check_flags(Test::ReadLat, &opts(&["--use_cuda_bus_id=0000:00:06.0"])).is_err());
+        check_flags(Test::ReadBw, &opts(&["--use-cuda-bus-id", "06.0", "--use-cuda-dmabuf"])).unwrap();
+        assert!(T::try_parse_from(["x", "--use-cuda", "0", "--use-cuda-bus-id", "0000:00:06.0"]).is_err());
+    }
+
+    /// The spellings of one address that cuDeviceGetByPCIBusId accepts
+    /// (`[domain]:[bus]:[device].[function]`, domain optional, hex in either case) and
+    /// the driver's own 8-digit domain (`00000000:00:06.0`, cuDeviceGetPCIBusId's, as
+    /// gdr/tests/fixtures/h200-cmd/probe.txt's nvidia-smi prints it) all become sysfs's
+    /// `0000:00:06.0`.
+    #[test]
+    fn bus_id_spellings() {
+        for s in ["0000:00:06.0", "00000000:00:06.0", "00:06.0", "0:00:06.0", " 0000:00:06.0\n"] {
+            assert_eq!(normalize_bus_id(s), "0000:00:06.0", "{s:?}");
+        }
+        assert_eq!(normalize_bus_id("0000:9A:00.0"), "0000:9a:00.0");
+        assert_ne!(normalize_bus_id("0000:00:07.0"), normalize_bus_id("0000:00:06.0"));
     }
 }

@@ -74,6 +74,8 @@ pub fn run(a: &Args) -> Result<()> {
     };
     gpu::check_flags(test, o)?;
     gpu::require_driver(o);
+    let by_bus = gpu::resolve_bus_id(o)?;
+    let o = by_bus.as_ref().unwrap_or(o);
     if o.vs_memcpy && test != Test::WriteBw {
         anyhow::bail!("--vs-memcpy is for write-bw");
     }

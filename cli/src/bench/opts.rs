@@ -147,6 +147,10 @@ pub struct Opts {
     /// H2D and D2H at the same sizes and prints the ratios after the table.
     #[arg(long = "use-cuda", visible_alias = "use_cuda", value_name = "GPU")]
     pub use_cuda: Option<usize>,
+    /// As --use-cuda, naming the GPU by its PCI address (`0000:00:06.0`, as perftest's
+    /// `--use_cuda_bus_id`).
+    #[arg(long = "use-cuda-bus-id", visible_alias = "use_cuda_bus_id", value_name = "BUS", conflicts_with = "use_cuda")]
+    pub use_cuda_bus_id: Option<String>,
     /// With --use-cuda: register the GPU buffer through a dma-buf (ibv_reg_dmabuf_mr)
     /// instead of ibv_reg_mr on the device pointer (which needs nvidia-peermem, and which
     /// softhca cannot do).
