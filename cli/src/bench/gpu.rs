@@ -15,11 +15,17 @@
 //!   client (it cannot pin GPU memory), so there the registration is refused up front
 //!   with the flag to add.
 //!
+//! `--use-cuda-bus-id BUS` names the GPU by PCI address instead (perftest's
+//! `--use_cuda_bus_id`). Each end chooses its own memory; `--local` gives the server the
+//! client's flags, so both ends' buffers are on the same GPU. The client, when its
+//! buffers are on a GPU, also measures cudaMemcpy on it (`cuda_memcpy`).
+//!
 //! What perftest refuses with device memory is refused here too: inline sends (the CPU
-//! cannot read the buffer), and the tests whose CPU polls or checks the buffer while it
-//! runs (write-lat; atomic-bw's results); the latency tests are left to host memory.
-//! `--check` works: patterns are staged through pinned host memory with CUDA copies
-//! before a size runs and compared after it.
+//! cannot read the buffer) and write-lat (its CPU polls the buffer). atomic-bw (whose
+//! check reads results in the buffer) and the other latency tests are left to host
+//! memory as well: what GPU memory changes is bandwidth. `--check` works: patterns are
+//! staged through pinned host memory with CUDA copies before a size runs and compared
+//! after it.
 //!
 //! Where CUDA is not usable (no driver, or `cuInit` fails) `--use-cuda` stops at once
 //! with one line and exit status [`EXIT_NO_DRIVER`], what `doorbell gdr verify` does.
