@@ -189,12 +189,17 @@ impl GpuBuffer {
         Ok(v)
     }
 
-    /// Sets every allocated byte to `byte` (`cuMemsetD8`, synchronous with respect to
-    /// the host for device memory).
+    /// Sets every allocated byte to `byte` (`cuMemsetD8`), and waits for it.
+    ///
+    /// `cuMemsetD8` on device memory is asynchronous with respect to the host (queued
+    /// on the legacy default stream); softhca's peer copies run on a stream of their
+    /// own that does not wait for that one, so the fill must be complete on return.
     pub fn fill(&self, byte: u8) -> Result<()> {
         self.gpu.bind()?;
         // SAFETY: the range is the whole allocation.
-        unsafe { sys::cuMemsetD8_v2(self.ptr, byte, self.alloc) }.result().call("cuMemsetD8")
+        unsafe { sys::cuMemsetD8_v2(self.ptr, byte, self.alloc) }.result().call("cuMemsetD8")?;
+        // SAFETY: the null stream is the legacy default stream of the current context.
+        unsafe { sys::cuStreamSynchronize(std::ptr::null_mut()) }.result().call("cuStreamSynchronize")
     }
 
     /// Exports `len` bytes at `offset` as a dma-buf, as perftest and NCCL do (see the
