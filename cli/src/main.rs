@@ -4,6 +4,7 @@
 mod allreduce;
 mod bench;
 mod devinfo;
+mod gdr;
 mod launch;
 mod pingpong;
 mod softhca;
@@ -33,6 +34,8 @@ enum Cmd {
     Pingpong(pingpong::Args),
     /// perftest-style benchmarks (write/read/send/atomic BW and latency), memcpy, idle CPU.
     Bench(bench::Args),
+    /// GPUDirect RDMA: `verify` checks GPU memory behind dma-buf MRs end to end.
+    Gdr(crate::gdr::Args),
 }
 
 fn main() {
@@ -48,6 +51,7 @@ fn main() {
         Cmd::Softhca(a) => softhca::run(&a),
         Cmd::Pingpong(a) => pingpong::run(&a),
         Cmd::Bench(a) => bench::run(&a),
+        Cmd::Gdr(a) => crate::gdr::run(&a),
     };
     if let Err(e) = r {
         eprintln!("doorbell: {e:#}");

@@ -32,13 +32,60 @@ pub fn probe() -> Result<()> {
         if !unsafe { sys::is_culib_present() } {
             return Err(String::new());
         }
-        result::init().map_err(|e| e.to_string())
+        if let Some(missing) = missing_symbol() {
+            return Err(format!("libcuda has no {missing} (the driver is older than CUDA 11.7, which gdr needs)"));
+        }
+        result::init().map_err(|e| format!("CUDA cuInit: {e}"))
     });
     match r {
         Ok(()) => Ok(()),
         Err(e) if e.is_empty() => Err(Error::NoDriver),
-        Err(e) => Err(Error::Other(format!("CUDA cuInit: {e}"))),
+        Err(e) => Err(Error::Other(e.clone())),
     }
+}
+
+/// Every driver entry point gdr calls. cudarc resolves a symbol at its first call and
+/// panics when it is missing; checking them all once here turns an old driver into an
+/// error instead (`cuMemGetHandleForAddressRange` is the youngest: CUDA 11.7).
+const SYMBOLS: &[&str] = &[
+    "cuInit",
+    "cuDeviceGet",
+    "cuDeviceGetCount",
+    "cuDeviceGetAttribute",
+    "cuDeviceGetName",
+    "cuDeviceGetPCIBusId",
+    "cuDevicePrimaryCtxRetain",
+    "cuDevicePrimaryCtxRelease_v2",
+    "cuCtxGetCurrent",
+    "cuCtxSetCurrent",
+    "cuCtxPushCurrent_v2",
+    "cuCtxPopCurrent_v2",
+    "cuMemAlloc_v2",
+    "cuMemFree_v2",
+    "cuMemAllocHost_v2",
+    "cuMemFreeHost",
+    "cuMemsetD8_v2",
+    "cuMemcpyHtoD_v2",
+    "cuMemcpyDtoH_v2",
+    "cuMemcpyHtoDAsync_v2",
+    "cuMemcpyDtoHAsync_v2",
+    "cuStreamCreate",
+    "cuStreamSynchronize",
+    "cuStreamDestroy_v2",
+    "cuPointerGetAttribute",
+    "cuPointerSetAttribute",
+    "cuMemGetHandleForAddressRange",
+];
+
+/// The first of [`SYMBOLS`] the loaded libcuda lacks.
+fn missing_symbol() -> Option<&'static str> {
+    // SAFETY: only called after is_culib_present() said the library loads; culib()
+    // loads it (once) and `get` looks a name up without calling it.
+    let lib = unsafe { sys::culib() };
+    SYMBOLS.iter().copied().find(|name| {
+        // SAFETY: the symbol is only looked up, never called through this type.
+        unsafe { lib.get::<unsafe extern "C" fn()>(name.as_bytes()) }.is_err()
+    })
 }
 
 /// How many GPUs the driver sees (0 without a driver).

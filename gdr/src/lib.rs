@@ -11,10 +11,33 @@
 //!
 //! Where things are:
 //! - [`cuda`]: loading the driver, one GPU's primary context.
+//! - [`buffer`]: GPU buffers and their dma-buf export (perftest's and NCCL's way).
+//! - [`exports`]: which dma-buf covers which device range (for the resolver).
+//! - [`mod@pointer`]: what CUDA says about an address.
+//! - [`peer`]: softhca's access to GPU memory (CUDA copies) and the resolver that
+//!   hands it out for `nv_dmabuf` registrations; [`install`] puts it in place.
+//! - [`caps`]: NCCL's capability checks (GPU attributes, the NIC's dma-buf probe, the
+//!   legacy peer-memory modules).
+//! - [`pinned`]: page-locked host memory and the copies `cudaMemcpy` makes.
 //! - [`vgem`]: CPU-mappable dma-bufs from DRM's vgem driver, for dma-buf MRs without a GPU.
 
+pub mod buffer;
+pub mod caps;
 pub mod cuda;
 pub mod error;
+pub mod exports;
+pub mod peer;
+pub mod pinned;
+pub mod pointer;
 pub mod vgem;
 
 pub use error::{Error, Result};
+
+/// Installs gdr's [`peer::CudaResolver`] into softhca, once per process (later calls do
+/// nothing). Cheap: nothing of CUDA is loaded until softhca registers an `nv_dmabuf`
+/// dma-buf. [`buffer::GpuBuffer::new`] calls it; so does the preload shim at start, so
+/// that stock programs (perftest `--use_cuda_dmabuf`) reach GPU memory on softhca.
+pub fn install() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| softhca::peer::install_resolver(std::sync::Arc::new(peer::CudaResolver)));
+}

@@ -43,6 +43,13 @@ pub fn run(test: Test, o: &Opts) -> Result<()> {
     if o.counters {
         cmd.arg("--counters");
     }
+    // Both ends put their buffers on the same GPU.
+    if let Some(n) = o.use_cuda {
+        cmd.args(["--use-cuda", &n.to_string()]);
+    }
+    if o.use_cuda_dmabuf {
+        cmd.arg("--use-cuda-dmabuf");
+    }
     // A forced address would make both ends the same host.
     cmd.env_remove(softhca::config::ADDR_ENV);
     cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::inherit());

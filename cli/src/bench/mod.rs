@@ -6,14 +6,19 @@
 //! protocol), `resources` (device, buffer, CQ, QPs, connecting), `wait` (polling,
 //! events, watchdog), `pattern` (`--check` data), `bw` and `lat` (the test loops),
 //! `session` (one run from either end), `report` (perftest's header and tables),
-//! `local` (`--local`: the server as a child process), `memcpy`, `idle`.
+//! `local` (`--local`: the server as a child process), `memcpy`, `idle`; `gpu`
+//! (`--use-cuda`: buffers in GPU memory), `memory` (host or GPU memory behind the MR),
+//! `cuda_memcpy` (the cudaMemcpy reference of GPU runs).
 
 mod bw;
+mod cuda_memcpy;
+mod gpu;
 mod idle;
 mod lat;
 mod local;
 mod memcpy;
-mod oob;
+mod memory;
+pub(crate) mod oob;
 mod opts;
 pub(crate) mod pattern;
 mod report;
@@ -67,6 +72,10 @@ pub fn run(a: &Args) -> Result<()> {
         Kind::SendLat(o) => (Test::SendLat, o),
         Kind::AtomicBw(o) => (Test::AtomicBw, o),
     };
+    gpu::check_flags(test, o)?;
+    gpu::require_driver(o);
+    let by_bus = gpu::resolve_bus_id(o)?;
+    let o = by_bus.as_ref().unwrap_or(o);
     if o.vs_memcpy && test != Test::WriteBw {
         anyhow::bail!("--vs-memcpy is for write-bw");
     }

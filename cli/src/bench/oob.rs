@@ -116,7 +116,7 @@ impl Oob {
         }
     }
 
-    fn from_stream(s: TcpStream) -> Result<Oob> {
+    pub(crate) fn from_stream(s: TcpStream) -> Result<Oob> {
         s.set_nodelay(true)?;
         Ok(Oob { s, inbox: Vec::new() })
     }

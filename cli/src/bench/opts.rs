@@ -142,6 +142,20 @@ pub struct Opts {
     /// write-bw: measure single-core memcpy at the same size before and after, print the ratio.
     #[arg(long = "vs-memcpy")]
     pub vs_memcpy: bool,
+    /// Put this end's buffers in the memory of GPU N (CUDA ordinal), as perftest's
+    /// `--use_cuda=N`: write-bw, read-bw and send-bw. The client also measures cudaMemcpy
+    /// H2D and D2H at the same sizes and prints the ratios after the table.
+    #[arg(long = "use-cuda", visible_alias = "use_cuda", value_name = "GPU")]
+    pub use_cuda: Option<usize>,
+    /// As --use-cuda, naming the GPU by its PCI address (`0000:00:06.0`, as perftest's
+    /// `--use_cuda_bus_id`).
+    #[arg(long = "use-cuda-bus-id", visible_alias = "use_cuda_bus_id", value_name = "BUS", conflicts_with = "use_cuda")]
+    pub use_cuda_bus_id: Option<String>,
+    /// With --use-cuda: register the GPU buffer through a dma-buf (ibv_reg_dmabuf_mr)
+    /// instead of ibv_reg_mr on the device pointer (which needs nvidia-peermem, and which
+    /// softhca cannot do).
+    #[arg(long = "use-cuda-dmabuf", visible_alias = "use_cuda_dmabuf")]
+    pub use_cuda_dmabuf: bool,
     /// Print the softhca device counters (stderr) after the run; they are printed on
     /// failure anyway.
     #[arg(long)]
@@ -368,5 +382,19 @@ mod tests {
         let all = Params::from_opts(Test::ReadBw, &T::parse_from(["x", "-a"]).o).unwrap();
         assert_eq!((all.sizes.len(), all.sizes[0], *all.sizes.last().unwrap()), (23, 2, 8 << 20));
         assert!(Params::from_opts(Test::WriteLat, &T::parse_from(["x", "-s", "0"]).o).is_err());
+    }
+
+    /// perftest spells the GPU flags `--use_cuda=<gpu index>` and `--use_cuda_dmabuf`
+    /// (perftest_parameters.c's long options); both spellings parse to the same thing.
+    #[test]
+    fn cuda_flags_in_both_spellings() {
+        for args in [&["x", "--use_cuda=1", "--use_cuda_dmabuf"][..], &["x", "--use-cuda", "1", "--use-cuda-dmabuf"], &["x", "--use_cuda", "1", "--use-cuda-dmabuf"]] {
+            let o = T::parse_from(args).o;
+            assert_eq!((o.use_cuda, o.use_cuda_dmabuf), (Some(1), true), "{args:?}");
+        }
+        let o = T::parse_from(["x"]).o;
+        assert_eq!((o.use_cuda, o.use_cuda_dmabuf), (None, false));
+        assert!(T::try_parse_from(["x", "--use_cuda=-1"]).is_err());
+        assert!(T::try_parse_from(["x", "--use_cuda=gpu0"]).is_err());
     }
 }

@@ -89,6 +89,9 @@ pub fn header(p: &Params, res: &Res, mtu: u8, local: &[QpInfo], remote: &[QpInfo
     if p.check {
         let _ = writeln!(o, " Data check      : ON");
     }
+    if let Some(g) = res.mem.gpu() {
+        let _ = writeln!(o, " GPU memory      : {}", g.describe());
+    }
     let _ = writeln!(o, "{DASHES}");
     for q in local {
         address(&mut o, "local", q, p, res.rd_atomic);

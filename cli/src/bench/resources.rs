@@ -4,17 +4,18 @@
 //!
 //! Buffer layout: QP `q` owns two areas of `area` bytes at `base + 2 * q * area`: the
 //! *send* area (what this end sends or writes from, and what the peer reads) and the
-//! *receive* area (where sends land and the peer writes or applies atomics).
+//! *receive* area (where sends land and the peer writes or applies atomics). The buffer
+//! is host memory, or GPU memory with `--use-cuda` (see `memory`).
 
 use std::sync::Arc;
 
 use anyhow::{bail, Context as _, Result};
-use provider::buf::DmaBuf;
 use provider::qp::attr::Remote;
 use provider::qp::QpCap;
 use provider::{Access, CompChannel, Context, Cq, Mr, Pd, Qp, QpInit, QpType};
 use uverbs::sys::verbs::{link_layer, port_state};
 
+use super::memory::Memory;
 use super::opts::{Opts, Params, Verb};
 use super::oob::QpInfo;
 
@@ -24,7 +25,9 @@ pub struct Res {
     pub cq: Cq,
     pub channel: Option<CompChannel>,
     pub mr: Mr,
-    pub buf: DmaBuf,
+    pub mem: Memory,
+    /// `mem.addr()`: what work requests name as byte 0 of the buffer.
+    base: u64,
     #[allow(dead_code)]
     pub pd: Pd,
     pub ctx: Arc<Context>,
@@ -78,11 +81,12 @@ impl Res {
         let pd = ctx.alloc_pd()?;
         let area = area_size(p);
         let nq = p.qps as usize;
-        let buf = DmaBuf::new(2 * area * nq).map_err(|e| anyhow::anyhow!("allocate {} bytes: {e}", 2 * area * nq))?;
+        let mem = Memory::new(o, 2 * area * nq, area)?;
         let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ | Access::REMOTE_ATOMIC;
-        // SAFETY: `buf` is a field of the returned Res declared after `mr`, so the MR is
-        // deregistered before the memory is unmapped.
-        let mr = unsafe { pd.reg_mr_raw(buf.as_ptr(), buf.len(), access) }?;
+        // SAFETY: `mem` is a field of the returned Res declared after `mr`, so the MR is
+        // deregistered before the memory is freed.
+        let mr = unsafe { mem.register(&ctx, &pd, access) }?;
+        let base = mem.addr();
         let rx_depth = if p.needs_recv() { p.rx_depth } else { 0 };
         let cqe = p.qps * (p.tx_depth + 2) + p.qps * rx_depth + 16;
         let cq = ctx.create_cq(cqe, channel.as_ref())?;
@@ -116,7 +120,8 @@ impl Res {
             cq,
             channel,
             mr,
-            buf,
+            mem,
+            base,
             pd,
             ctx,
             area,
@@ -142,7 +147,17 @@ impl Res {
 
     /// Address of QP `q`'s send area.
     pub fn send_addr(&self, q: usize) -> u64 {
-        self.buf.addr() + (2 * q * self.area) as u64
+        self.base + (2 * q * self.area) as u64
+    }
+
+    /// Offset of QP `q`'s send area in the buffer.
+    pub fn send_off(&self, q: usize) -> usize {
+        2 * q * self.area
+    }
+
+    /// Offset of QP `q`'s receive area in the buffer.
+    pub fn recv_off(&self, q: usize) -> usize {
+        self.send_off(q) + self.area
     }
 
     /// Address of QP `q`'s receive area.
@@ -150,9 +165,12 @@ impl Res {
         self.send_addr(q) + self.area as u64
     }
 
+    /// CPU pointer to QP `q`'s send area. Host memory only: the tests that use it
+    /// (inline data, atomics, latency polling) are refused with GPU memory (`gpu`).
     pub fn send_ptr(&self, q: usize) -> *mut u8 {
-        // SAFETY: in bounds of buf (2 * area per QP).
-        unsafe { self.buf.as_ptr().add(2 * q * self.area) }
+        let base = self.mem.host_ptr().expect("a CPU pointer into GPU memory");
+        // SAFETY: in bounds of the buffer (2 * area per QP).
+        unsafe { base.add(2 * q * self.area) }
     }
 
     pub fn recv_ptr(&self, q: usize) -> *mut u8 {

@@ -8,6 +8,8 @@ use std::time::Duration;
 use anyhow::{anyhow, bail, Context as _, Result};
 
 use super::bw;
+use super::cuda_memcpy;
+use super::gpu;
 use super::lat;
 use super::memcpy;
 use super::oob::{self, Oob, QpInfo};
@@ -24,6 +26,7 @@ pub fn client(test: Test, o: &Opts, host: &str) -> Result<()> {
     if test.is_lat() && p.qps > 1 {
         bail!("latency tests use one QP");
     }
+    gpu::check_params(o, &p)?;
     let res = Res::new(o, &p)?;
     p.mtu = if p.mtu == 0 { res.active_mtu } else { p.mtu.min(res.active_mtu) };
     let mut oob = Oob::connect(host, o.port, Duration::from_secs(10))?;
@@ -88,30 +91,31 @@ fn exchange_qps(oob: &mut Oob, res: &Res, client: bool) -> Result<(Vec<QpInfo>, 
 
 /// Buffers before a size runs (no transfer in flight): with `--check` our send areas
 /// get our pattern and our receive areas the complement of the peer's; atomic counters
-/// get their start values; write-lat's polled byte is cleared.
-fn prepare(res: &Res, p: &Params, size: u64, end: End) {
+/// get their start values; write-lat's polled byte is cleared. GPU memory is filled
+/// through its staging buffer (`memory`).
+fn prepare(res: &Res, p: &Params, size: u64, end: End) -> Result<()> {
     let peer = if end == End::Client { End::Server } else { End::Client };
     let size = size as usize;
     for q in 0..res.qps.len() {
-        // SAFETY: areas are `res.area` >= size bytes of our buffer, and nothing is in
-        // flight between sizes.
-        unsafe {
-            if p.check {
-                pattern::fill(res.send_ptr(q), size, end, q);
-                if p.test.verb() == Verb::Atomic {
-                    std::ptr::write_bytes(res.recv_ptr(q), 0xee, res.area);
-                } else {
-                    pattern::poison(res.recv_ptr(q), size, peer, q);
-                }
+        if p.check {
+            // SAFETY (both closures): the slice is `size` bytes, as the pattern is given.
+            res.mem.fill(res.send_off(q), size, |b| unsafe { pattern::fill(b.as_mut_ptr(), size, end, q) })?;
+            if p.test.verb() == Verb::Atomic {
+                res.mem.fill(res.recv_off(q), res.area, |b| b.fill(0xee))?;
+            } else {
+                res.mem.fill(res.recv_off(q), size, |b| unsafe { pattern::poison(b.as_mut_ptr(), size, peer, q) })?;
             }
-            if p.test.verb() == Verb::Atomic && end == End::Server {
-                std::ptr::write_volatile(res.recv_ptr(q).cast::<u64>(), pattern::atomic_base(q));
-            }
+        }
+        if p.test.verb() == Verb::Atomic && end == End::Server {
+            // SAFETY: the counter is the first 8 bytes of our receive area (host memory:
+            // atomic-bw is refused with GPU memory); nothing is in flight between sizes.
+            unsafe { std::ptr::write_volatile(res.recv_ptr(q).cast::<u64>(), pattern::atomic_base(q)) };
         }
     }
     if p.test == Test::WriteLat {
         lat::reset(res, p, size as u64);
     }
+    Ok(())
 }
 
 /// What a verdict line says.
@@ -131,8 +135,8 @@ fn verify_received(res: &Res, p: &Params, size: u64, from: End, counts: &[u64]) 
             continue;
         }
         let n = if p.test == Test::WriteLat { size as usize - 1 } else { size as usize };
-        // SAFETY: the run is over; nothing writes the area now.
-        unsafe { pattern::verify(res.recv_ptr(q), n, from, q) }?;
+        // SAFETY: the run is over; nothing writes the area now, and the slice is `n` bytes.
+        res.mem.inspect(res.recv_off(q), n, |b| unsafe { pattern::verify(b.as_ptr(), n, from, q) }).map_err(|e| format!("{e:#}"))??;
         if p.test == Test::WriteLat {
             // SAFETY: as above.
             let last = unsafe { std::ptr::read_volatile(res.recv_ptr(q).add(size as usize - 1)) };
@@ -159,8 +163,10 @@ fn client_session(res: &mut Res, p: &Params, o: &Opts, oob: &mut Oob) -> Result<
     println!("{}", report::table_head(p, o.report_gbits));
     let mut failures = Vec::new();
     let mut memcpy_lines = Vec::new();
+    // Average RDMA bandwidth per size (bytes/s), for the cudaMemcpy reference.
+    let mut rdma_bw = Vec::with_capacity(p.sizes.len());
     for &size in &p.sizes {
-        prepare(res, p, size, End::Client);
+        prepare(res, p, size, End::Client)?;
         oob.send(&format!("go {size}"))?;
         oob.expect("go-ok")?;
         let memcpy_before = (o.vs_memcpy && p.test == Test::WriteBw).then(|| memcpy::measure(memcpy::REFERENCE_BYTES, Duration::from_millis(300)));
@@ -171,6 +177,7 @@ fn client_session(res: &mut Res, p: &Params, o: &Opts, oob: &mut Oob) -> Result<
                 let avg_ops = if out.secs > 0.0 { total as f64 / out.secs } else { 0.0 };
                 let shown = if p.duration > 0.0 { total / p.qps as u64 } else { p.iters };
                 let row = report::bw_row(size, shown, out.peak_ops * size as f64, avg_ops * size as f64, avg_ops, o.report_gbits);
+                rdma_bw.push(avg_ops * size as f64);
                 if let Some(before) = memcpy_before {
                     let after = memcpy::measure(memcpy::REFERENCE_BYTES, Duration::from_millis(300));
                     let m = (before + after) / 2.0;
@@ -222,6 +229,12 @@ fn client_session(res: &mut Res, p: &Params, o: &Opts, oob: &mut Oob) -> Result<
         println!("{l}");
     }
     oob.send("done")?;
+    if let Some(g) = res.mem.gpu() {
+        // After "done": the peer has nothing more to do, so the copies have the GPU and
+        // its link to themselves.
+        let copies = cuda_memcpy::measure(g, &p.sizes, p.iters).context("cudaMemcpy reference")?;
+        println!("{}", cuda_memcpy::table(&g.describe(), p.iters, &copies, &rdma_bw, o.report_gbits));
+    }
     finish(p, failures)
 }
 
@@ -267,7 +280,7 @@ fn server_session(test: Test, o: &Opts, oob: &mut Oob) -> Result<()> {
         if go.parse::<u64>().ok() != Some(size) {
             bail!("client runs size {go}, expected {size}");
         }
-        prepare(&res, &p, size, End::Server);
+        prepare(&res, &p, size, End::Server)?;
         oob.send("go-ok")?;
         let nq = res.qps.len();
         let (counts, mine) = match p.test {

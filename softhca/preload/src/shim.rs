@@ -113,6 +113,10 @@ fn create() -> Result<Instance, String> {
         softhca::default_hca()
     }
     .map_err(|e| format!("creating the softhca instance: {e}"))?;
+    // GPU memory: registrations of NVIDIA dma-bufs (perftest --use_cuda_dmabuf, NCCL)
+    // go to gdr's resolver, which reaches the bytes with CUDA copies. Loads nothing of
+    // CUDA until such a dma-buf is registered.
+    gdr::install();
     let root = ROOT.get_or_init(|| {
         // The constructor did not run (unusual loaders): use the default location.
         base_dir().join(format!("{DIR_PREFIX}{}.{:016x}", std::process::id(), nonce()))
