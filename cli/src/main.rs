@@ -7,6 +7,7 @@ mod devinfo;
 mod launch;
 mod pingpong;
 mod softhca;
+mod topo;
 
 use clap::{Parser, Subcommand};
 
@@ -33,6 +34,9 @@ enum Cmd {
     Pingpong(pingpong::Args),
     /// perftest-style benchmarks (write/read/send/atomic BW and latency), memcpy, idle CPU.
     Bench(bench::Args),
+    /// GPU/NIC topology: `nvidia-smi topo -m`'s matrix (-m) or NCCL's tree, and NCCL's
+    /// path type and GPUDirect RDMA decision for every GPU-NIC pair.
+    Topo(topo::Args),
 }
 
 fn main() {
@@ -48,6 +52,7 @@ fn main() {
         Cmd::Softhca(a) => softhca::run(&a),
         Cmd::Pingpong(a) => pingpong::run(&a),
         Cmd::Bench(a) => bench::run(&a),
+        Cmd::Topo(a) => topo::run(&a),
     };
     if let Err(e) = r {
         eprintln!("doorbell: {e:#}");

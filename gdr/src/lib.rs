@@ -11,8 +11,12 @@
 //!
 //! Where things are:
 //! - [`cuda`]: loading the driver, one GPU's primary context.
+//! - [`nvml`]: NVML loaded at run time (names, NVLinks, NVML indices).
+//! - [`topo`]: the GPU/NIC topology matrix and NCCL's GDR decision.
 
 pub mod cuda;
 pub mod error;
+pub mod nvml;
+pub mod topo;
 
 pub use error::{Error, Result};
