@@ -321,7 +321,7 @@ pub fn render(t: &Topology, s: &Settings) -> String {
         let _ = writeln!(o, "  NCCL_PXN_DISABLE=1: no PXN");
     }
     let _ = writeln!(o, "  (GPU and NIC taken to support GDR; `doorbell gdr verify` checks that)");
-    let _ = writeln!(o, "  (under each pair, the lines NCCL logs for its read check, then its write check)");
+    let _ = writeln!(o, "  (under each pair, what NCCL logs for its read check, then its write check, once where both log the same)");
     if t.gpus.iter().any(|g| g.compute_capability.is_none()) && s.read() < 0 {
         let _ = writeln!(o, "  (compute capability unknown without NVML: taken as 8.0 or newer)");
     }
@@ -335,13 +335,18 @@ pub fn render(t: &Topology, s: &Settings) -> String {
             None => p.path.to_string(),
         };
         let _ = writeln!(o, "GPU {} / NIC {} ({}): path {path}, GDR level {level} \u{2192} {}", p.gpu, p.nic, nic.name, outcome(&p));
+        let mut logged: Vec<String> = Vec::new();
         for (d, read) in [(&p.read, 1), (&p.write, 0)] {
             let Some(dist) = d.distance else { continue };
             let (dn, ln) = (dist as u32, level as u32);
-            if d.enabled {
-                let _ = writeln!(o, "    NCCL INFO GPU Direct RDMA Enabled for GPU {} / HCA {:x} (distance {dn} <= {ln}), read {read} mode Default", p.gpu, p.nic);
+            let line = if d.enabled {
+                format!("    NCCL INFO GPU Direct RDMA Enabled for GPU {} / HCA {:x} (distance {dn} <= {ln}), read {read} mode Default", p.gpu, p.nic)
             } else {
-                let _ = writeln!(o, "    NCCL INFO GPU Direct RDMA Disabled for GPU {} / HCA {:x} (distance {dn} > {ln})", p.gpu, p.nic);
+                format!("    NCCL INFO GPU Direct RDMA Disabled for GPU {} / HCA {:x} (distance {dn} > {ln})", p.gpu, p.nic)
+            };
+            if !logged.contains(&line) {
+                let _ = writeln!(o, "{line}");
+                logged.push(line);
             }
         }
     }
