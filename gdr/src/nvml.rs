@@ -29,7 +29,7 @@ pub const MAX_LINKS: u32 = 18;
 #[derive(Debug, thiserror::Error)]
 pub enum NvmlError {
     /// The library cannot be loaded or initialised (no NVIDIA driver here).
-    #[error("NVML unavailable: {0} (libnvidia-ml.so.1 comes with the NVIDIA driver)")]
+    #[error("NVML unavailable ({0}; libnvidia-ml.so.1 comes with the NVIDIA driver)")]
     Unavailable(String),
     /// A query failed.
     #[error("NVML {call}: {err}")]
@@ -43,7 +43,7 @@ pub fn open() -> Result<Nvml, NvmlError> {
         match Nvml::builder().lib_path(OsStr::new(lib)).init() {
             Ok(n) => return Ok(n),
             Err(e) => {
-                first.get_or_insert_with(|| format!("{lib}: {e}"));
+                first.get_or_insert_with(|| e.to_string());
             }
         }
     }

@@ -298,7 +298,8 @@ fn gpus_follow_nvml_indices() {
     assert_eq!(t.gpus[7].pci.bus_id, "0000:13:00.0");
     let out = smi::render(&t);
     let gpu0 = out.lines().nth(1).unwrap();
-    // Former GPU7's row, with NV18 to the others: PIX to NIC3? No: PHB (own root port).
+    // Bus 0000:b4:00.0's row (GPU7 in bus order): NV18 to every GPU, PHB to NIC3 (which
+    // has its own root port on the same host bridge), NODE to NIC2 (other host bridge).
     assert!(gpu0.starts_with("GPU0\t X \tNV18\t"), "{gpu0}");
     assert!(gpu0.contains("\tSYS\tSYS\tNODE\tPHB\t56-111,168-223\t1\t\tN/A"), "{gpu0}");
 }

@@ -161,7 +161,7 @@ pub fn bcm_gen(id: &PciId, level: u64) -> u32 {
     let p = id.packed() & 0xffff_ffff_ffff_f000;
     if p == 0x1000_c010_1000_a000 {
         4
-    } else if p == (0x1000_c030_1000_0000 | level * 0x1000) {
+    } else if p == (0x1000_c030_1000_0000 | (level * 0x1000)) {
         5
     } else {
         0

@@ -28,6 +28,9 @@ pub fn render(t: &Topology) -> String {
         key(a).cmp(&key(b))
     });
     let mut o = String::new();
+    if leaves.is_empty() {
+        o.push_str("no GPU and no RDMA NIC in the PCI tree\n");
+    }
     let mut cpu: Option<Option<u32>> = None;
     let mut stack: Vec<String> = Vec::new();
     for l in &leaves {
