@@ -37,6 +37,7 @@ pub fn run(a: &Args) -> Result<()> {
         notes.push(format!("{soft_name} (softhca) is in no PCI tree: set {}=BUS-ID or a sysfs path to place it", softhca::config::PCI_ENV));
     }
     let facts_file = a.gpus.clone().or_else(|| std::env::var_os(GPUS_ENV).map(PathBuf::from));
+    let mut from_nvml = false;
     let facts = match facts_file {
         Some(f) => {
             let text = std::fs::read_to_string(&f).with_context(|| format!("GPU facts file {}", f.display()))?;
@@ -46,6 +47,7 @@ pub fn run(a: &Args) -> Result<()> {
         None => match gdr::nvml::open().map_err(|e| e.to_string()).and_then(|n| gdr::nvml::gpu_facts(&n).map_err(|e| e.to_string())) {
             Ok(f) => {
                 notes.push("GPU indices, names and NVLinks from NVML; PCI paths from sysfs".into());
+                from_nvml = true;
                 f
             }
             Err(e) => {
@@ -54,7 +56,9 @@ pub fn run(a: &Args) -> Result<()> {
             }
         },
     };
-    let mut t = Topology { nics: found.nics, numa_nodes: found.numa_nodes, notes, ..Topology::default() }.with_gpu_facts(found.gpus, &facts);
+    let mut t = Topology { nics: found.nics, numa_nodes: found.numa_nodes, notes, ..Topology::default() };
+    let gpus = if from_nvml { t.keep_listed(found.gpus, &facts) } else { found.gpus };
+    let mut t = t.with_gpu_facts(gpus, &facts);
     if root != std::path::Path::new("/sys") {
         t.notes.push(format!("sysfs root {} (SYSFS_PATH)", root.display()));
     }

@@ -64,3 +64,24 @@ fn bad_placement_is_a_clear_error() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("sysfs root"));
 }
+
+#[test]
+fn matches_live_nvidia_smi() {
+    // On a GPU machine: this machine's sysfs and NVML against nvidia-smi itself.
+    let smi = match Command::new("nvidia-smi").args(["topo", "-m"]).output() {
+        Ok(o) if o.status.success() => String::from_utf8(o.stdout).unwrap(),
+        _ => {
+            eprintln!("SKIP: nvidia-smi topo -m does not run here (run this test on a GPU machine)");
+            return;
+        }
+    };
+    let mut c = Command::new(env!("CARGO_BIN_EXE_doorbell"));
+    c.args(["topo", "-m"]);
+    for k in ["SYSFS_PATH", "DOORBELL_TOPO_GPUS", "DOORBELL_SOFTHCA_PCI"] {
+        c.env_remove(k);
+    }
+    let out = c.output().expect("spawn doorbell");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let ours = String::from_utf8(out.stdout).unwrap();
+    assert!(ours.starts_with(&smi), "nvidia-smi:\n{smi}\ndoorbell:\n{ours}");
+}

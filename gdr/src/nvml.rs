@@ -77,7 +77,8 @@ pub fn gpu_facts(nvml: &Nvml) -> Result<Vec<GpuFacts>, NvmlError> {
             name: d.name().ok(),
             compute_capability: d.cuda_compute_capability().ok().map(|c| (c.major.max(0) as u32, c.minor.max(0) as u32)),
             nvlinks,
-            gpu_numa_id: d.numa_node_id().ok(),
+            // A node number, never NVML's -1 seen through the wrapper's unsigned type.
+            gpu_numa_id: d.numa_node_id().ok().filter(|&n| n < 1 << 16),
         });
     }
     let gpus: Vec<String> = out.iter().map(|f| f.bus_id.clone()).collect();

@@ -287,6 +287,19 @@ fn dgx_tree_is_nccls() {
 }
 
 #[test]
+fn only_gpus_nvml_lists_stay() {
+    let found = sysfs::read(&fixture("dgx"), None).unwrap();
+    let mut f = dgx_facts();
+    f.retain(|g| g.bus_id != "0000:33:00.0");
+    let mut t = Topology::default();
+    let kept = t.keep_listed(found.gpus, &f);
+    assert_eq!(kept.len(), 7);
+    assert!(kept.iter().all(|g| g.bus_id != "0000:33:00.0"));
+    assert_eq!(t.notes.len(), 1);
+    assert!(t.notes[0].contains("0000:33:00.0"));
+}
+
+#[test]
 fn gpus_follow_nvml_indices() {
     // NVML's order is not always bus order; nvidia-smi numbers GPUs by NVML index.
     let mut f = dgx_facts();
@@ -302,4 +315,26 @@ fn gpus_follow_nvml_indices() {
     // has its own root port on the same host bridge), NODE to NIC2 (other host bridge).
     assert!(gpu0.starts_with("GPU0\t X \tNV18\t"), "{gpu0}");
     assert!(gpu0.contains("\tSYS\tSYS\tNODE\tPHB\t56-111,168-223\t1\t\tN/A"), "{gpu0}");
+}
+
+#[test]
+fn nvml_present_or_a_clear_error() {
+    match gdr::nvml::open() {
+        Err(gdr::nvml::NvmlError::Unavailable(why)) => {
+            assert!(!why.is_empty());
+            eprintln!("SKIP: NVML absent ({why}); the NVML half runs on a GPU machine");
+        }
+        Err(e) => panic!("open gives only Unavailable: {e}"),
+        Ok(nvml) => {
+            // Every GPU NVML lists is in this machine's PCI tree, found by its bus id.
+            let facts = gdr::nvml::gpu_facts(&nvml).unwrap();
+            let found = sysfs::read(&sysfs::root(), None).unwrap();
+            for f in &facts {
+                assert!(found.gpus.iter().any(|g| g.bus_id == f.bus_id), "NVML GPU {} not in sysfs", f.bus_id);
+                assert!(f.name.is_some());
+            }
+            let mut t = Topology::default();
+            assert_eq!(t.keep_listed(found.gpus, &facts).len(), facts.len());
+        }
+    }
 }

@@ -97,6 +97,17 @@ impl Topology {
         self
     }
 
+    /// Keeps only the GPUs NVML lists (nvidia-smi shows no other): a GPU in sysfs that
+    /// NVML does not see (bound to another driver, hidden from a container) is noted and
+    /// left out. Call before [`Topology::with_gpu_facts`] when the facts come from NVML.
+    pub fn keep_listed(&mut self, pci_gpus: Vec<PciDevice>, facts: &[GpuFacts]) -> Vec<PciDevice> {
+        let (keep, drop): (Vec<PciDevice>, Vec<PciDevice>) = pci_gpus.into_iter().partition(|g| facts.iter().any(|f| f.bus_id == g.bus_id));
+        for g in drop {
+            self.notes.push(format!("GPU {} is in sysfs but NVML does not list it: left out, as nvidia-smi does", g.bus_id));
+        }
+        keep
+    }
+
     /// The NUMA node a device belongs to: its `numa_node`, or else the one node whose CPUs
     /// it is local to (virtual machines often say -1 for a device on a one-node guest).
     pub fn numa_of(&self, d: &PciDevice) -> Option<u32> {
