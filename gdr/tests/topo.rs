@@ -338,3 +338,31 @@ fn nvml_present_or_a_clear_error() {
         }
     }
 }
+
+#[test]
+fn softhca_on_the_dgx_tree() {
+    // Below switch downstream port 12:01.0 (where mlx5_0 sits): as close to GPU0 as
+    // mlx5_0 is, PIX for both tools, and NCCL enables GDR at the default level.
+    let t = topology("dgx", Some("0000:12:01.0"), &[]);
+    let s = t.nics.iter().position(|n| n.software).unwrap();
+    assert_eq!(t.nics[s].name, "softhca0");
+    assert_eq!(t.nics[s].pci.bus_id, "below 0000:12:01.0");
+    let m = smi::matrix(&t);
+    assert_eq!(m[0][8 + s], smi::Link::Pix);
+    assert_eq!(m[8][8 + s], smi::Link::Pix, "mlx5_0 and softhca0 share the downstream port");
+    let p = nccl::decide(&t, &Settings::default()).into_iter().find(|p| p.gpu == 0 && p.nic == s).unwrap();
+    assert_eq!(p.path, Pix);
+    assert!(p.read.enabled && p.write.enabled);
+
+    // Beside mlx5_1, which sits straight on root port 30:02.0: nvidia-smi calls the two
+    // functions PIX (one bridge, the root port, above both), NCCL sees no switch and
+    // attaches both to the CPU node, so GPU2 is PHB from either.
+    let t = topology("dgx", Some("0000:35:00.0"), &[]);
+    let s = t.nics.iter().position(|n| n.software).unwrap();
+    let m = smi::matrix(&t);
+    assert_eq!(m[8 + 1][8 + s], smi::Link::Pix);
+    assert_eq!(m[2][8 + s], smi::Link::Phb);
+    let p = nccl::decide(&t, &Settings::default()).into_iter().find(|p| p.gpu == 2 && p.nic == s).unwrap();
+    assert_eq!(p.path, Phb);
+    assert!(!p.write.enabled);
+}

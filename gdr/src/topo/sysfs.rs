@@ -78,7 +78,7 @@ impl Tree {
         (v.len() >= 2 && v[0].starts_with("pci") && v[1..].iter().all(|c| is_bus_id(c))).then_some(v)
     }
 
-    /// The bridges above the element at `upto` (exclusive) of `elems`.
+    /// The path elements `elems` (host bridge first) as bridges, with their registers.
     fn ancestors(&self, elems: &[String]) -> Vec<Bridge> {
         let mut dir = self.devices.clone();
         elems
