@@ -8,6 +8,7 @@ mod gdr;
 mod launch;
 mod pingpong;
 mod softhca;
+mod topo;
 
 use clap::{Parser, Subcommand};
 
@@ -36,6 +37,9 @@ enum Cmd {
     Bench(bench::Args),
     /// GPUDirect RDMA: `verify` checks GPU memory behind dma-buf MRs end to end.
     Gdr(crate::gdr::Args),
+    /// GPU/NIC topology: `nvidia-smi topo -m`'s matrix (-m) or NCCL's tree, and NCCL's
+    /// path type and GPUDirect RDMA decision for every GPU-NIC pair.
+    Topo(topo::Args),
 }
 
 fn main() {
@@ -52,6 +56,7 @@ fn main() {
         Cmd::Pingpong(a) => pingpong::run(&a),
         Cmd::Bench(a) => bench::run(&a),
         Cmd::Gdr(a) => crate::gdr::run(&a),
+        Cmd::Topo(a) => topo::run(&a),
     };
     if let Err(e) = r {
         eprintln!("doorbell: {e:#}");

@@ -20,6 +20,8 @@
 //!   legacy peer-memory modules).
 //! - [`pinned`]: page-locked host memory and the copies `cudaMemcpy` makes.
 //! - [`vgem`]: CPU-mappable dma-bufs from DRM's vgem driver, for dma-buf MRs without a GPU.
+//! - [`nvml`]: NVML loaded at run time (names, NVLinks, NVML indices).
+//! - [`topo`]: the GPU/NIC topology matrix and NCCL's GDR decision.
 
 pub mod buffer;
 pub mod caps;
@@ -30,6 +32,8 @@ pub mod peer;
 pub mod pinned;
 pub mod pointer;
 pub mod vgem;
+pub mod nvml;
+pub mod topo;
 
 pub use error::{Error, Result};
 

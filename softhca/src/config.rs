@@ -42,6 +42,13 @@ use uverbs::sys::verbs::{mtu, GID_TYPE_ROCE_V1, GID_TYPE_ROCE_V2};
 pub const ROCE_V2_PORT: u16 = 4791;
 /// Environment variable that forces the instance's address.
 pub const ADDR_ENV: &str = "DOORBELL_SOFTHCA_ADDR";
+/// Environment variable that places the instance in the PCI tree, for topology reports
+/// (`doorbell topo`): a PCI address (`0000:00:06.0`) or a sysfs device path
+/// (`/sys/devices/pci0000:00/0000:00:03.0`, or a bridge or host bridge such as
+/// `/sys/devices/pci0000:00`). A software HCA has no PCI function of its own; this says
+/// where a real NIC doing its job would sit, so that NCCL's GPU-NIC path type and GDR
+/// decision can be worked out for it. Unset: the instance is in no PCI tree.
+pub const PCI_ENV: &str = "DOORBELL_SOFTHCA_PCI";
 /// Mellanox's IEEE OUI.
 pub const MELLANOX_OUI: [u8; 3] = [0x00, 0x02, 0xc9];
 
@@ -109,6 +116,9 @@ pub struct Config {
     /// [`crate::device::trap`]) when the kernel supports it; `false` (or
     /// `DOORBELL_DOORBELL_TRAP=0`) keeps the timed backoff.
     pub doorbell_trap: bool,
+    /// Where the instance sits in the PCI tree, as [`PCI_ENV`] gives it (not validated
+    /// here: `gdr::topo` resolves it against sysfs).
+    pub pci_path: Option<String>,
 }
 
 impl Config {
@@ -146,6 +156,7 @@ impl Config {
             fault: FaultSpec::from_env(),
             pcap: std::env::var_os(PCAP_ENV).filter(|p| !p.is_empty()).map(PathBuf::from),
             doorbell_trap: crate::device::trap::env_allows(),
+            pci_path: pci_path_from_env(),
         }
     }
 
@@ -252,6 +263,11 @@ pub fn switched_off(var: &str) -> bool {
 /// [`switched_off`] of a value (`None`: unset).
 pub fn is_off(v: Option<&str>) -> bool {
     v.is_some_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "0" | "false" | "off" | "no"))
+}
+
+/// The PCI placement [`PCI_ENV`] configures (trimmed; unset or blank is `None`).
+pub fn pci_path_from_env() -> Option<String> {
+    std::env::var(PCI_ENV).ok().map(|s| s.trim().to_string()).filter(|s| !s.is_empty())
 }
 
 /// The MAC of the softhca host at `addr`: the Mellanox OUI and the address's last three
