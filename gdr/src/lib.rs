@@ -13,7 +13,7 @@
 //! - [`cuda`]: loading the driver, one GPU's primary context.
 //! - [`buffer`]: GPU buffers and their dma-buf export (perftest's and NCCL's way).
 //! - [`exports`]: which dma-buf covers which device range (for the resolver).
-//! - [`pointer`]: what CUDA says about an address.
+//! - [`mod@pointer`]: what CUDA says about an address.
 //! - [`peer`]: softhca's access to GPU memory (CUDA copies) and the resolver that
 //!   hands it out for `nv_dmabuf` registrations; [`install`] puts it in place.
 //! - [`caps`]: NCCL's capability checks (GPU attributes, the NIC's dma-buf probe, the
