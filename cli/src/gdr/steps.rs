@@ -64,6 +64,21 @@ const SEED_SEND: u64 = 0x5eed_0002;
 const SEED_ISEND: u64 = 0x5eed_0003;
 const SEED_IWRITE: u64 = 0x5eed_0004;
 
+// The step table's ranges, checked at compile time: every range ends inside BUF_LEN,
+// the SEND fits its receive buffer, the atomic word is 8-aligned, the inline payloads fit
+// the QPs' inline size, and the WRITE crosses both 1 MiB boundaries of softhca's peer
+// segments.
+const _: () = {
+    assert!(WRITE_OFF + WRITE_LEN <= BUF_LEN);
+    assert!(WRITE_OFF < 1 << 20 && WRITE_OFF + WRITE_LEN > 2 << 20);
+    assert!(RECV_OFF + RECV_LEN <= BUF_LEN && SEND_LEN <= RECV_LEN);
+    assert!(IRECV_OFF + IRECV_LEN <= BUF_LEN && ISEND_LEN <= IRECV_LEN);
+    assert!(IWRITE_OFF + IWRITE_LEN <= BUF_LEN);
+    assert!(ATOMIC_OFF % 8 == 0);
+    assert!(ISEND_LEN <= super::link::INLINE as usize);
+    assert!(IWRITE_LEN <= super::link::INLINE as usize);
+};
+
 /// A deliberate mistake of the peer, for the tests that show a wrong transfer is
 /// caught (hidden `--fault`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -364,20 +379,6 @@ fn peer_step(link: &mut Link, mem: &Mem, mr: &Mr, r: Remote, step: Step, fault: 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The step table's ranges, checked against the buffer by hand: every range ends
-    /// inside BUF_LEN, the SEND fits its receive buffer, the atomic word is 8-aligned,
-    /// and the WRITE crosses both 1 MiB boundaries of softhca's peer segments.
-    #[test]
-    fn ranges_fit() {
-        assert!(WRITE_OFF + WRITE_LEN <= BUF_LEN);
-        assert!(WRITE_OFF < 1 << 20 && WRITE_OFF + WRITE_LEN > 2 << 20);
-        assert!(RECV_OFF + RECV_LEN <= BUF_LEN && SEND_LEN <= RECV_LEN);
-        assert!(IRECV_OFF + IRECV_LEN <= BUF_LEN && ISEND_LEN <= IRECV_LEN);
-        assert!(IWRITE_OFF + IWRITE_LEN <= BUF_LEN);
-        assert_eq!(ATOMIC_OFF % 8, 0);
-        assert!(ISEND_LEN as u32 <= super::super::link::INLINE);
-    }
 
     /// The pattern is the LCG of Knuth's MMIX constants; its first bytes for seed 0
     /// are the top bytes of 1442695040888963407 (0x14057b7ef767814f) and of its
