@@ -72,3 +72,38 @@ fn a_device_that_cannot_be_opened_fails_with_status_1() {
     assert!(d.stdout.lines().any(|l| l.starts_with("FAIL  pass: ") && l.contains("no_such_dev9")), "{}", d.stdout);
     assert!(!d.stderr.contains("panicked"), "{}", d.stderr);
 }
+
+/// The checks are not vacuous: a peer that writes one byte later than announced fails
+/// the WRITE (the target's copy differs) and the READ back (the peer's copy differs) in
+/// both passes, the other steps still pass, and the status is 1.
+#[test]
+fn a_misplaced_write_is_caught() {
+    let d = spawn(&["gdr", "verify", "--mem", "host", "--fault", "shift-write"]).wait(Duration::from_secs(240));
+    let out = &d.stdout;
+    assert_eq!(d.status.code(), Some(1), "{out}\n{}", d.stderr);
+    let fails: Vec<&str> = out.lines().filter(|l| l.starts_with("FAIL  ")).collect();
+    assert_eq!(fails.len(), 4, "{out}");
+    for pair in fails.chunks(2) {
+        assert!(pair[0].starts_with(&format!("FAIL  {}: the buffer: ", HOST_STEPS[0])) && pair[0].contains("byte(s) differ"), "{}", pair[0]);
+        assert!(pair[1].starts_with(&format!("FAIL  {}: peer: the data read back: ", HOST_STEPS[1])), "{}", pair[1]);
+    }
+    assert_eq!(out.lines().filter(|l| l.starts_with(&format!("PASS  {}: ", HOST_STEPS[2]))).count(), 2, "{out}");
+    assert!(out.contains("\nsummary: 17 PASS, 4 FAIL"), "{out}");
+}
+
+/// A "bad" write that the MR does accept fails the bad-input step, and the report says
+/// which bytes it changed (the last 64 of the buffer, where it wrote 0xab).
+#[test]
+fn an_accepted_bad_write_is_caught() {
+    let d = spawn(&["gdr", "verify", "--mem", "host", "--fault", "in-bounds"]).wait(Duration::from_secs(240));
+    let out = &d.stdout;
+    assert_eq!(d.status.code(), Some(1), "{out}\n{}", d.stderr);
+    let want = format!("FAIL  {}: peer: the write completed with success (0), expected REM_ACCESS_ERR (10); in the buffer ", HOST_STEPS[6]);
+    let fails: Vec<&str> = out.lines().filter(|l| l.starts_with("FAIL  ")).collect();
+    assert_eq!(fails.len(), 2, "{out}");
+    for f in fails {
+        assert!(f.starts_with(&want), "{f}");
+        // 3 MiB - 64 = 3145664: the write's first byte.
+        assert!(f.contains("byte(s) differ, the first at offset 3145664: 0xab"), "{f}");
+    }
+}

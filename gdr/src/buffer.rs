@@ -35,7 +35,7 @@ const fn round_up(n: u64, to: u64) -> u64 {
 }
 
 /// The host page size.
-fn host_page() -> u64 {
+pub(crate) fn host_page() -> u64 {
     // SAFETY: sysconf has no preconditions.
     let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
     if p > 0 {

@@ -8,9 +8,12 @@
 //! caller may pass any iova (the verbs API allows it, and a zero-based iova is common
 //! in other stacks), so for every buffer gdr exports itself it records here which
 //! device range the new dma-buf covers. A dma-buf is named by its inode: every export
-//! is a new file on the dma-buf filesystem with a new inode number (the kernel takes
-//! inode numbers from a 64-bit counter and never reuses them), and every fd of the same
-//! dma-buf (a `dup`, an fd passed through a socket) has the same `(st_dev, st_ino)`.
+//! is a new file on the dma-buf filesystem with a new inode number (since Linux 5.13
+//! `dma_buf_getfile` numbers them from a 64-bit counter of its own, the "unique inode
+//! number" of /sys/kernel/dmabuf/buffers; the H200's exports were inodes 1 and 2), and
+//! every fd of the same dma-buf (a `dup`, an fd passed through a socket) has the same
+//! `(st_dev, st_ino)`. Entries live as long as their buffer (one per export, closed or
+//! not), which is what makes a stale inode harmless: it is never handed out again.
 
 use std::collections::HashMap;
 use std::os::fd::{AsRawFd, BorrowedFd};

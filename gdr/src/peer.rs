@@ -101,7 +101,7 @@ pub fn locate(
     if !info.device {
         return Err(format!("iova {iova:#x} is CUDA memory but not device memory"));
     }
-    if !info.covers(iova, length) {
+    if !info.covers(iova, length, crate::buffer::host_page()) {
         return Err(format!(
             "iova {iova:#x} + {length} bytes is not inside one device allocation (the one at the iova is {:#x} + {} bytes)",
             info.range_start, info.range_size

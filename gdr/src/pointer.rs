@@ -28,10 +28,14 @@ pub struct PtrInfo {
 }
 
 impl PtrInfo {
-    /// Whether `[addr, addr + len)` lies inside the allocation.
-    pub fn covers(&self, addr: u64, len: u64) -> bool {
+    /// Whether `[addr, addr + len)` lies inside the allocation, its end rounded up to
+    /// the host page `page` (a dma-buf is made of whole host pages, so an MR over a
+    /// small allocation may end in the rest of its last page).
+    pub fn covers(&self, addr: u64, len: u64, page: u64) -> bool {
         let Some(end) = addr.checked_add(len) else { return false };
-        let Some(range_end) = self.range_start.checked_add(self.range_size) else { return false };
+        let Some(range_end) = self.range_start.checked_add(self.range_size).and_then(|e| e.checked_next_multiple_of(page)) else {
+            return false;
+        };
         addr >= self.range_start && end <= range_end
     }
 }
@@ -79,15 +83,19 @@ mod tests {
 
     /// An allocation of 0x20000 bytes at 0x7000_0000_0000 (hand-picked numbers):
     /// covers its own first and last byte, not one byte before or after, and an
-    /// overflowing length is refused rather than wrapped.
+    /// overflowing length is refused rather than wrapped. One of 1000 bytes covers the
+    /// rest of its 4 KiB page (what a dma-buf of it spans), not the next page.
     #[test]
     fn covers_is_inclusive_of_the_allocation_only() {
         let p = PtrInfo { device: true, range_start: 0x7000_0000_0000, range_size: 0x20000, context: 1, ordinal: 0 };
-        assert!(p.covers(0x7000_0000_0000, 0x20000));
-        assert!(p.covers(0x7000_0001_0000, 0x10000));
-        assert!(p.covers(0x7000_0001_ffff, 1));
-        assert!(!p.covers(0x7000_0001_ffff, 2));
-        assert!(!p.covers(0x6fff_ffff_ffff, 1));
-        assert!(!p.covers(0x7000_0000_1000, u64::MAX));
+        assert!(p.covers(0x7000_0000_0000, 0x20000, 4096));
+        assert!(p.covers(0x7000_0001_0000, 0x10000, 4096));
+        assert!(p.covers(0x7000_0001_ffff, 1, 4096));
+        assert!(!p.covers(0x7000_0001_ffff, 2, 4096));
+        assert!(!p.covers(0x6fff_ffff_ffff, 1, 4096));
+        assert!(!p.covers(0x7000_0000_1000, u64::MAX, 4096));
+        let small = PtrInfo { range_size: 1000, ..p };
+        assert!(small.covers(0x7000_0000_0000, 4096, 4096));
+        assert!(!small.covers(0x7000_0000_0000, 4097, 4096));
     }
 }

@@ -64,6 +64,31 @@ const SEED_SEND: u64 = 0x5eed_0002;
 const SEED_ISEND: u64 = 0x5eed_0003;
 const SEED_IWRITE: u64 = 0x5eed_0004;
 
+// The step table's ranges, checked at compile time: every range ends inside BUF_LEN,
+// the SEND fits its receive buffer, the atomic word is 8-aligned, the inline payloads fit
+// the QPs' inline size, and the WRITE crosses both 1 MiB boundaries of softhca's peer
+// segments.
+const _: () = {
+    assert!(WRITE_OFF + WRITE_LEN <= BUF_LEN);
+    assert!(WRITE_OFF < 1 << 20 && WRITE_OFF + WRITE_LEN > 2 << 20);
+    assert!(RECV_OFF + RECV_LEN <= BUF_LEN && SEND_LEN <= RECV_LEN);
+    assert!(IRECV_OFF + IRECV_LEN <= BUF_LEN && ISEND_LEN <= IRECV_LEN);
+    assert!(IWRITE_OFF + IWRITE_LEN <= BUF_LEN);
+    assert!(ATOMIC_OFF % 8 == 0);
+    assert!(ISEND_LEN <= super::link::INLINE as usize);
+    assert!(IWRITE_LEN <= super::link::INLINE as usize);
+};
+
+/// A deliberate mistake of the peer, for the tests that show a wrong transfer is
+/// caught (hidden `--fault`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Fault {
+    /// The WRITE lands one byte later than announced.
+    ShiftWrite,
+    /// The out-of-bounds step writes inside the MR instead.
+    InBounds,
+}
+
 /// How long one completion may take.
 const LIMIT: Duration = Duration::from_secs(20);
 
@@ -178,9 +203,15 @@ impl<'a> Target<'a> {
             _ => bail!("bad result line {r:?}"),
         };
         if !peer_ok {
-            // Judge later steps on their own: take the memory as it is now.
-            self.expect = self.mem.read_all()?;
-            return Ok(Check::new(title, Verdict::Fail, format!("peer: {detail}")));
+            // Say what the failed step did to the memory, then judge later steps on their
+            // own: take the memory as it is now.
+            let image = self.mem.read_all()?;
+            let mem = match diff(&image, &self.expect) {
+                Ok(()) => "no byte of the buffer changed".to_string(),
+                Err(e) => format!("in the buffer {e}"),
+            };
+            self.expect = image;
+            return Ok(Check::new(title, Verdict::Fail, format!("peer: {detail}; {mem}")));
         }
         let landed = match step {
             Step::Write => Some((WRITE_OFF, pattern(SEED_WRITE, WRITE_LEN))),
@@ -235,7 +266,7 @@ pub struct Remote {
 }
 
 /// The peer's side of every step until `bye`.
-pub fn peer_loop(link: &mut Link, mem: &Mem, mr: &Mr, remote: Remote, oob: &mut Oob) -> Result<()> {
+pub fn peer_loop(link: &mut Link, mem: &Mem, mr: &Mr, remote: Remote, oob: &mut Oob, fault: Option<Fault>) -> Result<()> {
     loop {
         let l = oob.recv()?;
         if l == "bye" {
@@ -243,7 +274,7 @@ pub fn peer_loop(link: &mut Link, mem: &Mem, mr: &Mr, remote: Remote, oob: &mut 
         }
         let name = l.strip_prefix("step ").ok_or_else(|| anyhow!("expected a step, got {l:?}"))?;
         let step = Step::from_name(name).ok_or_else(|| anyhow!("unknown step {name:?}"))?;
-        let line = match peer_step(link, mem, mr, remote, step) {
+        let line = match peer_step(link, mem, mr, remote, step, fault) {
             Ok(d) => format!("result ok {d}"),
             Err(e) => format!("result fail {}", format!("{e:#}").replace('\n', " ")),
         };
@@ -257,7 +288,7 @@ fn post(link: &mut Link, q: usize, wr_id: u64, op: SendOp, payload: Payload<'_>)
 }
 
 /// One step from the peer: its operations and its own checks; the detail for the report.
-fn peer_step(link: &mut Link, mem: &Mem, mr: &Mr, r: Remote, step: Step) -> Result<String> {
+fn peer_step(link: &mut Link, mem: &Mem, mr: &Mr, r: Remote, step: Step, fault: Option<Fault>) -> Result<String> {
     let lkey = mr.lkey();
     let at = |off: usize| r.addr + off as u64;
     let id = 0x1000 | step as u64;
@@ -265,7 +296,8 @@ fn peer_step(link: &mut Link, mem: &Mem, mr: &Mr, r: Remote, step: Step) -> Resu
         Step::Write => {
             mem.write(0, &pattern(SEED_WRITE, WRITE_LEN))?;
             let sge = [Sge::new(mem.addr(), WRITE_LEN as u32, lkey)];
-            post(link, 0, id, SendOp::RdmaWrite { raddr: at(WRITE_OFF), rkey: r.rkey }, Payload::Sgl(&sge))?;
+            let off = if fault == Some(Fault::ShiftWrite) { WRITE_OFF + 1 } else { WRITE_OFF };
+            post(link, 0, id, SendOp::RdmaWrite { raddr: at(off), rkey: r.rkey }, Payload::Sgl(&sge))?;
             link.wait_ok(id, LIMIT)?;
             Ok(format!("from {}", mem.kind().noun()))
         }
@@ -328,6 +360,7 @@ fn peer_step(link: &mut Link, mem: &Mem, mr: &Mr, r: Remote, step: Step) -> Resu
         }
         Step::OutOfBounds | Step::WrongRkey => {
             let (q, raddr, rkey) = match step {
+                Step::OutOfBounds if fault == Some(Fault::InBounds) => (1, at(r.len - BAD_LEN), r.rkey),
                 Step::OutOfBounds => (1, at(r.len - BAD_LEN / 2), r.rkey),
                 _ => (2, at(8192), r.rkey ^ RKEY_FLIP),
             };
@@ -346,20 +379,6 @@ fn peer_step(link: &mut Link, mem: &Mem, mr: &Mr, r: Remote, step: Step) -> Resu
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The step table's ranges, checked against the buffer by hand: every range ends
-    /// inside BUF_LEN, the SEND fits its receive buffer, the atomic word is 8-aligned,
-    /// and the WRITE crosses both 1 MiB boundaries of softhca's peer segments.
-    #[test]
-    fn ranges_fit() {
-        assert!(WRITE_OFF + WRITE_LEN <= BUF_LEN);
-        assert!(WRITE_OFF < 1 << 20 && WRITE_OFF + WRITE_LEN > 2 << 20);
-        assert!(RECV_OFF + RECV_LEN <= BUF_LEN && SEND_LEN <= RECV_LEN);
-        assert!(IRECV_OFF + IRECV_LEN <= BUF_LEN && ISEND_LEN <= IRECV_LEN);
-        assert!(IWRITE_OFF + IWRITE_LEN <= BUF_LEN);
-        assert_eq!(ATOMIC_OFF % 8, 0);
-        assert!(ISEND_LEN as u32 <= super::super::link::INLINE);
-    }
 
     /// The pattern is the LCG of Knuth's MMIX constants; its first bytes for seed 0
     /// are the top bytes of 1442695040888963407 (0x14057b7ef767814f) and of its

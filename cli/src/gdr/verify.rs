@@ -17,13 +17,14 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context as _, Result};
+use clap::ValueEnum as _;
 
 use ::gdr::caps::{self, Check, Verdict};
 use ::gdr::cuda::{self, Gpu};
 
 use super::link::{Link, QPS};
 use super::mem::{Kind, Mem};
-use super::steps::{self, Remote, Target, BUF_LEN, STEPS};
+use super::steps::{self, Fault, Remote, Target, BUF_LEN, STEPS};
 use crate::bench::oob::{self, Oob, QpInfo};
 
 /// Exit status when CUDA cannot be used.
@@ -59,6 +60,9 @@ pub struct Args {
     /// Internal: run as the peer of the verify listening at HOST:PORT.
     #[arg(long, hide = true)]
     pub peer_of: Option<String>,
+    /// Internal (tests): make the peer get one step wrong, to show it is caught.
+    #[arg(long, hide = true, value_enum)]
+    pub fault: Option<Fault>,
 }
 
 /// Prints one check.
@@ -167,6 +171,9 @@ impl PeerProc {
             .args(["--gpu", &a.gpu.to_string(), "-i", &a.ib_port.to_string()]);
         if let Some(d) = &a.dev {
             cmd.args(["-d", d]);
+        }
+        if let Some(f) = a.fault {
+            cmd.args(["--fault", f.to_possible_value().expect("no skipped variants").get_name()]);
         }
         // A forced address would make both ends the same softhca host.
         cmd.env_remove(softhca::config::ADDR_ENV);
@@ -291,8 +298,15 @@ fn pass_inner(a: &Args, mine: Kind, theirs: Kind, gpu: Option<&Gpu>, out: &mut V
     let noun = mine.noun();
     let mut t = Target::new(&mut link, &mem, &mr)?;
     for step in STEPS {
-        let c = t.run(step, &mut oob, noun)?;
-        out.push(c);
+        match t.run(step, &mut oob, noun) {
+            Ok(c) => out.push(c),
+            Err(e) => {
+                // The exchange or a completion broke down: the rest of the pass cannot
+                // be judged (dropping `proc` stops the peer).
+                out.push(Check::new(step.title(noun), Verdict::Fail, format!("{e:#}")));
+                return Ok(());
+            }
+        }
     }
     oob.send("bye")?;
     drop(oob);
@@ -338,5 +352,5 @@ fn peer_session(a: &Args, oob: &mut Oob) -> Result<()> {
     let mtu = their_mtu.min(link.mtu);
     link.connect(&remote, mtu)?;
     oob.send(&format!("ready {mtu}"))?;
-    steps::peer_loop(&mut link, &mem, &mr, r, oob)
+    steps::peer_loop(&mut link, &mem, &mr, r, oob, a.fault)
 }
