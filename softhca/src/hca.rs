@@ -45,6 +45,10 @@ pub enum KeyError {
     OutOfBounds,
     /// The MR does not allow this access.
     AccessDenied,
+    /// The key checked, but the MR's peer memory failed the read or write (its
+    /// exporter's copy engine reported an error, see [`crate::peer::PeerError`]): the
+    /// failed DMA of a real NIC.
+    PeerFault,
 }
 
 /// The access a key check asks for.

@@ -16,7 +16,7 @@
 //! refused with EOPNOTSUPP, as a NIC without peer-memory support refuses it.
 
 use std::fmt::Debug;
-use std::os::fd::BorrowedFd;
+use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 use std::sync::{Arc, RwLock};
 
 use nix::errno::Errno;
@@ -93,13 +93,78 @@ pub fn install_resolver(r: Arc<dyn PeerResolver>) {
     RESOLVERS.write().unwrap_or_else(|p| p.into_inner()).push(r);
 }
 
-/// Asks each installed resolver in turn; EOPNOTSUPP when none takes the buffer.
-pub fn resolve(req: &DmabufRequest<'_>) -> Result<(Arc<dyn PeerMemory>, u64), Errno> {
+/// Asks each installed resolver in turn, in the order they were installed: the first
+/// that claims the buffer answers. `Ok(None)` when none claims it (REG_DMABUF_MR then
+/// maps the buffer if the exporter allows it, see `kernel::methods::mr`).
+///
+/// Why resolvers come before mmap: a resolver claims buffers by exporter name, and an
+/// exporter the CPU can map may still want its own engine (a test resolver that claims
+/// vgem buffers to exercise the peer path on a machine without a GPU).
+pub fn claim(req: &DmabufRequest<'_>) -> Result<Option<(Arc<dyn PeerMemory>, u64)>, Errno> {
     let list = RESOLVERS.read().unwrap_or_else(|p| p.into_inner()).clone();
     for r in list {
         if let Some(found) = r.resolve(req)? {
-            return Ok(found);
+            return Ok(Some(found));
         }
     }
-    Err(Errno::EOPNOTSUPP)
+    Ok(None)
+}
+
+/// [`claim`], with EOPNOTSUPP when no resolver takes the buffer.
+pub fn resolve(req: &DmabufRequest<'_>) -> Result<(Arc<dyn PeerMemory>, u64), Errno> {
+    claim(req)?.ok_or(Errno::EOPNOTSUPP)
+}
+
+/// Files that REG_DMABUF_MR treats as dma-bufs although their fdinfo has no `exp_name`
+/// (see [`emulate_dmabuf`]), by (device, inode) of the open file.
+static EMULATED: RwLock<Vec<((u64, u64), String, u64)>> = RwLock::new(Vec::new());
+
+/// While the returned guard lives, REG_DMABUF_MR accepts `fd` (any file, typically a
+/// memfd) as a dma-buf of exporter `exporter` and `size` bytes, as `dma_buf_get` would
+/// accept a real one; every other rule (range, access, resolvers, then mmap) is applied
+/// unchanged.
+///
+/// For tests only: this machine has no dma-buf exporter at all (no udmabuf, no dma-buf
+/// heaps, no GPU), and the peer path must still run end to end through
+/// `ibv_reg_dmabuf_mr` / `Pd::reg_dmabuf_mr`. With an exporter name no resolver claims,
+/// a memfd goes the mmap way (the mappable dma-buf path); with one a test resolver
+/// claims, it becomes peer memory. The file is recognised by its inode, so duplicates of
+/// the fd count too. Nothing calls this outside tests, and an empty table costs one
+/// lock on REG_DMABUF_MR of a file that is not a dma-buf, never on the data path.
+#[doc(hidden)]
+pub fn emulate_dmabuf(fd: BorrowedFd<'_>, exporter: &str, size: u64) -> Result<EmulatedDmabuf, Errno> {
+    let id = file_id(fd.as_raw_fd())?;
+    EMULATED.write().unwrap_or_else(|p| p.into_inner()).push((id, exporter.to_string(), size));
+    Ok(EmulatedDmabuf { id })
+}
+
+/// Ends an [`emulate_dmabuf`] when dropped (MRs already registered keep working).
+#[doc(hidden)]
+#[derive(Debug)]
+pub struct EmulatedDmabuf {
+    id: (u64, u64),
+}
+
+impl Drop for EmulatedDmabuf {
+    fn drop(&mut self) {
+        let mut t = EMULATED.write().unwrap_or_else(|p| p.into_inner());
+        if let Some(i) = t.iter().position(|e| e.0 == self.id) {
+            t.remove(i);
+        }
+    }
+}
+
+fn file_id(fd: RawFd) -> Result<(u64, u64), Errno> {
+    let st = nix::sys::stat::fstat(fd)?;
+    Ok((st.st_dev, st.st_ino))
+}
+
+/// The exporter name and size [`emulate_dmabuf`] gave the file behind `fd`, if any.
+pub(crate) fn emulated(fd: RawFd) -> Option<(String, u64)> {
+    let t = EMULATED.read().unwrap_or_else(|p| p.into_inner());
+    if t.is_empty() {
+        return None;
+    }
+    let id = file_id(fd).ok()?;
+    t.iter().find(|e| e.0 == id).map(|e| (e.1.clone(), e.2))
 }

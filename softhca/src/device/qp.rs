@@ -304,6 +304,10 @@ impl QpCtx {
         if let Some(ev) = event {
             super::events::qp_event(&self.qp, ev);
         }
+        // What was staged for peer memory is written, not dropped: some of it may have
+        // been acknowledged (see `super::stage`). A failure changes nothing now.
+        let _ = self.resp.in_stage.flush(env.hca, env.keys, &self.qp.pd);
+        let _ = self.req.in_stage.flush(env.hca, env.keys, &self.qp.pd);
         self.resp.on_error();
         self.flush(env);
     }

@@ -28,6 +28,7 @@ use super::cqe::{opcode as cqe_op, syndrome, Cqe};
 use super::mkey;
 use super::psn;
 use super::qp::{staging, Env, QpCtx};
+use super::stage::{self, InStage, OutStage};
 use super::timers;
 use super::tx::MemRef;
 use super::wqe::{self, Data, Op, WqeError, MAX_WQE_BYTES};
@@ -57,6 +58,9 @@ pub struct SqWqe {
     pub signaled: bool,
     pub solicited: bool,
     pub fence: bool,
+    /// Some gather/scatter entry is in peer memory: the data moves through the QP's
+    /// staging buffers ([`super::stage`]) instead of packet by packet.
+    pub peer: bool,
     pub first_psn: u32,
     /// PSNs the WQE uses (0 for NOPs and WQEs that failed at fetch).
     pub npsn: u32,
@@ -99,6 +103,10 @@ pub struct Requester {
     /// Tail probe: when the last request packet is sent again if nothing was heard.
     pub probe: Option<Instant>,
     pub probes_left: u8,
+    /// SEND/WRITE payload read from peer memory, a segment at a time.
+    pub out_stage: OutStage,
+    /// READ responses on their way into peer memory.
+    pub in_stage: InStage,
 }
 
 impl Requester {
@@ -283,6 +291,7 @@ impl QpCtx {
             signaled: ctrl.signaled() || self.qp.sq_sig_all,
             solicited: ctrl.solicited(),
             fence: ctrl.fence(),
+            peer: false,
             first_psn: self.req.next_psn,
             npsn: 0,
             acked: 0,
@@ -326,9 +335,12 @@ impl QpCtx {
             Ok((op, data)) => {
                 let access = if op.is_read_or_atomic() { Access::LocalWrite } else { Access::LocalRead };
                 if let Data::Sgl(s) = &data {
-                    if let Err(e) = mkey::validate(env.hca, env.keys, &self.qp.pd, s, access) {
-                        let why = format!("{e:?}");
-                        bad(&mut w, syndrome::LOCAL_PROT, &why);
+                    match mkey::validate(env.hca, env.keys, &self.qp.pd, s, access) {
+                        Ok(peer) => w.peer = peer,
+                        Err(e) => {
+                            let why = format!("{e:?}");
+                            bad(&mut w, syndrome::LOCAL_PROT, &why);
+                        }
                     }
                 }
                 w.len = data.len();
@@ -369,6 +381,9 @@ impl QpCtx {
             }
             self.req.rnr_until = None;
         }
+        // The payload staging buffer is taken out for the loop, as `emit_request` borrows
+        // the WQE from the QP (a move of three words, not a copy).
+        let mut out_stage = std::mem::take(&mut self.req.out_stage);
         let mut sent = 0;
         while sent < budget {
             let r = &self.req;
@@ -404,7 +419,7 @@ impl QpCtx {
             let window_full = inflight as u32 + 1 >= r.cwnd;
             let k = r.tx_pkt;
             let idx = r.tx_idx;
-            match emit_request(w, k, p, window_full, self, peer, env) {
+            match emit_request(w, k, p, window_full, self, peer, env, &mut out_stage) {
                 Ok(adv) => {
                     let r = &mut self.req;
                     let next = psn::add(p, adv);
@@ -440,6 +455,7 @@ impl QpCtx {
                 }
             }
         }
+        self.req.out_stage = out_stage;
     }
 
     // ---- completing -------------------------------------------------------------------
@@ -460,6 +476,9 @@ impl QpCtx {
                 break;
             }
             let w = self.req.wqes.pop_front().expect("front exists");
+            if w.peer {
+                self.req.out_stage.forget(stage_id(&w));
+            }
             if self.req.tx_idx > 0 {
                 self.req.tx_idx -= 1;
             } else {
@@ -532,10 +551,12 @@ impl QpCtx {
         let Some(peer) = self.peer else { return };
         let k = psn::diff(last, w.first_psn) as u32;
         tracing::debug!(target: "softhca::ack", qpn = self.qp.qpn, psn = last, "tail probe");
-        if emit_request(w, k, last, true, self, peer, env).is_ok() {
+        let mut out_stage = std::mem::take(&mut self.req.out_stage);
+        if emit_request(w, k, last, true, self, peer, env, &mut out_stage).is_ok() {
             env.counters.tail_probes.fetch_add(1, Relaxed);
             env.work = true;
         }
+        self.req.out_stage = out_stage;
     }
 
     fn loss(&mut self) {
@@ -714,7 +735,16 @@ impl QpCtx {
             return;
         }
         if let Data::Sgl(s) = &w.data {
-            if mkey::scatter(env.hca, env.keys, &self.qp.pd, s, off, pkt.payload).is_err() {
+            let done = w.acked + 1 >= w.npsn;
+            let r = if w.peer {
+                // Into peer memory through the staging buffer, written out when the last
+                // response is in (before the WQE can complete) or the run breaks.
+                let r = stage::scatter(env.hca, env.keys, &self.qp.pd, s, off, pkt.payload, &mut self.req.in_stage);
+                if r.is_ok() && done { self.req.in_stage.flush(env.hca, env.keys, &self.qp.pd) } else { r }
+            } else {
+                mkey::scatter(env.hca, env.keys, &self.qp.pd, s, off, pkt.payload)
+            };
+            if r.is_err() {
                 self.req.fail(i, syndrome::LOCAL_PROT);
                 return;
             }
@@ -805,8 +835,16 @@ impl QpCtx {
     }
 }
 
+/// What identifies a WQE's staged payload in [`OutStage`]: its first PSN and index.
+fn stage_id(w: &SqWqe) -> (u64, u64) {
+    (w.first_psn as u64, w.index as u64)
+}
+
 /// Builds and queues request packet `k` of `w` at PSN `p`; returns the PSNs it covers.
-fn emit_request(w: &SqWqe, k: u32, p: u32, window_full: bool, q: &QpCtx, peer: SocketAddr, env: &mut Env<'_>) -> Result<u32, u8> {
+/// A payload in peer memory comes from `out_stage` (see [`super::stage`]).
+#[allow(clippy::too_many_arguments)]
+fn emit_request(w: &SqWqe, k: u32, p: u32, window_full: bool, q: &QpCtx, peer: SocketAddr, env: &mut Env<'_>,
+                out_stage: &mut OutStage) -> Result<u32, u8> {
     let mtu = q.mtu as u64;
     let dqpn = q.attrs.dest_qpn;
     match w.op {
@@ -818,7 +856,16 @@ fn emit_request(w: &SqWqe, k: u32, p: u32, window_full: bool, q: &QpCtx, peer: S
             // The payload stays where it is when it lies in one registered entry (the
             // usual case): the packet refers to it until this step's flush.
             let mut in_place = None;
+            let mut staged: Option<&[u8]> = None;
             match &w.data {
+                // Peer memory: the segment holding this packet, read once (one call per
+                // gather entry) for every packet in it and for retransmissions.
+                Data::Sgl(s) if w.peer && len > 0 => {
+                    let (hca, keys, pd) = (env.hca, &mut *env.keys, &q.qp.pd);
+                    let b = out_stage.bytes(stage_id(w), off, len, w.len, |start, buf| mkey::gather(hca, keys, pd, s, start, buf))
+                        .map_err(|_| syndrome::LOCAL_PROT)?;
+                    staged = Some(b);
+                }
                 Data::Sgl(s) => match mkey::contiguous(env.hca, env.keys, &q.qp.pd, s, off, len) {
                     Ok(Some(addr)) if len > 0 => in_place = Some(addr),
                     Ok(_) => {
@@ -834,7 +881,11 @@ fn emit_request(w: &SqWqe, k: u32, p: u32, window_full: bool, q: &QpCtx, peer: S
             let mut bth = BthRepr::new(send_opcode(n, k, imm.is_some(), write), dqpn, p);
             bth.ack_req = last || window_full || p % ACK_EVERY == ACK_EVERY - 1;
             bth.solicited = last && w.solicited;
-            let payload: &[u8] = if in_place.is_some() { &[] } else { &env.scratch[..len] };
+            let payload: &[u8] = match staged {
+                Some(b) => b,
+                None if in_place.is_some() => &[],
+                None => &env.scratch[..len],
+            };
             let mut pkt = RocePacket::new(bth, payload);
             if let Op::Write { raddr, rkey, .. } = w.op {
                 if k == 0 {
