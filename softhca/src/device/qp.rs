@@ -34,6 +34,9 @@ pub(crate) struct Env<'a> {
     /// Recently resolved memory keys (every key check of the step goes through it).
     pub keys: &'a mut KeyCache,
     pub now: Instant,
+    /// This step's number (from 1): packets queued in it may refer to buffers that must
+    /// not change before its flush (see [`super::stage::OutStage`]).
+    pub step: u64,
     /// Payload staging buffer.
     pub scratch: &'a mut Vec<u8>,
     /// Set by anything that did work (the engine then keeps spinning).

@@ -61,6 +61,9 @@ pub struct SqWqe {
     /// Some gather/scatter entry is in peer memory: the data moves through the QP's
     /// staging buffers ([`super::stage`]) instead of packet by packet.
     pub peer: bool,
+    /// Fetch order on this QP (never repeats, unlike the index and PSN): names the WQE's
+    /// staged payload.
+    pub serial: u64,
     pub first_psn: u32,
     /// PSNs the WQE uses (0 for NOPs and WQEs that failed at fetch).
     pub npsn: u32,
@@ -105,6 +108,8 @@ pub struct Requester {
     pub probes_left: u8,
     /// SEND/WRITE payload read from peer memory, a segment at a time.
     pub out_stage: OutStage,
+    /// The next WQE's `serial`.
+    pub next_serial: u64,
     /// READ responses on their way into peer memory.
     pub in_stage: InStage,
 }
@@ -280,6 +285,8 @@ impl QpCtx {
     fn fetch_one(&mut self, env: &mut Env<'_>, avail: u16) -> SqWqe {
         let index = self.sq_ci;
         let ctrl = self.read_ctrl(index);
+        let serial = self.req.next_serial;
+        self.req.next_serial += 1;
         env.counters.wqes_fetched.fetch_add(1, Relaxed);
         let mut w = SqWqe {
             index,
@@ -292,6 +299,7 @@ impl QpCtx {
             solicited: ctrl.solicited(),
             fence: ctrl.fence(),
             peer: false,
+            serial,
             first_psn: self.req.next_psn,
             npsn: 0,
             acked: 0,
@@ -448,11 +456,12 @@ impl QpCtx {
                     sent += 1;
                     env.work = true;
                 }
-                Err(s) => {
+                Err(Emit::Fail(s)) => {
                     self.req.fail(idx, s);
                     self.retire(env);
                     break;
                 }
+                Err(Emit::Later) => break,
             }
         }
         self.req.out_stage = out_stage;
@@ -835,16 +844,26 @@ impl QpCtx {
     }
 }
 
-/// What identifies a WQE's staged payload in [`OutStage`]: its first PSN and index.
+/// What identifies a WQE's staged payload in [`OutStage`].
 fn stage_id(w: &SqWqe) -> (u64, u64) {
-    (w.first_psn as u64, w.index as u64)
+    (w.serial, 0)
+}
+
+/// Why a request packet was not sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Emit {
+    /// The WQE fails with this syndrome.
+    Fail(u8),
+    /// Not in this step: its payload needs the staging buffer refilled, and packets of
+    /// this step still refer to it.
+    Later,
 }
 
 /// Builds and queues request packet `k` of `w` at PSN `p`; returns the PSNs it covers.
 /// A payload in peer memory comes from `out_stage` (see [`super::stage`]).
 #[allow(clippy::too_many_arguments)]
 fn emit_request(w: &SqWqe, k: u32, p: u32, window_full: bool, q: &QpCtx, peer: SocketAddr, env: &mut Env<'_>,
-                out_stage: &mut OutStage) -> Result<u32, u8> {
+                out_stage: &mut OutStage) -> Result<u32, Emit> {
     let mtu = q.mtu as u64;
     let dqpn = q.attrs.dest_qpn;
     match w.op {
@@ -856,23 +875,23 @@ fn emit_request(w: &SqWqe, k: u32, p: u32, window_full: bool, q: &QpCtx, peer: S
             // The payload stays where it is when it lies in one registered entry (the
             // usual case): the packet refers to it until this step's flush.
             let mut in_place = None;
-            let mut staged: Option<&[u8]> = None;
             match &w.data {
                 // Peer memory: the segment holding this packet, read once (one call per
-                // gather entry) for every packet in it and for retransmissions.
+                // gather entry) for every packet in it and for retransmissions, and sent
+                // from the staging buffer in place.
                 Data::Sgl(s) if w.peer && len > 0 => {
                     let (hca, keys, pd) = (env.hca, &mut *env.keys, &q.qp.pd);
-                    let b = out_stage.bytes(stage_id(w), off, len, w.len, |start, buf| mkey::gather(hca, keys, pd, s, start, buf))
-                        .map_err(|_| syndrome::LOCAL_PROT)?;
-                    staged = Some(b);
+                    let m = out_stage.bytes(env.step, stage_id(w), off, len, w.len, |start, buf| mkey::gather(hca, keys, pd, s, start, buf))
+                        .map_err(|_| Emit::Fail(syndrome::LOCAL_PROT))?;
+                    in_place = Some(m.ok_or(Emit::Later)?.addr);
                 }
                 Data::Sgl(s) => match mkey::contiguous(env.hca, env.keys, &q.qp.pd, s, off, len) {
                     Ok(Some(addr)) if len > 0 => in_place = Some(addr),
                     Ok(_) => {
                         let buf = staging(env.scratch, len);
-                        mkey::gather(env.hca, env.keys, &q.qp.pd, s, off, buf).map_err(|_| syndrome::LOCAL_PROT)?
+                        mkey::gather(env.hca, env.keys, &q.qp.pd, s, off, buf).map_err(|_| Emit::Fail(syndrome::LOCAL_PROT))?
                     }
-                    Err(_) => return Err(syndrome::LOCAL_PROT),
+                    Err(_) => return Err(Emit::Fail(syndrome::LOCAL_PROT)),
                 },
                 Data::Inline(b) => staging(env.scratch, len).copy_from_slice(&b[off as usize..off as usize + len]),
             }
@@ -881,11 +900,7 @@ fn emit_request(w: &SqWqe, k: u32, p: u32, window_full: bool, q: &QpCtx, peer: S
             let mut bth = BthRepr::new(send_opcode(n, k, imm.is_some(), write), dqpn, p);
             bth.ack_req = last || window_full || p % ACK_EVERY == ACK_EVERY - 1;
             bth.solicited = last && w.solicited;
-            let payload: &[u8] = match staged {
-                Some(b) => b,
-                None if in_place.is_some() => &[],
-                None => &env.scratch[..len],
-            };
+            let payload: &[u8] = if in_place.is_some() { &[] } else { &env.scratch[..len] };
             let mut pkt = RocePacket::new(bth, payload);
             if let Op::Write { raddr, rkey, .. } = w.op {
                 if k == 0 {
@@ -898,7 +913,9 @@ fn emit_request(w: &SqWqe, k: u32, p: u32, window_full: bool, q: &QpCtx, peer: S
             match in_place {
                 // SAFETY: `contiguous` checked the range inside a live MR of this QP's PD
                 // under the engine lock, which our caller (the engine step) holds until
-                // the step's flush has sent the packet.
+                // the step's flush has sent the packet; or the range is in the QP's
+                // staging buffer, which is neither refilled in this step (`OutStage`) nor
+                // dropped before its flush (the QP context goes only under the lock).
                 Some(addr) => unsafe { env.tx.send_mem(&pkt, MemRef { addr, len }, peer, env.counters) },
                 None => env.tx.send(&pkt, peer, env.counters),
             }

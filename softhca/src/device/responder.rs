@@ -79,6 +79,9 @@ pub struct ReadStream {
     pub k: u32,
     pub n: u32,
     pub msn: u32,
+    /// Order of creation on this QP (never repeats): names the stream's staged data, so
+    /// a READ executed again (a duplicate) reads memory afresh.
+    pub serial: u64,
 }
 
 /// One responder resource: a READ or atomic accepted at the expected PSN (see the module
@@ -130,6 +133,8 @@ pub struct Responder {
     pub in_stage: InStage,
     /// READ response data read from peer memory, a segment at a time.
     pub read_stage: OutStage,
+    /// The next READ stream's `serial`.
+    pub next_serial: u64,
 }
 
 impl Responder {
@@ -158,6 +163,12 @@ impl Responder {
     fn push(&mut self, o: Out) {
         self.flush_ack();
         self.out.push_back(o);
+    }
+
+    /// A new READ stream's serial.
+    fn stream_serial(&mut self) -> u64 {
+        self.next_serial += 1;
+        self.next_serial
     }
 
     /// The slot whose PSN range holds `p`.
@@ -434,7 +445,8 @@ impl QpCtx {
         let n = packets(len, self.mtu);
         self.resp.slots.push_back(RdSlot { psn: pkt.bth.psn, n, served: false, orig: None });
         self.resp.msn = psn::add(self.resp.msn, 1);
-        let s = ReadStream { psn: pkt.bth.psn, va, rkey, len, k: 0, n, msn: self.resp.msn };
+        let serial = self.resp.stream_serial();
+        let s = ReadStream { psn: pkt.bth.psn, va, rkey, len, k: 0, n, msn: self.resp.msn, serial };
         tracing::trace!(target: "softhca::responder", qpn = self.qp.qpn, psn = s.psn, va = %format_args!("{va:#x}"), len, rkey = %format_args!("{rkey:#x}"), packets = n, "read request");
         self.resp.push(Out::Read(s));
         self.resp.epsn = psn::add(self.resp.epsn, n);
@@ -485,7 +497,8 @@ impl QpCtx {
                     Out::Read(s) => psn::diff(psn::add(s.psn, s.k), p) < 0 && psn::diff(psn::add(s.psn, s.n), p) <= 0,
                     _ => true,
                 });
-                let s = ReadStream { psn: p, va, rkey, len, k: 0, n, msn: self.resp.msn };
+                let serial = self.resp.stream_serial();
+                let s = ReadStream { psn: p, va, rkey, len, k: 0, n, msn: self.resp.msn, serial };
                 tracing::trace!(target: "softhca::responder", qpn = self.qp.qpn, psn = p, va = %format_args!("{va:#x}"), len, "duplicate read: executed again");
                 self.resp.push(Out::Read(s));
             }
@@ -568,7 +581,6 @@ impl QpCtx {
                             }
                         }
                     };
-                    step_add(&env.counters.dma_read_bytes, len as u64);
                     use Opcode::*;
                     let opcode = match (s.n == 1, s.k == 0, s.k + 1 == s.n) {
                         (true, _, _) => RcRdmaReadResponseOnly,
@@ -588,16 +600,20 @@ impl QpCtx {
                         // until its flush has sent the packet.
                         Loc::Host(addr) => unsafe { env.tx.send_mem(&pkt, MemRef { addr, len }, peer, env.counters) },
                         Loc::Peer(_) => {
-                            // From the stream's staged segment, read once for its packets.
+                            // From the stream's staged segment, read once for its packets,
+                            // sent in place like host memory.
                             let (hca, keys, pd) = (env.hca, &mut *env.keys, &self.qp.pd);
-                            let got = self.resp.read_stage.bytes((s.psn as u64, s.va), off, len, s.len, |start, buf| {
+                            let got = self.resp.read_stage.bytes(env.step, (s.serial, 0), off, len, s.len, |start, buf| {
                                 mkey::read_remote(hca, keys, pd, s.rkey, s.va + start, buf)
                             });
                             match got {
-                                Ok(b) => {
-                                    pkt.payload = b;
-                                    env.tx.send(&pkt, peer, env.counters);
-                                }
+                                // SAFETY: a range of the QP's staging buffer, which is
+                                // neither refilled in this step (`OutStage`) nor dropped
+                                // before its flush (the QP context goes only under the
+                                // engine lock, which the step holds).
+                                Ok(Some(m)) => unsafe { env.tx.send_mem(&pkt, m, peer, env.counters) },
+                                // The buffer holds this step's packets of another segment.
+                                Ok(None) => break,
                                 Err(e) => {
                                     self.resp.out.pop_front();
                                     self.nak_fatal_at(env, p, NakCode::RemoteAccessError, &format!("READ from peer memory: {e:?}"));
@@ -606,13 +622,14 @@ impl QpCtx {
                             }
                         }
                     }
+                    step_add(&env.counters.dma_read_bytes, len as u64);
                     if let Some(Out::Read(f)) = self.resp.out.front_mut() {
                         f.k += 1;
                         if f.k >= f.n {
-                            let (first, va) = (f.psn, f.va);
+                            let (first, serial) = (f.psn, f.serial);
                             self.resp.out.pop_front();
                             self.resp.served(first);
-                            self.resp.read_stage.forget((first as u64, va));
+                            self.resp.read_stage.forget((serial, 0));
                         }
                     }
                 }

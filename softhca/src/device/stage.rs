@@ -5,8 +5,8 @@
 //! peer memory is a CUDA copy, tens of microseconds of fixed cost, so the data path never
 //! makes one per packet; it moves whole messages, or [`PEER_SEGMENT`]s of longer ones,
 //! between peer memory and a host buffer of the QP, and packetizes from or assembles into
-//! that buffer. The cost is one host copy beside the peer call (the packet is built from
-//! the staging buffer, or the incoming payload is copied into it), as with host memory.
+//! that buffer. The cost beside the peer call is what host memory costs: outgoing packets
+//! refer to the staging buffer in place, incoming payloads are copied into it once.
 //!
 //! - [`OutStage`], outgoing data: the requester's SEND/WRITE payload (one per QP,
 //!   `Requester::out_stage`) and the READ responder's response data
@@ -14,6 +14,7 @@
 //!   call (one per gather entry in peer memory) and kept for the following packets and
 //!   for retransmissions of the same work request or READ; it is forgotten when the WQE
 //!   retires or the READ's response has gone out, so a later request re-reads memory.
+//!   Packets refer to the staged bytes in place, as to host memory (no copy).
 //! - [`InStage`], incoming data: RDMA WRITE and SEND payloads at the responder
 //!   (`Responder::in_stage`) and READ responses at the requester (`Requester::in_stage`).
 //!   Packets are appended while they continue the staged run (same key, next address,
@@ -37,37 +38,53 @@ use crate::peer::PEER_SEGMENT;
 
 use super::mem;
 use super::mkey::{self, KeyCache};
+use super::tx::MemRef;
 use super::wqe::Sge;
 
 /// Outgoing bytes of one message or READ stream, one segment at a time.
+///
+/// Packets are sent from the staged segment without a copy ([`super::tx::Tx::send_mem`]
+/// with a reference into `buf`), exactly as host memory is: a packet costs the same
+/// either way. Such references are valid until the step's flush, so the buffer is never
+/// refilled in a step whose packets refer to it: [`OutStage::bytes`] answers `None`
+/// then, and the caller sends the rest in the next step (at most one step of delay per
+/// segment).
 #[derive(Debug, Default)]
 pub struct OutStage {
     /// What is staged: the owner's identity (two words) and the segment's start offset.
     tag: Option<(u64, u64, u64)>,
     buf: Vec<u8>,
+    /// The last step that referred to `buf` (0: none).
+    used: u64,
 }
 
 impl OutStage {
-    /// The bytes `[off, off + len)` of the message `id` (`total` bytes long), reading the
-    /// segment that holds them with `fill(segment start, segment buffer)` unless it is
-    /// staged already. Segments start at multiples of [`PEER_SEGMENT`], of which every
-    /// path MTU is a divisor, so no packet straddles two.
-    pub fn bytes<E>(&mut self, id: (u64, u64), off: u64, len: usize, total: u64,
-                    fill: impl FnOnce(u64, &mut [u8]) -> Result<(), E>) -> Result<&[u8], E> {
+    /// Where the bytes `[off, off + len)` of the message `id` (`total` bytes long) are
+    /// staged, reading the segment that holds them with `fill(segment start, segment
+    /// buffer)` unless it is staged already; `Ok(None)` when that needs a refill and
+    /// packets of this step (`step`) still refer to the buffer. Segments start at
+    /// multiples of [`PEER_SEGMENT`], of which every path MTU is a divisor, so no packet
+    /// straddles two. The answer may be queued with `Tx::send_mem` for this step.
+    pub fn bytes<E>(&mut self, step: u64, id: (u64, u64), off: u64, len: usize, total: u64,
+                    fill: impl FnOnce(u64, &mut [u8]) -> Result<(), E>) -> Result<Option<MemRef>, E> {
         let seg = PEER_SEGMENT as u64;
         let mut start = off / seg * seg;
         if off + len as u64 > start + seg {
             start = off; // an unaligned request (never made by the data path)
         }
         if self.tag != Some((id.0, id.1, start)) {
+            if self.used == step {
+                return Ok(None);
+            }
             self.tag = None;
             let n = (total.saturating_sub(start)).min(seg.max(len as u64)) as usize;
             super::qp::staging(&mut self.buf, n);
             fill(start, &mut self.buf[..n])?;
             self.tag = Some((id.0, id.1, start));
         }
+        self.used = step;
         let at = (off - start) as usize;
-        Ok(&self.buf[at..at + len])
+        Ok(Some(MemRef { addr: self.buf[at..at + len].as_ptr() as u64, len }))
     }
 
     /// Forgets the staged bytes of `id` (its WQE retired or its READ was served): a later
@@ -169,38 +186,47 @@ mod tests {
     use super::*;
 
     /// A segment is read once for all the packets inside it, again only for another
-    /// segment or another owner, and not at all after `forget` until asked again.
+    /// segment or another owner, and not at all after `forget` until asked again; never
+    /// refilled in a step that referred to it.
     #[test]
     fn out_stage_reads_each_segment_once() {
         let seg = PEER_SEGMENT as u64;
         let total = 2 * seg + 100;
         let mut st = OutStage::default();
         let mut fills = Vec::new();
-        fn get(st: &mut OutStage, fills: &mut Vec<((u64, u64), u64, usize)>, id: (u64, u64), off: u64, len: usize, total: u64) -> Vec<u8> {
-            st.bytes(id, off, len, total, |start, buf| {
+        type Fills = Vec<((u64, u64), u64, usize)>;
+        fn get(st: &mut OutStage, fills: &mut Fills, step: u64, id: (u64, u64), off: u64, len: usize, total: u64) -> Option<Vec<u8>> {
+            let m = st.bytes(step, id, off, len, total, |start, buf| {
                 fills.push((id, start, buf.len()));
                 for (i, b) in buf.iter_mut().enumerate() {
                     *b = ((start + i as u64) % 251) as u8;
                 }
                 Ok::<(), ()>(())
-            }).unwrap().to_vec()
+            }).unwrap()?;
+            // SAFETY: `bytes` answered a range of the stage's own buffer, unchanged until
+            // the next call.
+            Some(unsafe { std::slice::from_raw_parts(m.addr as *const u8, m.len) }.to_vec())
         }
+        // One step per packet: every refill is allowed.
         for k in 0..(total / 4096 + 1) {
             let off = k * 4096;
             let len = (total - off).min(4096) as usize;
-            let got = get(&mut st, &mut fills, (1, 7), off, len, total);
+            let got = get(&mut st, &mut fills, k + 1, (1, 7), off, len, total).unwrap();
             let want: Vec<u8> = (0..len as u64).map(|i| ((off + i) % 251) as u8).collect();
             assert_eq!(got, want, "packet at {off}");
         }
         // Three segments (1 MiB, 1 MiB, 100 bytes), each read once.
         assert_eq!(fills, vec![((1, 7), 0, PEER_SEGMENT), ((1, 7), seg, PEER_SEGMENT), ((1, 7), 2 * seg, 100)]);
-        // The last segment is still staged for a retransmission; another owner reads.
-        get(&mut st, &mut fills, (1, 7), 2 * seg, 100, total);
+        // The last segment is still staged for a retransmission; another owner reads, in
+        // a new step; in the same step it must wait.
+        get(&mut st, &mut fills, 1000, (1, 7), 2 * seg, 100, total).unwrap();
         assert_eq!(fills.len(), 3);
-        get(&mut st, &mut fills, (2, 7), 2 * seg, 100, total);
+        assert_eq!(get(&mut st, &mut fills, 1000, (2, 7), 2 * seg, 100, total), None);
+        assert_eq!(fills.len(), 3);
+        get(&mut st, &mut fills, 1001, (2, 7), 2 * seg, 100, total).unwrap();
         assert_eq!(fills.len(), 4);
         st.forget((2, 7));
-        get(&mut st, &mut fills, (2, 7), 2 * seg, 100, total);
+        get(&mut st, &mut fills, 1002, (2, 7), 2 * seg, 100, total).unwrap();
         assert_eq!(fills.len(), 5);
     }
 }
