@@ -121,6 +121,7 @@ impl InStage {
     /// Stages `data` for `[iova, iova + len)` of the MR `key` (the caller checked the
     /// key for `access`, and found peer memory). A run that `data` does not continue is
     /// written out first, as is a run that would outgrow a segment.
+    #[allow(clippy::too_many_arguments)]
     pub fn append(&mut self, hca: &Hca, keys: &mut KeyCache, pd: &Pd, key: u32, iova: u64, access: Access, data: &[u8]) -> Result<(), KeyError> {
         if !self.buf.is_empty()
             && (key != self.key || access != self.access || self.iova.wrapping_add(self.buf.len() as u64) != iova
