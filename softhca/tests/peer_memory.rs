@@ -738,3 +738,45 @@ fn peer_write_bandwidth_vs_host() {
         println!("round {round}: host {host:.0} MB/s, peer {peer:.0} MB/s, ratio {:.2}", peer / host);
     }
 }
+
+/// UD SENDs from peer memory into a receive buffer in peer memory (GRH and payload): one
+/// peer read per message at the sender, and the GRH and payload written at the receiver
+/// (one write each: a UD message is one packet).
+#[test]
+fn ud_send_between_peer_buffers() {
+    use provider::wqe::{DatagramSeg, UdDest};
+    use provider::{QpAttr, QpInit, QpState, QpType};
+    let (a, b) = hosts(23);
+    let ud_end = |h: &Host, qkey: u32| -> End {
+        let scq = h.ctx.create_cq(64, None).unwrap();
+        let rcq = h.ctx.create_cq(64, None).unwrap();
+        let o = Opts::default();
+        let qp = h.pd.create_qp(&QpInit { send_cq: &scq, recv_cq: &rcq, cap: o.cap, qp_type: QpType::Ud, sq_sig_all: false, send_ops: None }).unwrap();
+        qp.modify(&QpAttr { state: Some(QpState::Init), pkey_index: Some(0), port: Some(1), qkey: Some(qkey), ..Default::default() }).unwrap();
+        qp.modify(&QpAttr { state: Some(QpState::Rtr), ..Default::default() }).unwrap();
+        qp.modify(&QpAttr { state: Some(QpState::Rts), sq_psn: Some(77), ..Default::default() }).unwrap();
+        End { qp, scq, rcq }
+    };
+    let mut ea = ud_end(&a, 0x1111);
+    let mut eb = ud_end(&b, 0x2222);
+    let to_b = DatagramSeg::from_raw(0, 0, 1, 0, 0, 0xc000, [0; 6], 0, 64, (1 << 30) | (3 << 20), b.gid());
+    let src = PeerBuf::new(&a, 4096, all_access(), None);
+    let data = pattern(4096, 12);
+    src.write(0, &data);
+    let dst = PeerBuf::new(&b, 8192, all_access(), None);
+    for (i, len) in [1usize, 100, 1024].into_iter().enumerate() {
+        let off = i * 2048;
+        eb.qp.post_recv(i as u64, &[dst.sge(off, 40 + len)]).unwrap();
+        let sgl = [src.sge(0, len)];
+        let wr = signaled(SendOp::Send, Payload::Sgl(&sgl)).to_ud(UdDest { av: &to_b, remote_qpn: eb.qp.qpn(), qkey: 0x2222 });
+        ea.qp.post_send(i as u64, &wr).unwrap();
+        assert_eq!(wait(&mut ea.scq, 1)[0].status, WcStatus::Success);
+        let rc = wait(&mut eb.rcq, 1)[0];
+        assert_eq!((rc.status, rc.byte_len as usize), (WcStatus::Success, 40 + len), "{rc:?}");
+        let got = dst.read();
+        assert_eq!(got[off + 20], 0x45, "IPv4 header in the GRH area");
+        assert!(got[off + 40..off + 40 + len] == data[..len]);
+    }
+    assert_eq!(src.peer.counts(), (3, 0));
+    assert_eq!(dst.peer.counts(), (0, 6));
+}
