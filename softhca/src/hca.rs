@@ -45,6 +45,10 @@ pub enum KeyError {
     OutOfBounds,
     /// The MR does not allow this access.
     AccessDenied,
+    /// The key checked, but the MR's peer memory failed the read or write (its
+    /// exporter's copy engine reported an error, see [`crate::peer::PeerError`]): the
+    /// failed DMA of a real NIC.
+    PeerFault,
 }
 
 /// The access a key check asks for.
@@ -302,7 +306,8 @@ impl Hca {
     }
 
     /// Checks a key for an access of `len` bytes at `iova` on behalf of a QP in `pd`, and
-    /// returns the MR and the process address of the first byte.
+    /// returns the MR and the address of the first byte: a process address, or for an MR
+    /// in peer memory (`mr.span.peer`) a device address of its `crate::peer::PeerMemory`.
     pub fn check_key(&self, key: u32, pd: &Pd, iova: u64, len: u64, access: Access) -> Result<(Arc<Mr>, u64), KeyError> {
         let mr = self.mr_by_key(key).ok_or(KeyError::NoSuchKey)?;
         let addr = mr.span.check(key, pd.pdn, iova, len, access)?;

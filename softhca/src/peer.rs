@@ -10,13 +10,19 @@
 //! device address). That is an emulation of the DMA, documented in docs/gdr.md: the bytes
 //! land where the NIC's would, but through a different engine and with CUDA's ordering.
 //!
+//! REG_DMABUF_MR asks the resolvers ([`claim`]) before it tries to map the buffer, so a
+//! resolver decides by exporter name even for a mappable exporter. The device half
+//! batches its calls per message or [`PEER_SEGMENT`] through host staging buffers of the
+//! QP (`crate::device::stage`, docs/softhca.md "Memory: where an MR's bytes are") and
+//! counts them (`peer_*` device counters).
+//!
 //! softhca itself knows no GPU: `gdr` implements both traits for CUDA and installs its
 //! resolver with [`install_resolver`] (the preload shim does the same at start, so stock
 //! rdma-core programs reach GPU memory too). Without a resolver a non-mappable dma-buf is
 //! refused with EOPNOTSUPP, as a NIC without peer-memory support refuses it.
 
 use std::fmt::Debug;
-use std::os::fd::BorrowedFd;
+use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 use std::sync::{Arc, RwLock};
 
 use nix::errno::Errno;
@@ -76,13 +82,17 @@ pub struct DmabufRequest<'a> {
     pub iova: u64,
 }
 
+/// What a resolver answers for a buffer it claims: the memory, and the device address
+/// of the MR's first byte.
+pub type Resolved = (Arc<dyn PeerMemory>, u64);
+
 /// Turns a non-mappable dma-buf into peer memory.
 pub trait PeerResolver: Send + Sync {
     /// `Ok(Some((memory, addr)))`: the buffer is this resolver's, and byte `offset` of it
     /// is at device address `addr` (the MR's first byte). `Ok(None)`: not this resolver's
     /// exporter. `Err(errno)`: this resolver's, but the registration cannot be served (the
     /// errno REG_DMABUF_MR returns).
-    fn resolve(&self, req: &DmabufRequest<'_>) -> Result<Option<(Arc<dyn PeerMemory>, u64)>, Errno>;
+    fn resolve(&self, req: &DmabufRequest<'_>) -> Result<Option<Resolved>, Errno>;
 }
 
 static RESOLVERS: RwLock<Vec<Arc<dyn PeerResolver>>> = RwLock::new(Vec::new());
@@ -93,13 +103,85 @@ pub fn install_resolver(r: Arc<dyn PeerResolver>) {
     RESOLVERS.write().unwrap_or_else(|p| p.into_inner()).push(r);
 }
 
-/// Asks each installed resolver in turn; EOPNOTSUPP when none takes the buffer.
-pub fn resolve(req: &DmabufRequest<'_>) -> Result<(Arc<dyn PeerMemory>, u64), Errno> {
+/// Asks each installed resolver in turn, in the order they were installed: the first
+/// that claims the buffer answers. `Ok(None)` when none claims it (REG_DMABUF_MR then
+/// maps the buffer if the exporter allows it, see `kernel::methods::mr`).
+///
+/// Why resolvers come before mmap: a resolver claims buffers by exporter name, and an
+/// exporter the CPU can map may still want its own engine (a test resolver that claims
+/// vgem buffers to exercise the peer path on a machine without a GPU).
+pub fn claim(req: &DmabufRequest<'_>) -> Result<Option<Resolved>, Errno> {
     let list = RESOLVERS.read().unwrap_or_else(|p| p.into_inner()).clone();
     for r in list {
         if let Some(found) = r.resolve(req)? {
-            return Ok(found);
+            return Ok(Some(found));
         }
     }
-    Err(Errno::EOPNOTSUPP)
+    Ok(None)
+}
+
+/// [`claim`], with EOPNOTSUPP when no resolver takes the buffer.
+pub fn resolve(req: &DmabufRequest<'_>) -> Result<Resolved, Errno> {
+    claim(req)?.ok_or(Errno::EOPNOTSUPP)
+}
+
+/// Files that REG_DMABUF_MR treats as dma-bufs although their fdinfo has no `exp_name`
+/// (see [`emulate_dmabuf`]), by (device, inode) of the open file.
+static EMULATED: RwLock<Vec<Emulated>> = RwLock::new(Vec::new());
+
+/// One [`emulate_dmabuf`] entry: the file's (device, inode), exporter name and size.
+struct Emulated {
+    id: (u64, u64),
+    exporter: String,
+    size: u64,
+}
+
+/// While the returned guard lives, REG_DMABUF_MR accepts `fd` (any file, typically a
+/// memfd) as a dma-buf of exporter `exporter` and `size` bytes, as `dma_buf_get` would
+/// accept a real one; every other rule (range, access, resolvers, then mmap) is applied
+/// unchanged.
+///
+/// For tests only: this machine has no dma-buf exporter at all (no udmabuf, no dma-buf
+/// heaps, no GPU), and the peer path must still run end to end through
+/// `ibv_reg_dmabuf_mr` / `Pd::reg_dmabuf_mr`. With an exporter name no resolver claims,
+/// a memfd goes the mmap way (the mappable dma-buf path); with one a test resolver
+/// claims, it becomes peer memory. The file is recognised by its inode, so duplicates of
+/// the fd count too. Nothing calls this outside tests, and an empty table costs one
+/// lock on REG_DMABUF_MR of a file that is not a dma-buf, never on the data path.
+#[doc(hidden)]
+pub fn emulate_dmabuf(fd: BorrowedFd<'_>, exporter: &str, size: u64) -> Result<EmulatedDmabuf, Errno> {
+    let id = file_id(fd.as_raw_fd())?;
+    EMULATED.write().unwrap_or_else(|p| p.into_inner()).push(Emulated { id, exporter: exporter.to_string(), size });
+    Ok(EmulatedDmabuf { id })
+}
+
+/// Ends an [`emulate_dmabuf`] when dropped (MRs already registered keep working).
+#[doc(hidden)]
+#[derive(Debug)]
+pub struct EmulatedDmabuf {
+    id: (u64, u64),
+}
+
+impl Drop for EmulatedDmabuf {
+    fn drop(&mut self) {
+        let mut t = EMULATED.write().unwrap_or_else(|p| p.into_inner());
+        if let Some(i) = t.iter().position(|e| e.id == self.id) {
+            t.remove(i);
+        }
+    }
+}
+
+fn file_id(fd: RawFd) -> Result<(u64, u64), Errno> {
+    let st = nix::sys::stat::fstat(fd)?;
+    Ok((st.st_dev, st.st_ino))
+}
+
+/// The exporter name and size [`emulate_dmabuf`] gave the file behind `fd`, if any.
+pub(crate) fn emulated(fd: RawFd) -> Option<(String, u64)> {
+    let t = EMULATED.read().unwrap_or_else(|p| p.into_inner());
+    if t.is_empty() {
+        return None;
+    }
+    let id = file_id(fd).ok()?;
+    t.iter().find(|e| e.id == id).map(|e| (e.exporter.clone(), e.size))
 }

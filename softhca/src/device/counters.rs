@@ -96,6 +96,18 @@ counters! {
     dma_write_bytes,
     /// Bytes read from local memory to transmit.
     dma_read_bytes,
+    /// Calls into peer memory ([`crate::peer::PeerMemory`], e.g. CUDA copies) and the
+    /// bytes they moved: reads (payloads to transmit, READ responses to serve), writes
+    /// (incoming payloads, READ responses and atomic results), atomics. The data path
+    /// batches them per message or segment ([`super::stage`]): tests compare these with
+    /// the packet counts.
+    peer_reads,
+    peer_read_bytes,
+    peer_writes,
+    peer_write_bytes,
+    peer_atomics,
+    /// Peer memory calls that failed (each completes its work request in error).
+    peer_errors,
     /// Times the engine went to sleep in `ppoll` (idle backoff, or on the armed trap).
     sleeps,
     /// Times the engine write-protected its UAR pages to sleep on the doorbell trap.

@@ -42,6 +42,8 @@ pub(crate) struct Datapath {
     pub capture: Option<Capture>,
     scratch: Vec<u8>,
     keys: KeyCache,
+    /// Steps run so far (`Env::step`).
+    steps: u64,
 }
 
 impl std::fmt::Debug for Datapath {
@@ -52,7 +54,7 @@ impl std::fmt::Debug for Datapath {
 
 impl Datapath {
     pub fn new(sock: UdpSocket, local: SocketAddr, tx: Tx, capture: Option<Capture>) -> Datapath {
-        Datapath { sock, local, rx: Rx::new(), tx, capture, scratch: Vec::with_capacity(4096), keys: KeyCache::default() }
+        Datapath { sock, local, rx: Rx::new(), tx, capture, scratch: Vec::with_capacity(4096), keys: KeyCache::default(), steps: 0 }
     }
 }
 
@@ -79,7 +81,8 @@ pub(crate) fn step(hca: &Hca, st: &mut State, counters: &Counters, now: Instant,
     let queued = dp.tx.pending() > 0;
     let cqes = counters.cqes.load(Ordering::Relaxed);
     let n = if skip_rx { 0 } else { dp.rx.recv(&dp.sock) };
-    let mut env = Env { hca, cqs, tx: &mut dp.tx, counters, keys: &mut dp.keys, now, scratch: &mut dp.scratch, work: n > 0 };
+    dp.steps += 1;
+    let mut env = Env { hca, cqs, tx: &mut dp.tx, counters, keys: &mut dp.keys, now, step: dp.steps, scratch: &mut dp.scratch, work: n > 0 };
     for i in 0..n {
         let Some((msg, seg, src)) = dp.rx.get(i) else {
             counters.rx_malformed.fetch_add(1, Ordering::Relaxed);

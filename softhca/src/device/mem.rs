@@ -11,6 +11,11 @@
 //!   `Pd::reg_mr_raw`'s contract, ibverbs' rule for `ibv_reg_mr`) to keep it until
 //!   DEREG_MR; the deregistration hook takes the engine lock the same way, and every
 //!   access re-resolves the key under that lock, so a deregistered key is never used.
+//!   Only host MRs come here: a peer MR's addresses are device addresses, which the key
+//!   check marks as such (`Loc::Peer`) and `super::mkey` hands to the MR's
+//!   `PeerMemory` instead.
+//! - **Staging buffers** of a QP (`super::stage`), which the transmit path refers to like
+//!   MR memory until the step's flush.
 //!
 //! The application writes some of this memory concurrently (doorbell records, the CQ
 //! consumer index, WQEs of later work requests), so the counters are read with atomic

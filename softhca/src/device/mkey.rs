@@ -5,10 +5,23 @@
 //! is held, through [`KeyCache::check`]: [`Hca::check_key`], or the same check on a copy
 //! of the MR that the table has not changed since. A deregistration waits for that lock,
 //! so a translated address is never used after its MR is gone (see `super::mem`).
+//!
+//! A check answers with a [`Loc`]: where the bytes are. Host memory ([`Loc::Host`], a
+//! process address) is copied with `super::mem`, or referred to in place by the transmit
+//! path. Peer memory ([`Loc::Peer`], a device address of a dma-buf MR the CPU cannot map,
+//! see [`crate::peer`]) is reached only through the MR's [`PeerMemory`]; the functions
+//! here make one call per contiguous piece they are given, and the data path hands them
+//! whole messages or segments through [`super::stage`], never single packets. Every peer
+//! call is counted (`peer_*` in [`super::counters`]); one that fails answers
+//! [`KeyError::PeerFault`], which the caller completes like any failed access.
+
+use std::sync::Arc;
 
 use crate::hca::{Access, Hca, KeyError};
-use crate::objects::{KeySpan, Pd};
+use crate::objects::{KeySpan, Loc, Pd};
+use crate::peer::PeerMemory;
 
+use super::counters::Counters;
 use super::mem;
 use super::wqe::Sge;
 
@@ -38,33 +51,88 @@ pub struct KeyCache {
 }
 
 impl KeyCache {
-    /// [`Hca::check_key`]'s answer for an access through `key`: the process address of
-    /// the first byte.
-    pub fn check(&mut self, hca: &Hca, key: u32, pd: &Pd, iova: u64, len: u64, access: Access) -> Result<u64, KeyError> {
+    /// [`Hca::check_key`]'s answer for an access through `key`: where the first byte is.
+    #[inline]
+    pub fn check(&mut self, hca: &Hca, key: u32, pd: &Pd, iova: u64, len: u64, access: Access) -> Result<Loc, KeyError> {
         // Read before the lookup, so that a change racing with it makes the entry stale.
         let generation = hca.mr_generation();
         let slot = &mut self.slots[(key >> 8) as usize % KEY_CACHE];
         if let Some((span, g)) = slot {
             if *g == generation && (span.lkey == key || span.rkey == key) {
-                return span.check(key, pd.pdn, iova, len, access);
+                return span.locate(key, pd.pdn, iova, len, access);
             }
         }
         // A failed lookup leaves the slot as it was: errors are not cached.
-        let (mr, addr) = hca.check_key(key, pd, iova, len, access)?;
+        let (mr, _) = hca.check_key(key, pd, iova, len, access)?;
         *slot = Some((mr.span, generation));
-        Ok(addr)
+        mr.span.locate(key, pd.pdn, iova, len, access)
     }
 }
 
-/// Checks every entry of a gather/scatter list for `access` over its whole length.
-pub fn validate(hca: &Hca, keys: &mut KeyCache, pd: &Pd, sges: &[Sge], access: Access) -> Result<(), KeyError> {
+// ---- peer memory ----------------------------------------------------------------------
+
+/// The peer memory of the MR named by `key`, whose check just answered [`Loc::Peer`]
+/// under the engine lock (the MR cannot have gone since: a deregistration waits for the
+/// lock). Once per message or segment, so the table lookup costs nothing that matters.
+fn peer_memory(hca: &Hca, key: u32) -> Result<Arc<dyn PeerMemory>, KeyError> {
+    hca.mr_by_key(key).and_then(|mr| mr.backing.peer().cloned()).ok_or(KeyError::NoSuchKey)
+}
+
+fn counters(hca: &Hca) -> &Counters {
+    hca.device().live_counters()
+}
+
+/// Counts a failed peer call and turns it into [`KeyError::PeerFault`].
+fn peer_failed(hca: &Hca, e: crate::peer::PeerError) -> KeyError {
+    counters(hca).peer_errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    tracing::warn!(target: "softhca::peer", "{e}");
+    KeyError::PeerFault
+}
+
+/// Copies `out.len()` bytes at device address `addr` of the MR `key` (checked) into `out`.
+pub fn peer_read(hca: &Hca, key: u32, addr: u64, out: &mut [u8]) -> Result<(), KeyError> {
+    if out.is_empty() {
+        return Ok(());
+    }
+    let m = peer_memory(hca, key)?;
+    let c = counters(hca);
+    c.peer_reads.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    c.peer_read_bytes.fetch_add(out.len() as u64, std::sync::atomic::Ordering::Relaxed);
+    tracing::trace!(target: "softhca::peer", memory = m.name(), addr = %format_args!("{addr:#x}"), len = out.len(), "peer read");
+    m.read(addr, out).map_err(|e| peer_failed(hca, e))
+}
+
+/// Copies `data` to device address `addr` of the MR `key` (checked).
+pub fn peer_write(hca: &Hca, key: u32, addr: u64, data: &[u8]) -> Result<(), KeyError> {
+    if data.is_empty() {
+        return Ok(());
+    }
+    let m = peer_memory(hca, key)?;
+    let c = counters(hca);
+    c.peer_writes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    c.peer_write_bytes.fetch_add(data.len() as u64, std::sync::atomic::Ordering::Relaxed);
+    tracing::trace!(target: "softhca::peer", memory = m.name(), addr = %format_args!("{addr:#x}"), len = data.len(), "peer write");
+    m.write(addr, data).map_err(|e| peer_failed(hca, e))
+}
+
+fn peer_atomic(hca: &Hca, key: u32, addr: u64, compare: Option<u64>, swap_or_add: u64) -> Result<u64, KeyError> {
+    let m = peer_memory(hca, key)?;
+    counters(hca).peer_atomics.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    m.atomic_u64(addr, compare, swap_or_add).map_err(|e| peer_failed(hca, e))
+}
+
+/// Checks every entry of a gather/scatter list for `access` over its whole length, and
+/// tells whether any of them is in peer memory (the WQE's data then moves through
+/// [`super::stage`]).
+pub fn validate(hca: &Hca, keys: &mut KeyCache, pd: &Pd, sges: &[Sge], access: Access) -> Result<bool, KeyError> {
+    let mut peer = false;
     for s in sges {
         if access == Access::LocalWrite && s.lkey == hca.dump_fill_mkey() {
             continue;
         }
-        keys.check(hca, s.lkey, pd, s.addr, s.len as u64, access)?;
+        peer |= matches!(keys.check(hca, s.lkey, pd, s.addr, s.len as u64, access)?, Loc::Peer(_));
     }
-    Ok(())
+    Ok(peer)
 }
 
 /// Bytes a scatter list can hold.
@@ -74,7 +142,7 @@ pub fn capacity(sges: &[Sge]) -> u64 {
 
 /// Walks the pieces of `[offset, offset + len)` of the list, calling `f(sge, offset in the
 /// sge, offset in the range, piece length)`.
-fn pieces<E>(sges: &[Sge], mut offset: u64, len: usize, mut f: impl FnMut(&Sge, u64, usize, usize) -> Result<(), E>) -> Result<(), E> {
+pub(crate) fn pieces<E>(sges: &[Sge], mut offset: u64, len: usize, mut f: impl FnMut(&Sge, u64, usize, usize) -> Result<(), E>) -> Result<(), E> {
     let mut done = 0usize;
     for s in sges {
         if done == len {
@@ -93,23 +161,26 @@ fn pieces<E>(sges: &[Sge], mut offset: u64, len: usize, mut f: impl FnMut(&Sge, 
     Ok(())
 }
 
-/// Gathers `out.len()` bytes starting `offset` bytes into the list (send payloads, READ
-/// responses are gathered with [`read_remote`]).
+/// Gathers `out.len()` bytes starting `offset` bytes into the list (send payloads; READ
+/// responses are gathered with [`read_remote`]). Peer pieces take one peer read each.
 pub fn gather(hca: &Hca, keys: &mut KeyCache, pd: &Pd, sges: &[Sge], offset: u64, out: &mut [u8]) -> Result<(), KeyError> {
     let len = out.len();
     pieces(sges, offset, len, |s, off, at, n| {
-        let addr = keys.check(hca, s.lkey, pd, s.addr + off, n as u64, Access::LocalRead)?;
-        // SAFETY: the key check just confirmed [addr, addr + n) lies inside a live MR of this
-        // PD, under the engine lock (see `mem`).
-        unsafe { mem::read(addr, &mut out[at..at + n]) };
+        match keys.check(hca, s.lkey, pd, s.addr + off, n as u64, Access::LocalRead)? {
+            // SAFETY: the key check just confirmed [addr, addr + n) lies inside a live MR of
+            // this PD, under the engine lock (see `mem`).
+            Loc::Host(addr) => unsafe { mem::read(addr, &mut out[at..at + n]) },
+            Loc::Peer(addr) => peer_read(hca, s.lkey, addr, &mut out[at..at + n])?,
+        }
         Ok(())
     })
 }
 
 /// The process address of `[offset, offset + len)` of the list, when that range lies in
-/// one entry (checked for local read, like [`gather`]): `Ok(None)` when it spans entries
-/// (the caller gathers a copy instead). The address may be used while the engine lock
-/// is held (see `mem`).
+/// one entry of host memory (checked for local read, like [`gather`]): `Ok(None)` when it
+/// spans entries or is in peer memory (the caller gathers a copy instead). The address
+/// may be used while the engine lock is held (see `mem`).
+#[inline]
 pub fn contiguous(hca: &Hca, keys: &mut KeyCache, pd: &Pd, sges: &[Sge], mut offset: u64, len: usize) -> Result<Option<u64>, KeyError> {
     for s in sges {
         let l = s.len as u64;
@@ -120,32 +191,37 @@ pub fn contiguous(hca: &Hca, keys: &mut KeyCache, pd: &Pd, sges: &[Sge], mut off
         if offset + len as u64 > l {
             return Ok(None);
         }
-        let addr = keys.check(hca, s.lkey, pd, s.addr + offset, len as u64, Access::LocalRead)?;
-        return Ok(Some(addr));
+        return match keys.check(hca, s.lkey, pd, s.addr + offset, len as u64, Access::LocalRead)? {
+            Loc::Host(addr) => Ok(Some(addr)),
+            Loc::Peer(_) => Ok(None),
+        };
     }
     Ok(None)
 }
 
 /// Scatters `data` starting `offset` bytes into the list (receive WQEs, READ and atomic
-/// results). The dump-and-fill key swallows its bytes.
+/// results). The dump-and-fill key swallows its bytes. Peer pieces take one peer write
+/// each: for data that arrives in packets, use [`super::stage::scatter`] instead.
 pub fn scatter(hca: &Hca, keys: &mut KeyCache, pd: &Pd, sges: &[Sge], offset: u64, data: &[u8]) -> Result<(), KeyError> {
     pieces(sges, offset, data.len(), |s, off, at, n| {
         if s.lkey == hca.dump_fill_mkey() {
             return Ok(());
         }
-        let addr = keys.check(hca, s.lkey, pd, s.addr + off, n as u64, Access::LocalWrite)?;
-        // SAFETY: the key check just confirmed [addr, addr + n) lies inside a live MR of this
-        // PD that allows local writes, under the engine lock.
-        unsafe { mem::write(addr, &data[at..at + n]) };
+        match keys.check(hca, s.lkey, pd, s.addr + off, n as u64, Access::LocalWrite)? {
+            // SAFETY: the key check just confirmed [addr, addr + n) lies inside a live MR of
+            // this PD that allows local writes, under the engine lock.
+            Loc::Host(addr) => unsafe { mem::write(addr, &data[at..at + n]) },
+            Loc::Peer(addr) => peer_write(hca, s.lkey, addr, &data[at..at + n])?,
+        }
         Ok(())
     })
 }
 
-/// The process address of `len` bytes at `va` of the MR named by `rkey`, checked for
-/// remote read (RDMA READ responder, sending without a copy; see `mem`).
-pub fn locate_remote_read(hca: &Hca, keys: &mut KeyCache, pd: &Pd, rkey: u32, va: u64, len: usize) -> Result<u64, KeyError> {
-    let addr = keys.check(hca, rkey, pd, va, len as u64, Access::RemoteRead)?;
-    Ok(addr)
+/// Where `len` bytes at `va` of the MR named by `rkey` are, checked for remote read (RDMA
+/// READ responder: a host address is sent without a copy, see `mem`).
+#[inline]
+pub fn locate_remote_read(hca: &Hca, keys: &mut KeyCache, pd: &Pd, rkey: u32, va: u64, len: usize) -> Result<Loc, KeyError> {
+    keys.check(hca, rkey, pd, va, len as u64, Access::RemoteRead)
 }
 
 /// Reads `out.len()` bytes at `va` of the MR named by `rkey` (RDMA READ responder).
@@ -153,31 +229,42 @@ pub fn read_remote(hca: &Hca, keys: &mut KeyCache, pd: &Pd, rkey: u32, va: u64, 
     if out.is_empty() {
         return Ok(());
     }
-    let addr = keys.check(hca, rkey, pd, va, out.len() as u64, Access::RemoteRead)?;
-    // SAFETY: checked inside a live MR allowing remote reads, under the engine lock.
-    unsafe { mem::read(addr, out) };
+    match keys.check(hca, rkey, pd, va, out.len() as u64, Access::RemoteRead)? {
+        // SAFETY: checked inside a live MR allowing remote reads, under the engine lock.
+        Loc::Host(addr) => unsafe { mem::read(addr, out) },
+        Loc::Peer(addr) => peer_read(hca, rkey, addr, out)?,
+    }
     Ok(())
 }
 
-/// Writes `data` at `va` of the MR named by `rkey` (RDMA WRITE responder).
-pub fn write_remote(hca: &Hca, keys: &mut KeyCache, pd: &Pd, rkey: u32, va: u64, data: &[u8]) -> Result<(), KeyError> {
+/// Writes `data` at `va` of the MR named by `rkey` (RDMA WRITE responder): host memory at
+/// once, peer memory into `stage`, to be flushed with one peer write per contiguous run
+/// (see [`super::stage::InStage`]).
+#[inline]
+pub fn write_remote(hca: &Hca, keys: &mut KeyCache, pd: &Pd, rkey: u32, va: u64, data: &[u8], stage: &mut super::stage::InStage) -> Result<(), KeyError> {
     if data.is_empty() {
         return Ok(());
     }
-    let addr = keys.check(hca, rkey, pd, va, data.len() as u64, Access::RemoteWrite)?;
-    // SAFETY: checked inside a live MR allowing remote writes, under the engine lock.
-    unsafe { mem::write(addr, data) };
+    match keys.check(hca, rkey, pd, va, data.len() as u64, Access::RemoteWrite)? {
+        // SAFETY: checked inside a live MR allowing remote writes, under the engine lock.
+        Loc::Host(addr) => unsafe { mem::write(addr, data) },
+        Loc::Peer(_) => stage.append(hca, keys, pd, rkey, va, Access::RemoteWrite, data)?,
+    }
     Ok(())
 }
 
 /// Runs an 8-byte atomic at `va` of the MR named by `rkey`; `va` must be 8-byte aligned.
+/// On peer memory the exporter's engine runs it ([`PeerMemory::atomic_u64`]).
 pub fn atomic_remote(hca: &Hca, keys: &mut KeyCache, pd: &Pd, rkey: u32, va: u64, compare: Option<u64>, swap_or_add: u64) -> Result<u64, KeyError> {
-    let addr = keys.check(hca, rkey, pd, va, 8, Access::RemoteAtomic)?;
-    if addr % 8 != 0 {
+    let loc = keys.check(hca, rkey, pd, va, 8, Access::RemoteAtomic)?;
+    if loc.addr() % 8 != 0 {
         return Err(KeyError::OutOfBounds);
     }
-    // SAFETY: checked inside a live MR allowing atomics, aligned, under the engine lock.
-    Ok(unsafe { mem::atomic_u64(addr, compare, swap_or_add) })
+    match loc {
+        // SAFETY: checked inside a live MR allowing atomics, aligned, under the engine lock.
+        Loc::Host(addr) => Ok(unsafe { mem::atomic_u64(addr, compare, swap_or_add) }),
+        Loc::Peer(addr) => peer_atomic(hca, rkey, addr, compare, swap_or_add),
+    }
 }
 
 #[cfg(test)]
@@ -197,7 +284,7 @@ mod tests {
     fn register(hca: &Hca, pd: &Arc<Pd>, key: u32, addr: u64, len: u64, access: u32) -> Arc<Mr> {
         let mr = Arc::new(Mr {
             pd: pd.clone(),
-            span: KeySpan { pdn: pd.pdn, lkey: key, rkey: key, addr, length: len, iova: 0x10000, access },
+            span: KeySpan { pdn: pd.pdn, lkey: key, rkey: key, addr, length: len, iova: 0x10000, access, peer: false },
             backing: MrBacking::User,
             _live: Live::new(hca.live_counts(), Kind::Mr),
         });
@@ -236,16 +323,16 @@ mod tests {
         ];
         for round in 0..3 {
             for &(key, pd, iova, len, access) in &cases {
-                let want = hca.check_key(key, pd, iova, len, access).map(|(_, addr)| addr);
+                let want = hca.check_key(key, pd, iova, len, access).map(|(_, addr)| Loc::Host(addr));
                 assert_eq!(keys.check(&hca, key, pd, iova, len, access), want, "round {round}, key {key:#x} {access:?}");
                 assert_eq!(keys.check(&hca, key, pd, iova, len, access), want, "again: round {round}, key {key:#x}");
             }
         }
-        assert_eq!(keys.check(&hca, 0x0100, &pd1, 0x10000, 8, Access::RemoteWrite), Ok(base));
+        assert_eq!(keys.check(&hca, 0x0100, &pd1, 0x10000, 8, Access::RemoteWrite), Ok(Loc::Host(base)));
         hca.remove_mr(&a);
         assert_eq!(keys.check(&hca, 0x0100, &pd1, 0x10000, 8, Access::RemoteWrite), Err(KeyError::NoSuchKey));
         let a2 = register(&hca, &pd1, 0x0100, base + 100, 50, rw);
-        assert_eq!(keys.check(&hca, 0x0100, &pd1, 0x10000, 8, Access::RemoteWrite), Ok(base + 100));
+        assert_eq!(keys.check(&hca, 0x0100, &pd1, 0x10000, 8, Access::RemoteWrite), Ok(Loc::Host(base + 100)));
         assert_eq!(keys.check(&hca, 0x0100, &pd1, 0x10000, 51, Access::RemoteWrite), Err(KeyError::OutOfBounds));
         for mr in [a2, b, c] {
             hca.remove_mr(&mr);

@@ -18,7 +18,9 @@
 //!   coalesced ACKs, READ response streams, atomics;
 //! - [`ud`]: Unreliable Datagram SEND/SEND_WITH_IMM (one packet, no ACKs);
 //! - [`wqe`]: softhca's own decoder of mlx5 send/receive WQEs; [`mkey`]: key checks and
-//!   gather/scatter; `mem`: the only raw accesses to application memory;
+//!   gather/scatter; `mem`: the only raw accesses to application memory; [`stage`]: the
+//!   host staging buffers through which the data path batches accesses to peer memory
+//!   (GPU memory, [`crate::peer`]);
 //! - [`cqe`]: the CQE writer; [`events`]: CQ arming, completion and async events;
 //! - [`tx`]/[`rx`]: `sendmmsg`/`recvmmsg` batching; [`fault`]: fault injection
 //!   (`DOORBELL_FAULT`); [`trace`]: pcap capture (`DOORBELL_PCAP`) and the tracing targets
@@ -59,6 +61,7 @@ pub mod qp;
 pub mod requester;
 pub mod responder;
 pub mod rx;
+pub mod stage;
 pub mod timers;
 pub mod trace;
 pub mod trap;
@@ -254,6 +257,12 @@ impl Device {
     /// The device counters now.
     pub fn counters(&self) -> CounterSnapshot {
         self.shared.counters.snapshot()
+    }
+
+    /// The live counters, for code that has the HCA but no engine step's environment
+    /// (the peer memory accesses in [`mkey`]).
+    pub(crate) fn live_counters(&self) -> &counters::Counters {
+        &self.shared.counters
     }
 
     /// A CQ was created (its CQC is complete).

@@ -34,6 +34,9 @@ pub(crate) struct Env<'a> {
     /// Recently resolved memory keys (every key check of the step goes through it).
     pub keys: &'a mut KeyCache,
     pub now: Instant,
+    /// This step's number (from 1): packets queued in it may refer to buffers that must
+    /// not change before its flush (see [`super::stage::OutStage`]).
+    pub step: u64,
     /// Payload staging buffer.
     pub scratch: &'a mut Vec<u8>,
     /// Set by anything that did work (the engine then keeps spinning).
@@ -304,6 +307,10 @@ impl QpCtx {
         if let Some(ev) = event {
             super::events::qp_event(&self.qp, ev);
         }
+        // What was staged for peer memory is written, not dropped: some of it may have
+        // been acknowledged (see `super::stage`). A failure changes nothing now.
+        let _ = self.resp.in_stage.flush(env.hca, env.keys, &self.qp.pd);
+        let _ = self.req.in_stage.flush(env.hca, env.keys, &self.qp.pd);
         self.resp.on_error();
         self.flush(env);
     }

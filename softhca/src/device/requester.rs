@@ -28,6 +28,7 @@ use super::cqe::{opcode as cqe_op, syndrome, Cqe};
 use super::mkey;
 use super::psn;
 use super::qp::{staging, Env, QpCtx};
+use super::stage::{self, InStage, OutStage};
 use super::timers;
 use super::tx::MemRef;
 use super::wqe::{self, Data, Op, WqeError, MAX_WQE_BYTES};
@@ -57,6 +58,12 @@ pub struct SqWqe {
     pub signaled: bool,
     pub solicited: bool,
     pub fence: bool,
+    /// Some gather/scatter entry is in peer memory: the data moves through the QP's
+    /// staging buffers ([`super::stage`]) instead of packet by packet.
+    pub peer: bool,
+    /// Fetch order on this QP (never repeats, unlike the index and PSN): names the WQE's
+    /// staged payload.
+    pub serial: u64,
     pub first_psn: u32,
     /// PSNs the WQE uses (0 for NOPs and WQEs that failed at fetch).
     pub npsn: u32,
@@ -99,6 +106,12 @@ pub struct Requester {
     /// Tail probe: when the last request packet is sent again if nothing was heard.
     pub probe: Option<Instant>,
     pub probes_left: u8,
+    /// SEND/WRITE payload read from peer memory, a segment at a time.
+    pub out_stage: OutStage,
+    /// The next WQE's `serial`.
+    pub next_serial: u64,
+    /// READ responses on their way into peer memory.
+    pub in_stage: InStage,
 }
 
 impl Requester {
@@ -272,6 +285,8 @@ impl QpCtx {
     fn fetch_one(&mut self, env: &mut Env<'_>, avail: u16) -> SqWqe {
         let index = self.sq_ci;
         let ctrl = self.read_ctrl(index);
+        let serial = self.req.next_serial;
+        self.req.next_serial += 1;
         env.counters.wqes_fetched.fetch_add(1, Relaxed);
         let mut w = SqWqe {
             index,
@@ -283,6 +298,8 @@ impl QpCtx {
             signaled: ctrl.signaled() || self.qp.sq_sig_all,
             solicited: ctrl.solicited(),
             fence: ctrl.fence(),
+            peer: false,
+            serial,
             first_psn: self.req.next_psn,
             npsn: 0,
             acked: 0,
@@ -326,9 +343,12 @@ impl QpCtx {
             Ok((op, data)) => {
                 let access = if op.is_read_or_atomic() { Access::LocalWrite } else { Access::LocalRead };
                 if let Data::Sgl(s) = &data {
-                    if let Err(e) = mkey::validate(env.hca, env.keys, &self.qp.pd, s, access) {
-                        let why = format!("{e:?}");
-                        bad(&mut w, syndrome::LOCAL_PROT, &why);
+                    match mkey::validate(env.hca, env.keys, &self.qp.pd, s, access) {
+                        Ok(peer) => w.peer = peer,
+                        Err(e) => {
+                            let why = format!("{e:?}");
+                            bad(&mut w, syndrome::LOCAL_PROT, &why);
+                        }
                     }
                 }
                 w.len = data.len();
@@ -369,6 +389,9 @@ impl QpCtx {
             }
             self.req.rnr_until = None;
         }
+        // The payload staging buffer is taken out for the loop, as `emit_request` borrows
+        // the WQE from the QP (a move of three words, not a copy).
+        let mut out_stage = std::mem::take(&mut self.req.out_stage);
         let mut sent = 0;
         while sent < budget {
             let r = &self.req;
@@ -404,7 +427,7 @@ impl QpCtx {
             let window_full = inflight as u32 + 1 >= r.cwnd;
             let k = r.tx_pkt;
             let idx = r.tx_idx;
-            match emit_request(w, k, p, window_full, self, peer, env) {
+            match emit_request(w, k, p, window_full, self, peer, env, &mut out_stage) {
                 Ok(adv) => {
                     let r = &mut self.req;
                     let next = psn::add(p, adv);
@@ -433,13 +456,15 @@ impl QpCtx {
                     sent += 1;
                     env.work = true;
                 }
-                Err(s) => {
+                Err(Emit::Fail(s)) => {
                     self.req.fail(idx, s);
                     self.retire(env);
                     break;
                 }
+                Err(Emit::Later) => break,
             }
         }
+        self.req.out_stage = out_stage;
     }
 
     // ---- completing -------------------------------------------------------------------
@@ -460,6 +485,9 @@ impl QpCtx {
                 break;
             }
             let w = self.req.wqes.pop_front().expect("front exists");
+            if w.peer {
+                self.req.out_stage.forget(stage_id(&w));
+            }
             if self.req.tx_idx > 0 {
                 self.req.tx_idx -= 1;
             } else {
@@ -532,10 +560,12 @@ impl QpCtx {
         let Some(peer) = self.peer else { return };
         let k = psn::diff(last, w.first_psn) as u32;
         tracing::debug!(target: "softhca::ack", qpn = self.qp.qpn, psn = last, "tail probe");
-        if emit_request(w, k, last, true, self, peer, env).is_ok() {
+        let mut out_stage = std::mem::take(&mut self.req.out_stage);
+        if emit_request(w, k, last, true, self, peer, env, &mut out_stage).is_ok() {
             env.counters.tail_probes.fetch_add(1, Relaxed);
             env.work = true;
         }
+        self.req.out_stage = out_stage;
     }
 
     fn loss(&mut self) {
@@ -714,7 +744,16 @@ impl QpCtx {
             return;
         }
         if let Data::Sgl(s) = &w.data {
-            if mkey::scatter(env.hca, env.keys, &self.qp.pd, s, off, pkt.payload).is_err() {
+            let done = w.acked + 1 >= w.npsn;
+            let r = if w.peer {
+                // Into peer memory through the staging buffer, written out when the last
+                // response is in (before the WQE can complete) or the run breaks.
+                let r = stage::scatter(env.hca, env.keys, &self.qp.pd, s, off, pkt.payload, &mut self.req.in_stage);
+                if r.is_ok() && done { self.req.in_stage.flush(env.hca, env.keys, &self.qp.pd) } else { r }
+            } else {
+                mkey::scatter(env.hca, env.keys, &self.qp.pd, s, off, pkt.payload)
+            };
+            if r.is_err() {
                 self.req.fail(i, syndrome::LOCAL_PROT);
                 return;
             }
@@ -805,8 +844,26 @@ impl QpCtx {
     }
 }
 
+/// What identifies a WQE's staged payload in [`OutStage`].
+fn stage_id(w: &SqWqe) -> (u64, u64) {
+    (w.serial, 0)
+}
+
+/// Why a request packet was not sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Emit {
+    /// The WQE fails with this syndrome.
+    Fail(u8),
+    /// Not in this step: its payload needs the staging buffer refilled, and packets of
+    /// this step still refer to it.
+    Later,
+}
+
 /// Builds and queues request packet `k` of `w` at PSN `p`; returns the PSNs it covers.
-fn emit_request(w: &SqWqe, k: u32, p: u32, window_full: bool, q: &QpCtx, peer: SocketAddr, env: &mut Env<'_>) -> Result<u32, u8> {
+/// A payload in peer memory comes from `out_stage` (see [`super::stage`]).
+#[allow(clippy::too_many_arguments)]
+fn emit_request(w: &SqWqe, k: u32, p: u32, window_full: bool, q: &QpCtx, peer: SocketAddr, env: &mut Env<'_>,
+                out_stage: &mut OutStage) -> Result<u32, Emit> {
     let mtu = q.mtu as u64;
     let dqpn = q.attrs.dest_qpn;
     match w.op {
@@ -819,13 +876,22 @@ fn emit_request(w: &SqWqe, k: u32, p: u32, window_full: bool, q: &QpCtx, peer: S
             // usual case): the packet refers to it until this step's flush.
             let mut in_place = None;
             match &w.data {
+                // Peer memory: the segment holding this packet, read once (one call per
+                // gather entry) for every packet in it and for retransmissions, and sent
+                // from the staging buffer in place.
+                Data::Sgl(s) if w.peer && len > 0 => {
+                    let (hca, keys, pd) = (env.hca, &mut *env.keys, &q.qp.pd);
+                    let m = out_stage.bytes(env.step, stage_id(w), off, len, w.len, |start, buf| mkey::gather(hca, keys, pd, s, start, buf))
+                        .map_err(|_| Emit::Fail(syndrome::LOCAL_PROT))?;
+                    in_place = Some(m.ok_or(Emit::Later)?.addr);
+                }
                 Data::Sgl(s) => match mkey::contiguous(env.hca, env.keys, &q.qp.pd, s, off, len) {
                     Ok(Some(addr)) if len > 0 => in_place = Some(addr),
                     Ok(_) => {
                         let buf = staging(env.scratch, len);
-                        mkey::gather(env.hca, env.keys, &q.qp.pd, s, off, buf).map_err(|_| syndrome::LOCAL_PROT)?
+                        mkey::gather(env.hca, env.keys, &q.qp.pd, s, off, buf).map_err(|_| Emit::Fail(syndrome::LOCAL_PROT))?
                     }
-                    Err(_) => return Err(syndrome::LOCAL_PROT),
+                    Err(_) => return Err(Emit::Fail(syndrome::LOCAL_PROT)),
                 },
                 Data::Inline(b) => staging(env.scratch, len).copy_from_slice(&b[off as usize..off as usize + len]),
             }
@@ -847,7 +913,9 @@ fn emit_request(w: &SqWqe, k: u32, p: u32, window_full: bool, q: &QpCtx, peer: S
             match in_place {
                 // SAFETY: `contiguous` checked the range inside a live MR of this QP's PD
                 // under the engine lock, which our caller (the engine step) holds until
-                // the step's flush has sent the packet.
+                // the step's flush has sent the packet; or the range is in the QP's
+                // staging buffer, which is neither refilled in this step (`OutStage`) nor
+                // dropped before its flush (the QP context goes only under the lock).
                 Some(addr) => unsafe { env.tx.send_mem(&pkt, MemRef { addr, len }, peer, env.counters) },
                 None => env.tx.send(&pkt, peer, env.counters),
             }

@@ -37,7 +37,7 @@ use std::time::{Duration, Instant};
 use uverbs::sys::verbs::{event, ACCESS_REMOTE_ATOMIC, ACCESS_REMOTE_READ, ACCESS_REMOTE_WRITE};
 
 use crate::hca::Access;
-use crate::objects::QpState;
+use crate::objects::{Loc, QpState};
 use crate::wire::{AethRepr, AtomicAckEthRepr, BthRepr, CreditCode, NakCode, Opcode, RnrTimer, RocePacket, Syndrome};
 
 use super::counters::step_add;
@@ -46,6 +46,7 @@ use super::mkey;
 use super::psn;
 use super::qp::{Env, QpCtx};
 use super::requester::packets;
+use super::stage::{self, InStage, OutStage};
 use super::tx::MemRef;
 use super::wqe::Sge;
 
@@ -78,6 +79,9 @@ pub struct ReadStream {
     pub k: u32,
     pub n: u32,
     pub msn: u32,
+    /// Order of creation on this QP (never repeats): names the stream's staged data, so
+    /// a READ executed again (a duplicate) reads memory afresh.
+    pub serial: u64,
 }
 
 /// One responder resource: a READ or atomic accepted at the expected PSN (see the module
@@ -125,6 +129,12 @@ pub struct Responder {
     pub ack_pending: bool,
     /// The READ/atomic resources in use, oldest first (at most `max_dest_rd_atomic`).
     pub slots: VecDeque<RdSlot>,
+    /// SEND/WRITE payloads on their way into peer memory (see [`super::stage`]).
+    pub in_stage: InStage,
+    /// READ response data read from peer memory, a segment at a time.
+    pub read_stage: OutStage,
+    /// The next READ stream's `serial`.
+    pub next_serial: u64,
 }
 
 impl Responder {
@@ -153,6 +163,12 @@ impl Responder {
     fn push(&mut self, o: Out) {
         self.flush_ack();
         self.out.push_back(o);
+    }
+
+    /// A new READ stream's serial.
+    fn stream_serial(&mut self) -> u64 {
+        self.next_serial += 1;
+        self.next_serial
     }
 
     /// The slot whose PSN range holds `p`.
@@ -238,15 +254,25 @@ impl QpCtx {
 
     /// NAKs the request at the expected PSN and moves the QP to ERR.
     fn nak_fatal(&mut self, env: &mut Env<'_>, code: NakCode, why: &str) {
+        self.nak_fatal_at(env, self.resp.epsn, code, why)
+    }
+
+    /// NAKs PSN `p` (a READ response that could not be served) and moves the QP to ERR.
+    fn nak_fatal_at(&mut self, env: &mut Env<'_>, p: u32, code: NakCode, why: &str) {
         env.counters.err_naks_sent.fetch_add(1, Relaxed);
-        tracing::debug!(target: "softhca::ack", qpn = self.qp.qpn, psn = self.resp.epsn, ?code, why, "NAK");
-        let (epsn, msn) = (self.resp.epsn, self.resp.msn);
-        self.resp.push(Out::Ack { psn: epsn, msn, kind: AckKind::Nak(code) });
+        tracing::debug!(target: "softhca::ack", qpn = self.qp.qpn, psn = p, ?code, why, "NAK");
+        let msn = self.resp.msn;
+        self.resp.push(Out::Ack { psn: p, msn, kind: AckKind::Nak(code) });
         let ev = if code == NakCode::RemoteAccessError { event::QP_ACCESS_ERR } else { event::QP_REQ_ERR };
         self.enter_error(env, Some(ev));
     }
 
     fn rnr(&mut self, env: &mut Env<'_>) {
+        // The RNR NAK acknowledges every PSN before it: what is staged of them is written
+        // now (a WRITE_WITH_IMM waiting for a receive WQE at its last packet).
+        if self.resp.in_stage.flush(env.hca, env.keys, &self.qp.pd).is_err() {
+            return self.nak_fatal(env, NakCode::RemoteAccessError, "staged WRITE into peer memory failed");
+        }
         env.counters.rnr_naks_sent.fetch_add(1, Relaxed);
         let timer = RnrTimer::new(self.attrs.min_rnr_timer).unwrap_or(RnrTimer::from_micros(10));
         tracing::debug!(target: "softhca::ack", qpn = self.qp.qpn, psn = self.resp.epsn, timer_us = timer.micros(), "RNR NAK");
@@ -301,11 +327,18 @@ impl QpCtx {
             self.complete_recv_error(env, syndrome::LOCAL_LENGTH);
             return self.nak_fatal(env, NakCode::InvalidRequest, "SEND longer than the receive buffer");
         }
-        if mkey::scatter(env.hca, env.keys, &self.qp.pd, sges, at, data).is_err() {
+        let last = op.ends_message();
+        let mut r = stage::scatter(env.hca, env.keys, &self.qp.pd, sges, at, data, &mut self.resp.in_stage);
+        if r.is_ok() && last {
+            // Into peer memory before the CQE and the ACK of the last packet.
+            r = self.resp.in_stage.flush(env.hca, env.keys, &self.qp.pd);
+        }
+        if r.is_err() {
             self.resp.cur = None;
             self.complete_recv_error(env, syndrome::LOCAL_PROT);
-            return self.nak_fatal(env, NakCode::RemoteOperationalError, "receive buffer key");
+            return self.nak_fatal(env, NakCode::RemoteOperationalError, "receive buffer key or memory");
         }
+        let Some(InMsg::Send { offset, .. }) = &mut self.resp.cur else { return };
         *offset += data.len() as u64;
         let total = *offset;
         step_add(&env.counters.dma_write_bytes, data.len() as u64);
@@ -359,8 +392,12 @@ impl QpCtx {
             return self.nak_fatal(env, NakCode::InvalidRequest, "WRITE longer or shorter than its RETH");
         }
         let (rkey, at, total) = (*rkey, *va, *total);
-        if n > 0 && mkey::write_remote(env.hca, env.keys, &self.qp.pd, rkey, at, data).is_err() {
+        if n > 0 && mkey::write_remote(env.hca, env.keys, &self.qp.pd, rkey, at, data, &mut self.resp.in_stage).is_err() {
             return self.nak_fatal(env, NakCode::RemoteAccessError, "MR gone during WRITE");
+        }
+        // Into peer memory before the CQE and the ACK of the last packet.
+        if op.ends_message() && self.resp.in_stage.flush(env.hca, env.keys, &self.qp.pd).is_err() {
+            return self.nak_fatal(env, NakCode::RemoteAccessError, "WRITE into peer memory failed");
         }
         if let Some(InMsg::Write { va, remaining, .. }) = &mut self.resp.cur {
             *va += n;
@@ -408,7 +445,8 @@ impl QpCtx {
         let n = packets(len, self.mtu);
         self.resp.slots.push_back(RdSlot { psn: pkt.bth.psn, n, served: false, orig: None });
         self.resp.msn = psn::add(self.resp.msn, 1);
-        let s = ReadStream { psn: pkt.bth.psn, va, rkey, len, k: 0, n, msn: self.resp.msn };
+        let serial = self.resp.stream_serial();
+        let s = ReadStream { psn: pkt.bth.psn, va, rkey, len, k: 0, n, msn: self.resp.msn, serial };
         tracing::trace!(target: "softhca::responder", qpn = self.qp.qpn, psn = s.psn, va = %format_args!("{va:#x}"), len, rkey = %format_args!("{rkey:#x}"), packets = n, "read request");
         self.resp.push(Out::Read(s));
         self.resp.epsn = psn::add(self.resp.epsn, n);
@@ -459,7 +497,8 @@ impl QpCtx {
                     Out::Read(s) => psn::diff(psn::add(s.psn, s.k), p) < 0 && psn::diff(psn::add(s.psn, s.n), p) <= 0,
                     _ => true,
                 });
-                let s = ReadStream { psn: p, va, rkey, len, k: 0, n, msn: self.resp.msn };
+                let serial = self.resp.stream_serial();
+                let s = ReadStream { psn: p, va, rkey, len, k: 0, n, msn: self.resp.msn, serial };
                 tracing::trace!(target: "softhca::responder", qpn = self.qp.qpn, psn = p, va = %format_args!("{va:#x}"), len, "duplicate read: executed again");
                 self.resp.push(Out::Read(s));
             }
@@ -530,8 +569,8 @@ impl QpCtx {
                     let mtu = self.mtu as u64;
                     let off = s.k as u64 * mtu;
                     let len = s.len.saturating_sub(off).min(mtu) as usize;
-                    let addr = if len == 0 {
-                        0
+                    let loc = if len == 0 {
+                        Loc::Host(0)
                     } else {
                         match mkey::locate_remote_read(env.hca, env.keys, &self.qp.pd, s.rkey, s.va + off, len) {
                             Ok(a) => a,
@@ -542,7 +581,6 @@ impl QpCtx {
                             }
                         }
                     };
-                    step_add(&env.counters.dma_read_bytes, len as u64);
                     use Opcode::*;
                     let opcode = match (s.n == 1, s.k == 0, s.k + 1 == s.n) {
                         (true, _, _) => RcRdmaReadResponseOnly,
@@ -550,24 +588,48 @@ impl QpCtx {
                         (false, false, true) => RcRdmaReadResponseLast,
                         (false, false, false) => RcRdmaReadResponseMiddle,
                     };
-                    let mut pkt = RocePacket::new(BthRepr::new(opcode, dqpn, psn::add(s.psn, s.k)), &[]);
+                    let p = psn::add(s.psn, s.k);
+                    let mut pkt = RocePacket::new(BthRepr::new(opcode, dqpn, p), &[]);
                     if opcode.has_aeth() {
                         pkt.aeth = Some(AethRepr { syndrome: Syndrome::ACK_UNLIMITED, msn: s.msn & psn::MASK });
                     }
-                    if len == 0 {
-                        env.tx.send(&pkt, peer, env.counters);
-                    } else {
+                    match loc {
+                        _ if len == 0 => env.tx.send(&pkt, peer, env.counters),
                         // SAFETY: `locate_remote_read` checked the range inside a live MR of
                         // this QP's PD under the engine lock, which the engine step holds
                         // until its flush has sent the packet.
-                        unsafe { env.tx.send_mem(&pkt, MemRef { addr, len }, peer, env.counters) };
+                        Loc::Host(addr) => unsafe { env.tx.send_mem(&pkt, MemRef { addr, len }, peer, env.counters) },
+                        Loc::Peer(_) => {
+                            // From the stream's staged segment, read once for its packets,
+                            // sent in place like host memory.
+                            let (hca, keys, pd) = (env.hca, &mut *env.keys, &self.qp.pd);
+                            let got = self.resp.read_stage.bytes(env.step, (s.serial, 0), off, len, s.len, |start, buf| {
+                                mkey::read_remote(hca, keys, pd, s.rkey, s.va + start, buf)
+                            });
+                            match got {
+                                // SAFETY: a range of the QP's staging buffer, which is
+                                // neither refilled in this step (`OutStage`) nor dropped
+                                // before its flush (the QP context goes only under the
+                                // engine lock, which the step holds).
+                                Ok(Some(m)) => unsafe { env.tx.send_mem(&pkt, m, peer, env.counters) },
+                                // The buffer holds this step's packets of another segment.
+                                Ok(None) => break,
+                                Err(e) => {
+                                    self.resp.out.pop_front();
+                                    self.nak_fatal_at(env, p, NakCode::RemoteAccessError, &format!("READ from peer memory: {e:?}"));
+                                    continue;
+                                }
+                            }
+                        }
                     }
+                    step_add(&env.counters.dma_read_bytes, len as u64);
                     if let Some(Out::Read(f)) = self.resp.out.front_mut() {
                         f.k += 1;
                         if f.k >= f.n {
-                            let first = f.psn;
+                            let (first, serial) = (f.psn, f.serial);
                             self.resp.out.pop_front();
                             self.resp.served(first);
+                            self.resp.read_stage.forget((serial, 0));
                         }
                     }
                 }

@@ -24,7 +24,7 @@ use std::sync::Arc;
 pub use ah::Ah;
 pub use channel::{AsyncEventFile, CompChannel};
 pub use cq::Cq;
-pub use mr::{KeySpan, Mr, MrBacking};
+pub use mr::{KeySpan, Loc, Mr, MrBacking};
 pub use pd::Pd;
 pub use qp::{AddressVector, Qp, QpAttrs, QpState, QpType};
 pub use uar::{UarKind, UarObj};

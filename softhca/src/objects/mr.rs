@@ -11,9 +11,18 @@
 //! (PD, bounds, access) under its engine lock for every access, and the deregistration
 //! hook waits for that lock, so nothing touches the range after DEREG_MR returns (see
 //! `crate::device::mem`).
+//!
+//! Where the bytes are ([`MrBacking`], summed up for key checks in [`KeySpan::peer`]):
+//! in this process (REG_MR, or a dma-buf softhca mapped), reached by CPU pointer; or in
+//! peer memory (a dma-buf the CPU cannot map, GPU memory), reached only through the
+//! exporter's [`PeerMemory`] at device addresses. A key check answers with a [`Loc`]
+//! saying which; see `crate::device::mkey` and `crate::device::stage` for how the data
+//! path moves bytes in each case.
 
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
+
+use crate::peer::PeerMemory;
 
 use uverbs::sys::verbs::{
     ACCESS_LOCAL_WRITE, ACCESS_REMOTE_ATOMIC, ACCESS_REMOTE_READ, ACCESS_REMOTE_WRITE,
@@ -37,6 +46,28 @@ pub enum MrBacking {
         map: u64,
         map_len: usize,
     },
+    /// A dma-buf the CPU cannot map (GPU memory), claimed by a [`crate::peer`] resolver:
+    /// the device reaches its bytes through `mem`, and the MR's `span.addr` is the device
+    /// address of its first byte (`addr`).
+    Peer {
+        /// Our duplicate of the dma-buf fd, kept while the MR lives (as the kernel keeps
+        /// its reference on the dma-buf).
+        fd: OwnedFd,
+        /// The exporter's copy engine.
+        mem: Arc<dyn PeerMemory>,
+        /// Device address of the MR's first byte (byte `offset` of the buffer).
+        addr: u64,
+    },
+}
+
+impl MrBacking {
+    /// The peer memory behind the MR, if its bytes are not reachable by CPU pointer.
+    pub fn peer(&self) -> Option<&Arc<dyn PeerMemory>> {
+        match self {
+            MrBacking::Peer { mem, .. } => Some(mem),
+            _ => None,
+        }
+    }
 }
 
 /// A registered memory region (`struct ib_mr` + mlx5 MKey).
@@ -63,7 +94,8 @@ pub struct KeySpan {
     /// mlx5 keys: `index << 8 | variant`. User MRs have `lkey == rkey`.
     pub lkey: u32,
     pub rkey: u32,
-    /// The process address of the first byte (REG_MR `start`).
+    /// The process address of the first byte (REG_MR `start`); for peer memory the
+    /// device address of the first byte.
     pub addr: u64,
     /// Length in bytes.
     pub length: u64,
@@ -71,6 +103,31 @@ pub struct KeySpan {
     pub iova: u64,
     /// `IB_UVERBS_ACCESS_*` bits as registered.
     pub access: u32,
+    /// The bytes are peer memory ([`MrBacking::Peer`]): `addr` is a device address that
+    /// only the MR's [`PeerMemory`] can reach, never a CPU pointer.
+    pub peer: bool,
+}
+
+/// Where a checked range of an MR begins: the answer of a key check.
+///
+/// Why an enum rather than an address: a peer MR's addresses are device addresses, and
+/// dereferencing one as a CPU pointer would be wrong; the data path must branch on the
+/// kind before it touches the bytes (one predictable branch per access for host MRs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Loc {
+    /// A process address, for `crate::device::mem`.
+    Host(u64),
+    /// A device address in the MR's [`PeerMemory`].
+    Peer(u64),
+}
+
+impl Loc {
+    /// The address, whichever kind it is.
+    pub fn addr(self) -> u64 {
+        match self {
+            Loc::Host(a) | Loc::Peer(a) => a,
+        }
+    }
 }
 
 impl KeySpan {
@@ -98,8 +155,9 @@ impl KeySpan {
         self.translate(iova, len).ok_or(KeyError::OutOfBounds)
     }
 
-    /// The process address of `[iova, iova + len)`, or None when the range is not inside
-    /// the MR. A zero-length access at the very end is inside.
+    /// The address (process or, for peer memory, device address) of `[iova, iova + len)`,
+    /// or None when the range is not inside the MR. A zero-length access at the very end
+    /// is inside.
     pub fn translate(&self, iova: u64, len: u64) -> Option<u64> {
         let off = iova.checked_sub(self.iova)?;
         let end = off.checked_add(len)?;
@@ -107,6 +165,13 @@ impl KeySpan {
             return None;
         }
         self.addr.checked_add(off)
+    }
+
+    /// [`KeySpan::check`], answering where the bytes are.
+    #[inline]
+    pub fn locate(&self, key: u32, pdn: u32, iova: u64, len: u64, access: Access) -> Result<Loc, KeyError> {
+        let a = self.check(key, pdn, iova, len, access)?;
+        Ok(if self.peer { Loc::Peer(a) } else { Loc::Host(a) })
     }
 }
 

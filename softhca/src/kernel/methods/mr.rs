@@ -2,13 +2,26 @@
 //! REG_DMABUF_MR.
 //!
 //! REG_DMABUF_MR: a ConnectX DMAs straight into the exporter's memory (GPU memory through
-//! PCIe peer-to-peer). softhca is a CPU program, so it can only serve a dma-buf whose
-//! exporter supports mmap: it checks the fd the way `dma_buf_get` does (EBADF for a bad
-//! fd, EINVAL for a file that is not a dma-buf, recognised by the `exp_name` line of its
-//! /proc fdinfo), checks the range against the buffer's size (EINVAL), then maps the whole
-//! buffer shared; an exporter without mmap (typical for GPU memory) gives EOPNOTSUPP.
+//! PCIe peer-to-peer). softhca keeps Linux 6.1's order of checks and errnos
+//! (`UVERBS_HANDLER(UVERBS_METHOD_REG_DMABUF_MR)`: the page offsets of `offset` and
+//! `iova` must agree, then the access flags; `ib_umem_dmabuf_get`: `offset + length`
+//! must not wrap, `dma_buf_get` answers EBADF for a bad fd and EINVAL for a file that is
+//! not a dma-buf, recognised here by the `exp_name` line of its /proc fdinfo, the range
+//! must lie inside the buffer and span at least one page, all EINVAL). Then it finds a
+//! way to reach the bytes, where the NIC would attach to the dma-buf:
+//! 1. the installed [`crate::peer`] resolvers, first: one that claims the exporter (gdr's
+//!    for `nv_dmabuf`, a test's for its own) gives a [`crate::peer::PeerMemory`], and the
+//!    MR becomes peer memory ([`MrBacking::Peer`]);
+//! 2. else a shared mapping of the whole buffer, for an exporter that supports mmap
+//!    (vgem, udmabuf): the MR is then ordinary memory of this process
+//!    ([`MrBacking::Dmabuf`]);
+//! 3. else EOPNOTSUPP, as a NIC that cannot attach (no peer-to-peer) answers.
+//!
+//! The iova is only a name, as on a real NIC: work requests address the MR by it and
+//! softhca translates to the buffer's bytes, whatever the caller chose (perftest and NCCL
+//! choose the CUDA pointer, which makes GPU addresses and iovas the same numbers).
 
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -28,6 +41,7 @@ use crate::kernel::uobject::{ObjType, Uobj};
 use crate::kernel::write::WCall;
 use crate::kernel::Result;
 use crate::objects::{KeySpan, Kind, Live, Mr, MrBacking, Pd};
+use crate::peer::{self, DmabufRequest};
 
 /// `IB_ACCESS_SUPPORTED`: bits 0..7 and the optional range.
 const ACCESS_SUPPORTED: u32 = ((1 << 8) - 1) | ACCESS_OPTIONAL_RANGE;
@@ -55,8 +69,9 @@ fn writable(access: u32) -> bool {
 fn make_mr(hca: &Hca, pd: Arc<Pd>, addr: u64, length: u64, iova: u64, access: u32, backing: MrBacking) -> Result<Arc<Mr>> {
     let key = hca.alloc_mkey().ok_or(Errno::ENOMEM)?;
     pd.usecnt.fetch_add(1, Ordering::SeqCst);
+    let peer = backing.peer().is_some();
     let mr = Arc::new(Mr {
-        span: KeySpan { pdn: pd.pdn, lkey: key, rkey: key, addr, length, iova, access },
+        span: KeySpan { pdn: pd.pdn, lkey: key, rkey: key, addr, length, iova, access, peer },
         pd, backing,
         _live: Live::new(hca.live_counts(), Kind::Mr),
     });
@@ -102,23 +117,26 @@ pub(crate) fn query_mr(c: &mut Call<'_>) -> Result<()> {
     c.b.copy_to_opt(ids::ATTR_QUERY_RESP_IOVA, mr.span.iova.as_bytes())
 }
 
-/// The size of a dma-buf, or EBADF/EINVAL as `dma_buf_get` would answer.
-fn dmabuf_size(fd: i32) -> Result<u64> {
+/// The exporter name and size of a dma-buf, or EBADF/EINVAL as `dma_buf_get` would
+/// answer (a file [`peer::emulate_dmabuf`] names counts as a dma-buf, for tests).
+fn dmabuf_info(fd: i32) -> Result<(String, u64)> {
     if fd < 0 {
         return Err(Errno::EBADF);
     }
     nix::sys::stat::fstat(fd).map_err(|_| Errno::EBADF)?;
     let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}")).map_err(|_| Errno::EBADF)?;
-    if !info.lines().any(|l| l.starts_with("exp_name:")) {
-        return Err(Errno::EINVAL);
-    }
-    info.lines()
+    let Some(exporter) = info.lines().find_map(|l| l.strip_prefix("exp_name:")) else {
+        return peer::emulated(fd).ok_or(Errno::EINVAL);
+    };
+    let size = info.lines()
         .find_map(|l| l.strip_prefix("size:"))
         .and_then(|v| v.trim().parse::<u64>().ok())
-        .ok_or(Errno::EINVAL)
+        .ok_or(Errno::EINVAL)?;
+    Ok((exporter.trim().to_string(), size))
 }
 
-/// `UVERBS_METHOD_REG_DMABUF_MR`.
+/// `UVERBS_METHOD_REG_DMABUF_MR` (see the module docs for the order of checks and of the
+/// ways to reach the bytes).
 pub(crate) fn reg_dmabuf_mr(c: &mut Call<'_>) -> Result<()> {
     let pd = pd_of(c.b.obj(ids::ATTR_REG_DMABUF_PD_HANDLE).cloned().ok_or(Errno::EINVAL)?)?;
     let offset: u64 = c.b.copy_from(ids::ATTR_REG_DMABUF_OFFSET)?;
@@ -133,7 +151,7 @@ pub(crate) fn reg_dmabuf_mr(c: &mut Call<'_>) -> Result<()> {
     check_mr_access(access)?;
     // ib_umem_dmabuf_get
     let end = offset.checked_add(length).ok_or(Errno::EINVAL)?;
-    let size = dmabuf_size(fd as i32)?;
+    let (exporter, size) = dmabuf_info(fd as i32)?;
     if size < end {
         return Err(Errno::EINVAL);
     }
@@ -141,17 +159,29 @@ pub(crate) fn reg_dmabuf_mr(c: &mut Call<'_>) -> Result<()> {
     let dup = nix::unistd::dup(fd as i32).map_err(|_| Errno::EBADF)?;
     // SAFETY: `dup` returned a new fd owned by nobody else.
     let dup = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(dup) };
-    let map_len = usize::try_from(size).map_err(|_| Errno::EINVAL)?;
-    // SAFETY: a new shared mapping of the dma-buf chosen by the kernel; it overlaps
-    // nothing and is unmapped when the MR is dropped.
-    let map = unsafe {
-        libc::mmap(std::ptr::null_mut(), map_len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, dup.as_raw_fd(), 0)
+    // Where the NIC would attach: the exporter's own engine first, then a CPU mapping.
+    let req = DmabufRequest { fd: dup.as_fd(), exporter: &exporter, size, offset, length, iova };
+    let (addr, backing) = match peer::claim(&req)? {
+        Some((mem, dev_addr)) => {
+            tracing::debug!(target: "softhca::mr", exporter = %exporter, memory = mem.name(), addr = %format_args!("{dev_addr:#x}"),
+                            length, "dma-buf MR in peer memory");
+            (dev_addr, MrBacking::Peer { fd: dup, mem, addr: dev_addr })
+        }
+        None => {
+            let map_len = usize::try_from(size).map_err(|_| Errno::EINVAL)?;
+            // SAFETY: a new shared mapping of the dma-buf chosen by the kernel; it
+            // overlaps nothing and is unmapped when the MR is dropped.
+            let map = unsafe {
+                libc::mmap(std::ptr::null_mut(), map_len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, dup.as_raw_fd(), 0)
+            };
+            if map == libc::MAP_FAILED {
+                tracing::debug!(target: "softhca::mr", exporter = %exporter, "dma-buf: no resolver and no mmap: {}", std::io::Error::last_os_error());
+                return Err(Errno::EOPNOTSUPP);
+            }
+            (map as u64 + offset, MrBacking::Dmabuf { fd: dup, map: map as u64, map_len })
+        }
     };
-    if map == libc::MAP_FAILED {
-        return Err(Errno::EOPNOTSUPP);
-    }
-    let backing = MrBacking::Dmabuf { fd: dup, map: map as u64, map_len };
-    let mr = make_mr(c.hca, pd, map as u64 + offset, length, iova, access, backing)?;
+    let mr = make_mr(c.hca, pd, addr, length, iova, access, backing)?;
     let (lkey, rkey) = (mr.span.lkey, mr.span.rkey);
     c.fill_new(ids::ATTR_REG_DMABUF_HANDLE, Uobj::Mr(mr))?;
     c.b.copy_to(ids::ATTR_REG_DMABUF_RESP_LKEY, lkey.as_bytes())?;
@@ -174,9 +204,17 @@ mod tests {
 
     #[test]
     fn dmabuf_detection() {
-        assert_eq!(dmabuf_size(-1), Err(Errno::EBADF));
-        assert_eq!(dmabuf_size(999_999), Err(Errno::EBADF));
+        assert_eq!(dmabuf_info(-1), Err(Errno::EBADF));
+        assert_eq!(dmabuf_info(999_999), Err(Errno::EBADF));
         let f = nix::sys::memfd::memfd_create(c"not-a-dmabuf", nix::sys::memfd::MemFdCreateFlag::MFD_CLOEXEC).unwrap();
-        assert_eq!(dmabuf_size(f.as_raw_fd()), Err(Errno::EINVAL));
+        assert_eq!(dmabuf_info(f.as_raw_fd()), Err(Errno::EINVAL));
+        // Emulated for tests: recognised by inode (through a duplicate too), until the
+        // guard goes.
+        let g = peer::emulate_dmabuf(f.as_fd(), "test_exp", 12288).unwrap();
+        let d = nix::unistd::dup(f.as_raw_fd()).unwrap();
+        assert_eq!(dmabuf_info(d), Ok(("test_exp".to_string(), 12288)));
+        drop(g);
+        assert_eq!(dmabuf_info(d), Err(Errno::EINVAL));
+        nix::unistd::close(d).unwrap();
     }
 }
