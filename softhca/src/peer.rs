@@ -61,6 +61,76 @@ pub trait PeerMemory: Send + Sync + Debug {
     /// the GPU's own kernels, which is also what a PCIe atomic through a BAR gives on most
     /// GPUs (docs/gdr.md).
     fn atomic_u64(&self, addr: u64, compare: Option<u64>, swap_or_add: u64) -> Result<u64, PeerError>;
+
+    /// Host memory of `len` bytes (at least) for one of the device's staging buffers
+    /// (`crate::device::stage`), when this memory's copies are faster from memory of its
+    /// own: CUDA copies from page-locked memory run at the link's speed, from pageable
+    /// memory they go through the driver's bounce buffer. `None`, the default: the device
+    /// uses ordinary heap memory.
+    ///
+    /// Asked once per staging buffer (a few per QP), when the buffer is first needed for
+    /// this memory; the buffer is kept for the QP's life and may then serve other peer
+    /// memories too (CUDA: allocate it portable). It is released by dropping the
+    /// [`HostBuffer`], on whatever thread drops the QP's device context.
+    fn staging_buffer(&self, len: usize) -> Option<HostBuffer> {
+        let _ = len;
+        None
+    }
+}
+
+/// Host memory a [`PeerMemory`] lends the device for staging ([`PeerMemory::staging_buffer`]),
+/// given back (its release function run) when dropped.
+pub struct HostBuffer {
+    ptr: std::ptr::NonNull<u8>,
+    len: usize,
+    release: Option<Box<dyn FnOnce() + Send>>,
+}
+
+// SAFETY: the buffer is owned exclusively by this value (`from_raw`'s contract) and the
+// release function is `Send`; nothing in it is tied to a thread.
+unsafe impl Send for HostBuffer {}
+
+impl HostBuffer {
+    /// Wraps `len` bytes at `ptr`, which `release` frees.
+    ///
+    /// # Safety
+    /// `[ptr, ptr + len)` must be valid for reads and writes, and used by nothing else,
+    /// until `release` runs (when the value is dropped); nothing else may free it.
+    pub unsafe fn from_raw(ptr: std::ptr::NonNull<u8>, len: usize, release: impl FnOnce() + Send + 'static) -> HostBuffer {
+        HostBuffer { ptr, len, release: Some(Box::new(release)) }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: valid and exclusively ours for `len` bytes (`from_raw`).
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: valid and exclusively ours for `len` bytes (`from_raw`); `&mut self`.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl Drop for HostBuffer {
+    fn drop(&mut self) {
+        if let Some(r) = self.release.take() {
+            r();
+        }
+    }
+}
+
+impl Debug for HostBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostBuffer").field("ptr", &self.ptr).field("len", &self.len).finish_non_exhaustive()
+    }
 }
 
 /// The largest single copy the device asks of a [`PeerMemory`]: a message longer than this

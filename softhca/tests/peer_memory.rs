@@ -57,6 +57,9 @@ struct TestPeer {
     wild: AtomicU64,
     fail_reads: AtomicBool,
     fail_writes: AtomicBool,
+    /// Staging buffers lent to the device, and given back.
+    lent: AtomicU64,
+    returned: Arc<AtomicU64>,
 }
 
 impl TestPeer {
@@ -75,6 +78,8 @@ impl TestPeer {
             wild: AtomicU64::new(0),
             fail_reads: AtomicBool::new(false),
             fail_writes: AtomicBool::new(false),
+            lent: AtomicU64::new(0),
+            returned: Arc::new(AtomicU64::new(0)),
         })
     }
 
@@ -142,6 +147,24 @@ impl PeerMemory for TestPeer {
         };
         b[r].copy_from_slice(&new.to_ne_bytes());
         Ok(old)
+    }
+
+    /// Lends page-aligned heap memory (as CUDA would lend page-locked memory), counting
+    /// what comes back.
+    fn staging_buffer(&self, len: usize) -> Option<peer::HostBuffer> {
+        let layout = std::alloc::Layout::from_size_align(len, 4096).ok()?;
+        // SAFETY: a non-zero size.
+        let ptr = std::ptr::NonNull::new(unsafe { std::alloc::alloc(layout) })?;
+        self.lent.fetch_add(1, Relaxed);
+        let (returned, addr) = (self.returned.clone(), ptr.as_ptr() as usize);
+        // SAFETY: a fresh allocation of `len` bytes that only the release frees.
+        Some(unsafe {
+            peer::HostBuffer::from_raw(ptr, len, move || {
+                returned.fetch_add(1, Relaxed);
+                // SAFETY: allocated above with this layout, freed once.
+                std::alloc::dealloc(addr as *mut u8, layout)
+            })
+        })
     }
 }
 
@@ -316,6 +339,30 @@ fn write_into_and_from_peer_memory() {
     let c = b.hca.device().counters();
     assert_eq!(c.peer_errors, 0, "{c:?}");
     assert!(c.peer_writes > 0 && c.peer_writes * 64 < c.rx_packets, "batched, never per packet: {c:?}");
+}
+
+/// The staging buffers come from the peer memory that first needs them
+/// (`PeerMemory::staging_buffer`: page-locked memory for CUDA), one per staging role that
+/// is used (the requester's outgoing one, the responder's incoming one), are kept for
+/// later messages, and are given back when the QPs go.
+#[test]
+fn staging_buffers_are_lent_by_peer_memory_and_returned() {
+    let (a, b) = hosts(25);
+    let (ea, eb) = connect(&a, &b, &Opts::default());
+    let mut ea = ea;
+    let src = PeerBuf::new(&a, 3 << 20, all_access(), None);
+    let dst = PeerBuf::new(&b, 3 << 20, all_access(), None);
+    let data = pattern(3 << 20, 4);
+    src.write(0, &data);
+    for i in 0..3 {
+        ea.qp.post_send(i, &signaled(SendOp::RdmaWrite { raddr: dst.iova, rkey: dst.mr.rkey() }, Payload::Sgl(&[src.sge(0, 3 << 20)]))).unwrap();
+        assert_eq!(wait(&mut ea.scq, 1)[0].status, WcStatus::Success);
+    }
+    assert!(dst.read() == data);
+    assert_eq!((src.peer.lent.load(Relaxed), dst.peer.lent.load(Relaxed)), (1, 1), "one buffer each, kept");
+    assert_eq!(src.peer.returned.load(Relaxed) + dst.peer.returned.load(Relaxed), 0);
+    drop((ea, eb));
+    assert_eq!((src.peer.returned.load(Relaxed), dst.peer.returned.load(Relaxed)), (1, 1), "given back with the QPs");
 }
 
 /// RDMA READ of peer memory (responder reads it) into host memory and into peer memory
