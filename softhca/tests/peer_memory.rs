@@ -827,3 +827,59 @@ fn ud_send_between_peer_buffers() {
     assert_eq!(src.peer.counts(), (3, 0));
     assert_eq!(dst.peer.counts(), (0, 6));
 }
+
+/// Nothing acknowledged is dropped when the QP leaves the message half done: a requester
+/// played by hand sends the first two packets of a three-packet WRITE into peer memory
+/// with AckReq, gets them acknowledged (the bytes are staged, not yet written: one write
+/// per message), and then the QP goes to ERR, moved by the application or by the device
+/// (a request that starts a new message inside this one). The two packets' bytes land,
+/// the third's place is untouched.
+#[test]
+fn acknowledged_staged_bytes_survive_the_qp_error() {
+    use softhca::wire::{BthRepr, Endpoints, Opcode, RethRepr, RocePacket, Syndrome};
+    use std::net::{IpAddr, SocketAddr};
+    let b = Host::new([127, 9, 9, 27]);
+    let o = Opts::default(); // MTU 1024
+    for (case, hint) in [("application", 28u8), ("device", 29)] {
+        let (ip, sock) = bind_free([127, 9, 9, hint]);
+        sock.set_read_timeout(Some(WAIT)).unwrap();
+        let e = End::new(&b, &o);
+        let IpAddr::V4(v4) = ip else { unreachable!() };
+        e.connect(&o, 0x4321, v4.to_ipv6_mapped().octets(), 0x55, 0);
+        let to = SocketAddr::new(b.addr(), 4791);
+        let ep = Endpoints::new(sock.local_addr().unwrap(), to);
+        let dst = PeerBuf::new(&b, 3 * 1024, all_access(), None);
+        let data = pattern(3 * 1024, 8);
+        let send = |op: Opcode, psn: u32, payload: &[u8], reth: bool| {
+            let mut bth = BthRepr::new(op, e.qp.qpn(), psn);
+            bth.ack_req = true;
+            let mut pkt = RocePacket::new(bth, payload);
+            if reth {
+                pkt.reth = Some(RethRepr { va: dst.iova, rkey: dst.mr.rkey(), dma_len: 3 * 1024 });
+            }
+            sock.send_to(&pkt.to_vec(&ep).unwrap(), to).unwrap();
+        };
+        send(Opcode::RcRdmaWriteFirst, 0, &data[..1024], true);
+        send(Opcode::RcRdmaWriteMiddle, 1, &data[1024..2048], false);
+        // Until the ACK of PSN 1.
+        let mut buf = vec![0u8; 4096];
+        loop {
+            let (n, src) = sock.recv_from(&mut buf).expect("an ACK");
+            let p = RocePacket::parse(&buf[..n], &Endpoints::new(src, sock.local_addr().unwrap())).unwrap();
+            assert!(matches!(p.aeth.map(|a| a.syndrome), Some(Syndrome::Ack { .. })), "{case}: {p:?}");
+            if p.bth.psn == 1 {
+                break;
+            }
+        }
+        assert_eq!(dst.peer.counts(), (0, 0), "{case}: acknowledged but still staged");
+        match case {
+            "application" => e.qp.modify(&provider::QpAttr { state: Some(provider::QpState::Err), ..Default::default() }).unwrap(),
+            _ => send(Opcode::RcRdmaWriteFirst, 2, &data[..1024], true),
+        }
+        wait_until("the staged bytes written", || dst.peer.counts().1 == 1);
+        let got = dst.read();
+        assert!(got[..2048] == data[..2048], "{case}: the acknowledged bytes");
+        assert!(got[2048..].iter().all(|&x| x == 0), "{case}: the third packet's place");
+        assert_eq!(dst.peer.write_bytes.load(Relaxed), 2048);
+    }
+}
