@@ -43,7 +43,9 @@ pub struct PeerError {
 /// exporter's device addresses.
 ///
 /// Calls come from the device half's engine, under its lock, on whatever thread runs the
-/// engine: an implementation makes its own context current. The device batches: one call
+/// engine step (the engine thread, or an application thread in polled mode): an
+/// implementation makes its own context current. `read`/`write`/`atomic_u64` are only
+/// ever given ranges inside a registered MR whose key was just checked. The device batches: one call
 /// covers a whole message or segment of up to [`PEER_SEGMENT`] bytes, never a packet.
 pub trait PeerMemory: Send + Sync + Debug {
     /// Short name for logs and traces, e.g. `cuda:0`.
@@ -140,7 +142,8 @@ pub const PEER_SEGMENT: usize = 1 << 20;
 /// A dma-buf the CPU could not map, as REG_DMABUF_MR saw it.
 #[derive(Debug, Clone, Copy)]
 pub struct DmabufRequest<'a> {
-    /// The caller's fd (valid for the duration of the call).
+    /// The dma-buf: softhca's duplicate of the caller's fd, which the MR keeps; valid
+    /// for the duration of the call (a resolver that needs it longer dups it).
     pub fd: BorrowedFd<'a>,
     /// `exp_name` from the fd's /proc fdinfo, e.g. `nv_dmabuf`.
     pub exporter: &'a str,
