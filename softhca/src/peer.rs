@@ -43,7 +43,9 @@ pub struct PeerError {
 /// exporter's device addresses.
 ///
 /// Calls come from the device half's engine, under its lock, on whatever thread runs the
-/// engine: an implementation makes its own context current. The device batches: one call
+/// engine step (the engine thread, or an application thread in polled mode): an
+/// implementation makes its own context current. `read`/`write`/`atomic_u64` are only
+/// ever given ranges inside a registered MR whose key was just checked. The device batches: one call
 /// covers a whole message or segment of up to [`PEER_SEGMENT`] bytes, never a packet.
 pub trait PeerMemory: Send + Sync + Debug {
     /// Short name for logs and traces, e.g. `cuda:0`.
@@ -61,6 +63,76 @@ pub trait PeerMemory: Send + Sync + Debug {
     /// the GPU's own kernels, which is also what a PCIe atomic through a BAR gives on most
     /// GPUs (docs/gdr.md).
     fn atomic_u64(&self, addr: u64, compare: Option<u64>, swap_or_add: u64) -> Result<u64, PeerError>;
+
+    /// Host memory of `len` bytes (at least) for one of the device's staging buffers
+    /// (`crate::device::stage`), when this memory's copies are faster from memory of its
+    /// own: CUDA copies from page-locked memory run at the link's speed, from pageable
+    /// memory they go through the driver's bounce buffer. `None`, the default: the device
+    /// uses ordinary heap memory.
+    ///
+    /// Asked once per staging buffer (a few per QP), when the buffer is first needed for
+    /// this memory; the buffer is kept for the QP's life and may then serve other peer
+    /// memories too (CUDA: allocate it portable). It is released by dropping the
+    /// [`HostBuffer`], on whatever thread drops the QP's device context.
+    fn staging_buffer(&self, len: usize) -> Option<HostBuffer> {
+        let _ = len;
+        None
+    }
+}
+
+/// Host memory a [`PeerMemory`] lends the device for staging ([`PeerMemory::staging_buffer`]),
+/// given back (its release function run) when dropped.
+pub struct HostBuffer {
+    ptr: std::ptr::NonNull<u8>,
+    len: usize,
+    release: Option<Box<dyn FnOnce() + Send>>,
+}
+
+// SAFETY: the buffer is owned exclusively by this value (`from_raw`'s contract) and the
+// release function is `Send`; nothing in it is tied to a thread.
+unsafe impl Send for HostBuffer {}
+
+impl HostBuffer {
+    /// Wraps `len` bytes at `ptr`, which `release` frees.
+    ///
+    /// # Safety
+    /// `[ptr, ptr + len)` must be valid for reads and writes, and used by nothing else,
+    /// until `release` runs (when the value is dropped); nothing else may free it.
+    pub unsafe fn from_raw(ptr: std::ptr::NonNull<u8>, len: usize, release: impl FnOnce() + Send + 'static) -> HostBuffer {
+        HostBuffer { ptr, len, release: Some(Box::new(release)) }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: valid and exclusively ours for `len` bytes (`from_raw`).
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: valid and exclusively ours for `len` bytes (`from_raw`); `&mut self`.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl Drop for HostBuffer {
+    fn drop(&mut self) {
+        if let Some(r) = self.release.take() {
+            r();
+        }
+    }
+}
+
+impl Debug for HostBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostBuffer").field("ptr", &self.ptr).field("len", &self.len).finish_non_exhaustive()
+    }
 }
 
 /// The largest single copy the device asks of a [`PeerMemory`]: a message longer than this
@@ -70,7 +142,8 @@ pub const PEER_SEGMENT: usize = 1 << 20;
 /// A dma-buf the CPU could not map, as REG_DMABUF_MR saw it.
 #[derive(Debug, Clone, Copy)]
 pub struct DmabufRequest<'a> {
-    /// The caller's fd (valid for the duration of the call).
+    /// The dma-buf: softhca's duplicate of the caller's fd, which the MR keeps; valid
+    /// for the duration of the call (a resolver that needs it longer dups it).
     pub fd: BorrowedFd<'a>,
     /// `exp_name` from the fd's /proc fdinfo, e.g. `nv_dmabuf`.
     pub exporter: &'a str,

@@ -510,7 +510,9 @@ fn dmabuf_registration_errors() {
     assert_eq!(mr::reg_dmabuf_mr(&dev, p, 0, 4096, 0, memfd.as_raw_fd(), ACCESS_REMOTE_WRITE).unwrap_err(), Errno::EINVAL);
     // A real dma-buf when the machine has udmabuf: registered, mapped, usable by key.
     let Ok(udmabuf) = std::fs::OpenOptions::new().read(true).write(true).open("/dev/udmabuf") else {
-        eprintln!("SKIP dma-buf success path: no /dev/udmabuf");
+        // (The mappable path also runs without it: tests/peer_memory.rs, through a memfd
+        // that `softhca::peer::emulate_dmabuf` makes REG_DMABUF_MR take as a dma-buf.)
+        eprintln!("SKIP: dma-buf success path: no /dev/udmabuf (modprobe udmabuf, as root, on a kernel that has it)");
         return;
     };
     let backing: OwnedFd = nix::sys::memfd::memfd_create(c"udmabuf", nix::sys::memfd::MemFdCreateFlag::MFD_ALLOW_SEALING).unwrap();
@@ -522,7 +524,7 @@ fn dmabuf_registration_errors() {
     // SAFETY: UDMABUF_CREATE with a pointer to a live, correctly laid out request.
     let fd = unsafe { libc::ioctl(udmabuf.as_raw_fd(), 0x4018_7542, &req) };
     if fd < 0 {
-        eprintln!("SKIP dma-buf success path: UDMABUF_CREATE failed");
+        eprintln!("SKIP: dma-buf success path: UDMABUF_CREATE failed (needs write access to /dev/udmabuf)");
         return;
     }
     let r = mr::reg_dmabuf_mr(&dev, p, 4096, 4096, 0x1000, fd, ACCESS_LOCAL_WRITE).unwrap();

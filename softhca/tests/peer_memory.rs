@@ -57,6 +57,9 @@ struct TestPeer {
     wild: AtomicU64,
     fail_reads: AtomicBool,
     fail_writes: AtomicBool,
+    /// Staging buffers lent to the device, and given back.
+    lent: AtomicU64,
+    returned: Arc<AtomicU64>,
 }
 
 impl TestPeer {
@@ -75,6 +78,8 @@ impl TestPeer {
             wild: AtomicU64::new(0),
             fail_reads: AtomicBool::new(false),
             fail_writes: AtomicBool::new(false),
+            lent: AtomicU64::new(0),
+            returned: Arc::new(AtomicU64::new(0)),
         })
     }
 
@@ -142,6 +147,24 @@ impl PeerMemory for TestPeer {
         };
         b[r].copy_from_slice(&new.to_ne_bytes());
         Ok(old)
+    }
+
+    /// Lends page-aligned heap memory (as CUDA would lend page-locked memory), counting
+    /// what comes back.
+    fn staging_buffer(&self, len: usize) -> Option<peer::HostBuffer> {
+        let layout = std::alloc::Layout::from_size_align(len, 4096).ok()?;
+        // SAFETY: a non-zero size.
+        let ptr = std::ptr::NonNull::new(unsafe { std::alloc::alloc(layout) })?;
+        self.lent.fetch_add(1, Relaxed);
+        let (returned, addr) = (self.returned.clone(), ptr.as_ptr() as usize);
+        // SAFETY: a fresh allocation of `len` bytes that only the release frees.
+        Some(unsafe {
+            peer::HostBuffer::from_raw(ptr, len, move || {
+                returned.fetch_add(1, Relaxed);
+                // SAFETY: allocated above with this layout, freed once.
+                std::alloc::dealloc(addr as *mut u8, layout)
+            })
+        })
     }
 }
 
@@ -316,6 +339,30 @@ fn write_into_and_from_peer_memory() {
     let c = b.hca.device().counters();
     assert_eq!(c.peer_errors, 0, "{c:?}");
     assert!(c.peer_writes > 0 && c.peer_writes * 64 < c.rx_packets, "batched, never per packet: {c:?}");
+}
+
+/// The staging buffers come from the peer memory that first needs them
+/// (`PeerMemory::staging_buffer`: page-locked memory for CUDA), one per staging role that
+/// is used (the requester's outgoing one, the responder's incoming one), are kept for
+/// later messages, and are given back when the QPs go.
+#[test]
+fn staging_buffers_are_lent_by_peer_memory_and_returned() {
+    let (a, b) = hosts(25);
+    let (ea, eb) = connect(&a, &b, &Opts::default());
+    let mut ea = ea;
+    let src = PeerBuf::new(&a, 3 << 20, all_access(), None);
+    let dst = PeerBuf::new(&b, 3 << 20, all_access(), None);
+    let data = pattern(3 << 20, 4);
+    src.write(0, &data);
+    for i in 0..3 {
+        ea.qp.post_send(i, &signaled(SendOp::RdmaWrite { raddr: dst.iova, rkey: dst.mr.rkey() }, Payload::Sgl(&[src.sge(0, 3 << 20)]))).unwrap();
+        assert_eq!(wait(&mut ea.scq, 1)[0].status, WcStatus::Success);
+    }
+    assert!(dst.read() == data);
+    assert_eq!((src.peer.lent.load(Relaxed), dst.peer.lent.load(Relaxed)), (1, 1), "one buffer each, kept");
+    assert_eq!(src.peer.returned.load(Relaxed) + dst.peer.returned.load(Relaxed), 0);
+    drop((ea, eb));
+    assert_eq!((src.peer.returned.load(Relaxed), dst.peer.returned.load(Relaxed)), (1, 1), "given back with the QPs");
 }
 
 /// RDMA READ of peer memory (responder reads it) into host memory and into peer memory
@@ -779,4 +826,60 @@ fn ud_send_between_peer_buffers() {
     }
     assert_eq!(src.peer.counts(), (3, 0));
     assert_eq!(dst.peer.counts(), (0, 6));
+}
+
+/// Nothing acknowledged is dropped when the QP leaves the message half done: a requester
+/// played by hand sends the first two packets of a three-packet WRITE into peer memory
+/// with AckReq, gets them acknowledged (the bytes are staged, not yet written: one write
+/// per message), and then the QP goes to ERR, moved by the application or by the device
+/// (a request that starts a new message inside this one). The two packets' bytes land,
+/// the third's place is untouched.
+#[test]
+fn acknowledged_staged_bytes_survive_the_qp_error() {
+    use softhca::wire::{BthRepr, Endpoints, Opcode, RethRepr, RocePacket, Syndrome};
+    use std::net::{IpAddr, SocketAddr};
+    let b = Host::new([127, 9, 9, 27]);
+    let o = Opts::default(); // MTU 1024
+    for (case, hint) in [("application", 28u8), ("device", 29)] {
+        let (ip, sock) = bind_free([127, 9, 9, hint]);
+        sock.set_read_timeout(Some(WAIT)).unwrap();
+        let e = End::new(&b, &o);
+        let IpAddr::V4(v4) = ip else { unreachable!() };
+        e.connect(&o, 0x4321, v4.to_ipv6_mapped().octets(), 0x55, 0);
+        let to = SocketAddr::new(b.addr(), 4791);
+        let ep = Endpoints::new(sock.local_addr().unwrap(), to);
+        let dst = PeerBuf::new(&b, 3 * 1024, all_access(), None);
+        let data = pattern(3 * 1024, 8);
+        let send = |op: Opcode, psn: u32, payload: &[u8], reth: bool| {
+            let mut bth = BthRepr::new(op, e.qp.qpn(), psn);
+            bth.ack_req = true;
+            let mut pkt = RocePacket::new(bth, payload);
+            if reth {
+                pkt.reth = Some(RethRepr { va: dst.iova, rkey: dst.mr.rkey(), dma_len: 3 * 1024 });
+            }
+            sock.send_to(&pkt.to_vec(&ep).unwrap(), to).unwrap();
+        };
+        send(Opcode::RcRdmaWriteFirst, 0, &data[..1024], true);
+        send(Opcode::RcRdmaWriteMiddle, 1, &data[1024..2048], false);
+        // Until the ACK of PSN 1.
+        let mut buf = vec![0u8; 4096];
+        loop {
+            let (n, src) = sock.recv_from(&mut buf).expect("an ACK");
+            let p = RocePacket::parse(&buf[..n], &Endpoints::new(src, sock.local_addr().unwrap())).unwrap();
+            assert!(matches!(p.aeth.map(|a| a.syndrome), Some(Syndrome::Ack { .. })), "{case}: {p:?}");
+            if p.bth.psn == 1 {
+                break;
+            }
+        }
+        assert_eq!(dst.peer.counts(), (0, 0), "{case}: acknowledged but still staged");
+        match case {
+            "application" => e.qp.modify(&provider::QpAttr { state: Some(provider::QpState::Err), ..Default::default() }).unwrap(),
+            _ => send(Opcode::RcRdmaWriteFirst, 2, &data[..1024], true),
+        }
+        wait_until("the staged bytes written", || dst.peer.counts().1 == 1);
+        let got = dst.read();
+        assert!(got[..2048] == data[..2048], "{case}: the acknowledged bytes");
+        assert!(got[2048..].iter().all(|&x| x == 0), "{case}: the third packet's place");
+        assert_eq!(dst.peer.write_bytes.load(Relaxed), 2048);
+    }
 }

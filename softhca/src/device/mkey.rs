@@ -78,6 +78,17 @@ fn peer_memory(hca: &Hca, key: u32) -> Result<Arc<dyn PeerMemory>, KeyError> {
     hca.mr_by_key(key).and_then(|mr| mr.backing.peer().cloned()).ok_or(KeyError::NoSuchKey)
 }
 
+/// The peer memory of the MR named by `key`, if it is one (whose staging buffer to
+/// borrow, see [`super::stage`]).
+pub fn peer_memory_of(hca: &Hca, key: u32) -> Option<Arc<dyn PeerMemory>> {
+    peer_memory(hca, key).ok()
+}
+
+/// The peer memory of the first entry of `sges` that is in peer memory.
+pub fn first_peer_memory(hca: &Hca, sges: &[Sge]) -> Option<Arc<dyn PeerMemory>> {
+    sges.iter().find_map(|s| peer_memory_of(hca, s.lkey))
+}
+
 fn counters(hca: &Hca) -> &Counters {
     hca.device().live_counters()
 }

@@ -307,10 +307,6 @@ impl QpCtx {
         if let Some(ev) = event {
             super::events::qp_event(&self.qp, ev);
         }
-        // What was staged for peer memory is written, not dropped: some of it may have
-        // been acknowledged (see `super::stage`). A failure changes nothing now.
-        let _ = self.resp.in_stage.flush(env.hca, env.keys, &self.qp.pd);
-        let _ = self.req.in_stage.flush(env.hca, env.keys, &self.qp.pd);
         self.resp.on_error();
         self.flush(env);
     }
@@ -320,6 +316,11 @@ impl QpCtx {
         if self.state != QpState::Err {
             return;
         }
+        // What was staged for peer memory is written, not dropped, whether the device or
+        // the application moved the QP to ERR: some of it may have been acknowledged
+        // (see `super::stage`). A failure changes nothing now.
+        let _ = self.resp.in_stage.flush(env.hca, env.keys, &self.qp.pd);
+        let _ = self.req.in_stage.flush(env.hca, env.keys, &self.qp.pd);
         let pending: VecDeque<_> = std::mem::take(&mut self.req.wqes);
         self.req.tx_idx = 0;
         self.req.tx_pkt = 0;

@@ -881,7 +881,8 @@ fn emit_request(w: &SqWqe, k: u32, p: u32, window_full: bool, q: &QpCtx, peer: S
                 // from the staging buffer in place.
                 Data::Sgl(s) if w.peer && len > 0 => {
                     let (hca, keys, pd) = (env.hca, &mut *env.keys, &q.qp.pd);
-                    let m = out_stage.bytes(env.step, stage_id(w), off, len, w.len, |start, buf| mkey::gather(hca, keys, pd, s, start, buf))
+                    let m = out_stage.bytes(env.step, stage_id(w), off, len, w.len, || mkey::first_peer_memory(hca, s),
+                                            |start, buf| mkey::gather(hca, keys, pd, s, start, buf))
                         .map_err(|_| Emit::Fail(syndrome::LOCAL_PROT))?;
                     in_place = Some(m.ok_or(Emit::Later)?.addr);
                 }

@@ -603,9 +603,9 @@ impl QpCtx {
                             // From the stream's staged segment, read once for its packets,
                             // sent in place like host memory.
                             let (hca, keys, pd) = (env.hca, &mut *env.keys, &self.qp.pd);
-                            let got = self.resp.read_stage.bytes(env.step, (s.serial, 0), off, len, s.len, |start, buf| {
-                                mkey::read_remote(hca, keys, pd, s.rkey, s.va + start, buf)
-                            });
+                            let got = self.resp.read_stage.bytes(env.step, (s.serial, 0), off, len, s.len,
+                                || mkey::peer_memory_of(hca, s.rkey),
+                                |start, buf| mkey::read_remote(hca, keys, pd, s.rkey, s.va + start, buf));
                             match got {
                                 // SAFETY: a range of the QP's staging buffer, which is
                                 // neither refilled in this step (`OutStage`) nor dropped

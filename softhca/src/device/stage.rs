@@ -32,14 +32,50 @@
 //! NAK continue the staged run where it stopped, and a retransmitted request packet is
 //! built from the kept segment (or the segment is read again).
 
+use std::sync::Arc;
+
 use crate::hca::{Access, Hca, KeyError};
 use crate::objects::{Loc, Pd};
-use crate::peer::PEER_SEGMENT;
+use crate::peer::{HostBuffer, PeerMemory, PEER_SEGMENT};
 
 use super::mem;
 use super::mkey::{self, KeyCache};
 use super::tx::MemRef;
 use super::wqe::Sge;
+
+/// One segment of staging memory, allocated when first needed and kept for the QP's life:
+/// lent by the peer memory it is first needed for ([`PeerMemory::staging_buffer`]:
+/// page-locked memory, for CUDA), or else from the heap.
+#[derive(Debug, Default)]
+struct SegBuf {
+    lent: Option<HostBuffer>,
+    heap: Vec<u8>,
+}
+
+impl SegBuf {
+    /// The segment's memory, allocated now if need be (asking `lender` for the memory to
+    /// borrow it from).
+    fn get(&mut self, lender: impl FnOnce() -> Option<Arc<dyn PeerMemory>>) -> &mut [u8] {
+        if self.lent.is_none() && self.heap.is_empty() {
+            match lender().and_then(|m| m.staging_buffer(PEER_SEGMENT)).filter(|b| b.len() >= PEER_SEGMENT) {
+                Some(b) => self.lent = Some(b),
+                None => self.heap = vec![0; PEER_SEGMENT],
+            }
+        }
+        match &mut self.lent {
+            Some(b) => &mut b.as_mut_slice()[..PEER_SEGMENT],
+            None => &mut self.heap[..],
+        }
+    }
+
+    /// What `get` allocated (empty before).
+    fn slice(&self) -> &[u8] {
+        match &self.lent {
+            Some(b) => &b.as_slice()[..PEER_SEGMENT],
+            None => &self.heap,
+        }
+    }
+}
 
 /// Outgoing bytes of one message or READ stream, one segment at a time.
 ///
@@ -53,7 +89,7 @@ use super::wqe::Sge;
 pub struct OutStage {
     /// What is staged: the owner's identity (two words) and the segment's start offset.
     tag: Option<(u64, u64, u64)>,
-    buf: Vec<u8>,
+    buf: SegBuf,
     /// The last step that referred to `buf` (0: none).
     used: u64,
 }
@@ -65,8 +101,12 @@ impl OutStage {
     /// packets of this step (`step`) still refer to the buffer. Segments start at
     /// multiples of [`PEER_SEGMENT`], of which every path MTU is a divisor, so no packet
     /// straddles two. The answer may be queued with `Tx::send_mem` for this step.
+    /// `lender` names the peer memory to ask for the buffer if there is none yet.
+    #[allow(clippy::too_many_arguments)]
     pub fn bytes<E>(&mut self, step: u64, id: (u64, u64), off: u64, len: usize, total: u64,
+                    lender: impl FnOnce() -> Option<Arc<dyn PeerMemory>>,
                     fill: impl FnOnce(u64, &mut [u8]) -> Result<(), E>) -> Result<Option<MemRef>, E> {
+        debug_assert!(len <= PEER_SEGMENT, "packets are at most one MTU");
         let seg = PEER_SEGMENT as u64;
         let mut start = off / seg * seg;
         if off + len as u64 > start + seg {
@@ -77,14 +117,13 @@ impl OutStage {
                 return Ok(None);
             }
             self.tag = None;
-            let n = (total.saturating_sub(start)).min(seg.max(len as u64)) as usize;
-            super::qp::staging(&mut self.buf, n);
-            fill(start, &mut self.buf[..n])?;
+            let n = (total.saturating_sub(start)).min(seg) as usize;
+            fill(start, &mut self.buf.get(lender)[..n])?;
             self.tag = Some((id.0, id.1, start));
         }
         self.used = step;
         let at = (off - start) as usize;
-        Ok(Some(MemRef { addr: self.buf[at..at + len].as_ptr() as u64, len }))
+        Ok(Some(MemRef { addr: self.buf.slice()[at..at + len].as_ptr() as u64, len }))
     }
 
     /// Forgets the staged bytes of `id` (its WQE retired or its READ was served): a later
@@ -103,19 +142,21 @@ pub struct InStage {
     key: u32,
     access: Access,
     iova: u64,
-    buf: Vec<u8>,
+    buf: SegBuf,
+    /// Bytes staged.
+    len: usize,
 }
 
 impl Default for InStage {
     fn default() -> InStage {
-        InStage { key: 0, access: Access::LocalWrite, iova: 0, buf: Vec::new() }
+        InStage { key: 0, access: Access::LocalWrite, iova: 0, buf: SegBuf::default(), len: 0 }
     }
 }
 
 impl InStage {
     /// Whether nothing is staged.
     pub fn is_empty(&self) -> bool {
-        self.buf.is_empty()
+        self.len == 0
     }
 
     /// Stages `data` for `[iova, iova + len)` of the MR `key` (the caller checked the
@@ -123,18 +164,25 @@ impl InStage {
     /// written out first, as is a run that would outgrow a segment.
     #[allow(clippy::too_many_arguments)]
     pub fn append(&mut self, hca: &Hca, keys: &mut KeyCache, pd: &Pd, key: u32, iova: u64, access: Access, data: &[u8]) -> Result<(), KeyError> {
-        if !self.buf.is_empty()
-            && (key != self.key || access != self.access || self.iova.wrapping_add(self.buf.len() as u64) != iova
-                || self.buf.len() + data.len() > PEER_SEGMENT)
+        if self.len > 0
+            && (key != self.key || access != self.access || self.iova.wrapping_add(self.len as u64) != iova
+                || self.len + data.len() > PEER_SEGMENT)
         {
             self.flush(hca, keys, pd)?;
         }
-        if self.buf.is_empty() {
+        if data.len() > PEER_SEGMENT {
+            // Never from the data path (packets are at most one MTU): written directly.
+            let Loc::Peer(addr) = keys.check(hca, key, pd, iova, data.len() as u64, access)? else { return Err(KeyError::NoSuchKey) };
+            return mkey::peer_write(hca, key, addr, data);
+        }
+        if self.len == 0 {
             self.key = key;
             self.access = access;
             self.iova = iova;
         }
-        self.buf.extend_from_slice(data);
+        let buf = self.buf.get(|| mkey::peer_memory_of(hca, key));
+        buf[self.len..self.len + data.len()].copy_from_slice(data);
+        self.len += data.len();
         Ok(())
     }
 
@@ -143,24 +191,25 @@ impl InStage {
     /// Empty afterwards, whatever the outcome.
     #[inline]
     pub fn flush(&mut self, hca: &Hca, keys: &mut KeyCache, pd: &Pd) -> Result<(), KeyError> {
-        if self.buf.is_empty() {
+        if self.len == 0 {
             return Ok(());
         }
         self.flush_run(hca, keys, pd)
     }
 
     fn flush_run(&mut self, hca: &Hca, keys: &mut KeyCache, pd: &Pd) -> Result<(), KeyError> {
-        let r = match keys.check(hca, self.key, pd, self.iova, self.buf.len() as u64, self.access) {
-            Ok(Loc::Peer(addr)) => mkey::peer_write(hca, self.key, addr, &self.buf),
+        let run = &self.buf.slice()[..self.len];
+        let r = match keys.check(hca, self.key, pd, self.iova, self.len as u64, self.access) {
+            Ok(Loc::Peer(addr)) => mkey::peer_write(hca, self.key, addr, run),
             // The key names host memory now: not the MR the bytes were staged for.
             Ok(Loc::Host(_)) => Err(KeyError::NoSuchKey),
             Err(e) => Err(e),
         };
         if let Err(e) = r {
             tracing::debug!(target: "softhca::peer", key = %format_args!("{:#x}", self.key), iova = %format_args!("{:#x}", self.iova),
-                            len = self.buf.len(), ?e, "staged write failed");
+                            len = self.len, ?e, "staged write failed");
         }
-        self.buf.clear();
+        self.len = 0;
         r
     }
 }
@@ -197,7 +246,7 @@ mod tests {
         let mut fills = Vec::new();
         type Fills = Vec<((u64, u64), u64, usize)>;
         fn get(st: &mut OutStage, fills: &mut Fills, step: u64, id: (u64, u64), off: u64, len: usize, total: u64) -> Option<Vec<u8>> {
-            let m = st.bytes(step, id, off, len, total, |start, buf| {
+            let m = st.bytes(step, id, off, len, total, || None, |start, buf| {
                 fills.push((id, start, buf.len()));
                 for (i, b) in buf.iter_mut().enumerate() {
                     *b = ((start + i as u64) % 251) as u8;
