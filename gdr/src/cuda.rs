@@ -63,6 +63,7 @@ const SYMBOLS: &[&str] = &[
     "cuMemAlloc_v2",
     "cuMemFree_v2",
     "cuMemAllocHost_v2",
+    "cuMemHostAlloc",
     "cuMemFreeHost",
     "cuMemsetD8_v2",
     "cuMemcpyHtoD_v2",

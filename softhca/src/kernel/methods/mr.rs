@@ -7,14 +7,18 @@
 //! `iova` must agree, then the access flags; `ib_umem_dmabuf_get`: `offset + length`
 //! must not wrap, `dma_buf_get` answers EBADF for a bad fd and EINVAL for a file that is
 //! not a dma-buf, recognised here by the `exp_name` line of its /proc fdinfo, the range
-//! must lie inside the buffer and span at least one page, all EINVAL). Then it finds a
+//! must lie inside the buffer and span at least one page, all EINVAL; the page count is
+//! taken before the umem has an iova, so it counts `length` alone: only a zero length
+//! fails it, at any offset). Then it finds a
 //! way to reach the bytes, where the NIC would attach to the dma-buf:
 //! 1. the installed [`crate::peer`] resolvers, first: one that claims the exporter (gdr's
 //!    for `nv_dmabuf`, a test's for its own) gives a [`crate::peer::PeerMemory`], and the
 //!    MR becomes peer memory ([`MrBacking::Peer`]);
 //! 2. else a shared mapping of the whole buffer, for an exporter that supports mmap
 //!    (vgem, udmabuf): the MR is then ordinary memory of this process
-//!    ([`MrBacking::Dmabuf`]);
+//!    ([`MrBacking::Dmabuf`]); through an fd opened read-only the mapping can only be
+//!    read-only, so the device refuses writes into that MR (a real NIC would DMA into
+//!    it: the kernel never looks at the fd's mode);
 //! 3. else EOPNOTSUPP, as a NIC that cannot attach (no peer-to-peer) answers.
 //!
 //! The iova is only a name, as on a real NIC: work requests address the MR by it and
@@ -36,7 +40,7 @@ use uverbs::sys::verbs::{
 
 use crate::hca::Hca;
 use crate::kernel::ioctl::Call;
-use crate::kernel::pin::{page_range, pin};
+use crate::kernel::pin::pin;
 use crate::kernel::uobject::{ObjType, Uobj};
 use crate::kernel::write::WCall;
 use crate::kernel::Result;
@@ -135,6 +139,13 @@ fn dmabuf_info(fd: i32) -> Result<(String, u64)> {
     Ok((exporter.trim().to_string(), size))
 }
 
+/// Whether `fd` was opened read-only (`O_ACCMODE` of its status flags).
+fn fcntl_read_only(fd: i32) -> bool {
+    // SAFETY: F_GETFL reads the status flags of an fd we own; no memory is passed.
+    let fl = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    fl >= 0 && fl & libc::O_ACCMODE == libc::O_RDONLY
+}
+
 /// `UVERBS_METHOD_REG_DMABUF_MR` (see the module docs for the order of checks and of the
 /// ways to reach the bytes).
 pub(crate) fn reg_dmabuf_mr(c: &mut Call<'_>) -> Result<()> {
@@ -155,12 +166,17 @@ pub(crate) fn reg_dmabuf_mr(c: &mut Call<'_>) -> Result<()> {
     if size < end {
         return Err(Errno::EINVAL);
     }
-    page_range(offset, length)?;
+    // `ib_umem_num_pages` with the umem's iova still 0: the pages of `length` alone, so
+    // only a zero length has none (whatever the offset).
+    if length == 0 {
+        return Err(Errno::EINVAL);
+    }
     let dup = nix::unistd::dup(fd as i32).map_err(|_| Errno::EBADF)?;
     // SAFETY: `dup` returned a new fd owned by nobody else.
     let dup = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(dup) };
     // Where the NIC would attach: the exporter's own engine first, then a CPU mapping.
     let req = DmabufRequest { fd: dup.as_fd(), exporter: &exporter, size, offset, length, iova };
+    let mut device_access = access;
     let (addr, backing) = match peer::claim(&req)? {
         Some((mem, dev_addr)) => {
             tracing::debug!(target: "softhca::mr", exporter = %exporter, memory = mem.name(), addr = %format_args!("{dev_addr:#x}"),
@@ -169,11 +185,21 @@ pub(crate) fn reg_dmabuf_mr(c: &mut Call<'_>) -> Result<()> {
         }
         None => {
             let map_len = usize::try_from(size).map_err(|_| Errno::EINVAL)?;
+            // The kernel never looks at the fd's mode (a NIC DMAs into a dma-buf opened
+            // read-only too), but a CPU mapping through a read-only fd can only be
+            // read-only. The device then refuses writes into such an MR (local write,
+            // remote write and atomics fail their rights check: LOCAL_PROT_ERR or
+            // REMOTE_ACCESS_ERR) instead of faulting on the mapping; reads work.
+            let read_only = fcntl_read_only(dup.as_raw_fd());
+            let prot = if read_only {
+                device_access &= !(ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE | ACCESS_REMOTE_ATOMIC);
+                libc::PROT_READ
+            } else {
+                libc::PROT_READ | libc::PROT_WRITE
+            };
             // SAFETY: a new shared mapping of the dma-buf chosen by the kernel; it
             // overlaps nothing and is unmapped when the MR is dropped.
-            let map = unsafe {
-                libc::mmap(std::ptr::null_mut(), map_len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, dup.as_raw_fd(), 0)
-            };
+            let map = unsafe { libc::mmap(std::ptr::null_mut(), map_len, prot, libc::MAP_SHARED, dup.as_raw_fd(), 0) };
             if map == libc::MAP_FAILED {
                 tracing::debug!(target: "softhca::mr", exporter = %exporter, "dma-buf: no resolver and no mmap: {}", std::io::Error::last_os_error());
                 return Err(Errno::EOPNOTSUPP);
@@ -181,7 +207,7 @@ pub(crate) fn reg_dmabuf_mr(c: &mut Call<'_>) -> Result<()> {
             (map as u64 + offset, MrBacking::Dmabuf { fd: dup, map: map as u64, map_len })
         }
     };
-    let mr = make_mr(c.hca, pd, addr, length, iova, access, backing)?;
+    let mr = make_mr(c.hca, pd, addr, length, iova, device_access, backing)?;
     let (lkey, rkey) = (mr.span.lkey, mr.span.rkey);
     c.fill_new(ids::ATTR_REG_DMABUF_HANDLE, Uobj::Mr(mr))?;
     c.b.copy_to(ids::ATTR_REG_DMABUF_RESP_LKEY, lkey.as_bytes())?;
