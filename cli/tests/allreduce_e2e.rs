@@ -106,7 +106,7 @@ fn launch_names_the_failed_rank_and_stops_the_others() {
 #[test]
 fn runs_under_mpirun() {
     if Command::new("mpirun").arg("--version").output().is_err() {
-        eprintln!("SKIP: mpirun not installed (apt-get install openmpi-bin)");
+        testkit::skip(testkit::Need::Tool, "mpirun not installed (apt-get install openmpi-bin)");
         return;
     }
     let mut cmd = command("mpirun");
@@ -156,7 +156,7 @@ fn a_killed_rank_is_named_by_the_others() {
 fn two_hosts_in_network_namespaces() {
     // SAFETY: geteuid has no preconditions and cannot fail.
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!("SKIP: two-host test needs root (ip netns)");
+        testkit::skip(testkit::Need::Root, "two-host test needs root (ip netns)");
         return;
     }
     let tag = format!("db{}", std::process::id() % 100000);
@@ -180,11 +180,11 @@ fn two_hosts_in_network_namespaces() {
     match sh(&setup) {
         Ok((true, _)) => {}
         Ok((false, e)) => {
-            eprintln!("SKIP: cannot build the namespaces: {e}");
+            testkit::skip(testkit::Need::Root, format!("cannot build the namespaces: {e}"));
             return;
         }
         Err(e) => {
-            eprintln!("SKIP: no sh/ip: {e}");
+            testkit::skip(testkit::Need::Tool, format!("no sh/ip: {e} (apt-get install iproute2)"));
             return;
         }
     }

@@ -176,7 +176,7 @@ fn no_gpu() -> Option<String> {
 fn cuda_without_driver_exits_3() {
     let why = match gdr::cuda::probe() {
         Err(e) => e.to_string(),
-        Ok(()) => return println!("SKIP: this machine has a usable CUDA driver (gpu_memory_runs covers it)"),
+        Ok(()) => return testkit::skip(testkit::Need::NoGpu, "this machine has a usable CUDA driver (gpu_memory_runs covers it)"),
     };
     let port = free_port().to_string();
     let runs: [&[&str]; 6] = [
@@ -223,7 +223,7 @@ fn cuda_flag_errors() {
 #[test]
 fn gpu_memory_runs() {
     if let Some(why) = no_gpu() {
-        return println!("SKIP: {why} (run on a machine with an NVIDIA GPU: see docs/gdr.md)");
+        return testkit::skip(testkit::Need::Gpu, format!("{why} (run on a machine with an NVIDIA GPU: see docs/gdr.md)"));
     }
     let gpu = ["--use-cuda", "0", "--use-cuda-dmabuf"];
     for t in ["write-bw", "read-bw", "send-bw"] {

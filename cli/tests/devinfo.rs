@@ -41,7 +41,7 @@ fn free_addr(attempt: u32) -> String {
 #[test]
 fn devinfo_matches_stock_ibv_devinfo() {
     if Command::new("ibv_devinfo").arg("--help").output().is_err() {
-        eprintln!("SKIP: ibv_devinfo not installed (apt-get install ibverbs-utils)");
+        testkit::skip(testkit::Need::Tool, "ibv_devinfo not installed (apt-get install ibverbs-utils)");
         return;
     }
     let exe = env!("CARGO_BIN_EXE_doorbell");

@@ -33,7 +33,7 @@ fn no_driver_is_one_line_and_status_3() {
     if has_driver(&d.stdout) {
         // A GPU node: the command ran; it must have come to its summary.
         assert!(d.stdout.contains("\nsummary: "), "status {:?}\n{}\n{}", d.status, d.stdout, d.stderr);
-        println!("SKIP: a CUDA driver is present, so the no-driver path cannot be shown here (run on a machine without libcuda)");
+        testkit::skip(testkit::Need::NoGpu, "a CUDA driver is present, so the no-driver path cannot be shown here (run on a machine without libcuda)");
         return;
     }
     assert_eq!(d.status.code(), Some(3), "stdout:\n{}\nstderr:\n{}", d.stdout, d.stderr);

@@ -71,7 +71,7 @@ fn matches_live_nvidia_smi() {
     let smi = match Command::new("nvidia-smi").args(["topo", "-m"]).output() {
         Ok(o) if o.status.success() => String::from_utf8(o.stdout).unwrap(),
         _ => {
-            eprintln!("SKIP: nvidia-smi topo -m does not run here (run this test on a GPU machine)");
+            testkit::skip(testkit::Need::Gpu, "nvidia-smi topo -m does not run here (run this test on a GPU machine)");
             return;
         }
     };

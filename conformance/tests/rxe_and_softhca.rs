@@ -19,10 +19,6 @@ fn vm_script() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/vm/rxe-vm.sh")
 }
 
-fn vm_required() -> bool {
-    std::env::var("DOORBELL_REQUIRE_VM").is_ok_and(|v| v == "1")
-}
-
 /// `Ok(())` when `rxe-vm.sh --check` says the VM can run, else the reason it gives.
 fn vm_available() -> Result<(), String> {
     let out = Command::new(vm_script()).arg("--check").output()
@@ -88,11 +84,8 @@ fn guest_run() -> Result<&'static GuestRun, String> {
 fn guest_or_skip() -> Option<&'static GuestRun> {
     match guest_run() {
         Ok(g) => Some(g),
-        Err(reason) if vm_required() => {
-            panic!("DOORBELL_REQUIRE_VM=1 but the rxe VM is unavailable: {reason} (run tests/vm/rxe-vm.sh --setup)")
-        }
         Err(reason) => {
-            eprintln!("SKIP: rxe VM unavailable: {reason} (run tests/vm/rxe-vm.sh --setup)");
+            testkit::skip(testkit::Need::Vm, format!("rxe VM unavailable: {reason} (run tests/vm/rxe-vm.sh --setup)"));
             None
         }
     }
@@ -162,6 +155,6 @@ fn softhca_matches_the_table() {
 #[cfg(not(feature = "softhca"))]
 #[test]
 fn softhca_matches_the_table() {
-    eprintln!("SKIP: softhca run not built: enable the `softhca` feature of the conformance crate \
-               (needs softhca::default_hca and Hca::open)");
+    testkit::skip(testkit::Need::Build, "softhca run not built: enable the `softhca` feature of the conformance crate \
+                  (needs softhca::default_hca and Hca::open)");
 }

@@ -285,8 +285,8 @@ mod tests {
     #[test]
     fn buffer_round_trip_on_a_gpu() {
         match crate::cuda::Gpu::open(0) {
-            Err(Error::NoDriver) => println!("SKIP: no CUDA driver (run on a GPU node for the allocation path)"),
-            Err(e) => println!("SKIP: no GPU 0: {e}"),
+            Err(Error::NoDriver) => testkit::skip(testkit::Need::Gpu, "no CUDA driver (run on a GPU node for the allocation path)"),
+            Err(e) => testkit::skip(testkit::Need::Gpu, format!("no GPU 0: {e}")),
             Ok(g) => {
                 let b = GpuBuffer::new(&g, 100).unwrap();
                 assert_eq!(b.alloc_len(), GPU_PAGE);

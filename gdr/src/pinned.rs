@@ -118,7 +118,7 @@ mod tests {
         let gpu = match Gpu::open(0) {
             Ok(g) => g,
             Err(e @ (Error::NoDriver | Error::NoGpu { .. })) => {
-                println!("SKIP: {e} (run on a machine with an NVIDIA GPU and driver)");
+                testkit::skip(testkit::Need::Gpu, format!("{e} (run on a machine with an NVIDIA GPU and driver)"));
                 return;
             }
             Err(e) => panic!("open GPU 0: {e}"),

@@ -103,8 +103,9 @@ fn check(dir: &Path, example: &str, args: &[&str], prefix: &str, missing: &str) 
 #[test]
 fn each_example_says_no_driver_in_one_line_and_exits_3() {
     if let Some(why) = driver_present() {
-        println!(
-            "SKIP: {why} (run the examples themselves; this test is for machines without a GPU)"
+        testkit::skip(
+            testkit::Need::NoGpu,
+            format!("{why} (run the examples themselves; this test is for machines without a GPU)"),
         );
         return;
     }

@@ -22,7 +22,7 @@ fn gpu() -> Option<Gpu> {
     match Gpu::open(0) {
         Ok(g) => Some(g),
         Err(e) => {
-            println!("SKIP: {e} (run on a node with an NVIDIA GPU and driver)");
+            testkit::skip(testkit::Need::Gpu, format!("{e} (run on a node with an NVIDIA GPU and driver)"));
             None
         }
     }

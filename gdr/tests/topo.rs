@@ -322,7 +322,7 @@ fn nvml_present_or_a_clear_error() {
     match gdr::nvml::open() {
         Err(gdr::nvml::NvmlError::Unavailable(why)) => {
             assert!(!why.is_empty());
-            eprintln!("SKIP: NVML absent ({why}); the NVML half runs on a GPU machine");
+            testkit::skip(testkit::Need::Gpu, format!("NVML absent ({why}); the NVML half runs on a GPU machine"));
         }
         Err(e) => panic!("open gives only Unavailable: {e}"),
         Ok(nvml) => {

@@ -563,10 +563,7 @@ fn dmabuf_mrs_on_softhca_in_the_guest() {
         _ => {}
     }
     if let Err(reason) = vm_available() {
-        if std::env::var("DOORBELL_REQUIRE_VM").is_ok_and(|v| v == "1") {
-            panic!("DOORBELL_REQUIRE_VM=1 but the rxe VM is unavailable: {reason}");
-        }
-        eprintln!("SKIP: rxe VM unavailable: {reason} (run tests/vm/rxe-vm.sh --setup)");
+        testkit::skip(testkit::Need::Vm, format!("rxe VM unavailable: {reason} (run tests/vm/rxe-vm.sh --setup)"));
         return;
     }
     let exe = std::env::current_exe().unwrap();

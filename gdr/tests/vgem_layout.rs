@@ -33,7 +33,7 @@ fn c_program() -> (String, Vec<String>) {
 fn drm_uapi_matches_installed_headers() {
     let inc = Path::new("/usr/include/libdrm");
     if !inc.join("drm_mode.h").exists() {
-        eprintln!("SKIP: /usr/include/libdrm/drm_mode.h missing (apt-get install libdrm-dev; tests/vm/rxe-vm.sh --setup installs it)");
+        testkit::skip(testkit::Need::Tool, "/usr/include/libdrm/drm_mode.h missing (apt-get install libdrm-dev; tests/vm/rxe-vm.sh --setup installs it)");
         return;
     }
     let (src, expect) = c_program();

@@ -57,7 +57,7 @@ fn build_and_run() -> Option<Vec<Vec<String>>> {
         args.extend(extra.iter().map(|s| s.to_string()));
         match Command::new("cc").args(&args).output() {
             Err(e) => {
-                println!("SKIP: cannot run cc ({e}) (apt-get install gcc libibverbs-dev)");
+                testkit::skip(testkit::Need::Tool, format!("cannot run cc ({e}) (apt-get install gcc libibverbs-dev)"));
                 return None;
             }
             Ok(o) if o.status.success() => {
@@ -69,7 +69,7 @@ fn build_and_run() -> Option<Vec<Vec<String>>> {
     }
     if !built {
         if errors.contains("mlx5dv.h") || errors.contains("verbs.h") {
-            println!("SKIP: infiniband/mlx5dv.h not found (apt-get install libibverbs-dev)");
+            testkit::skip(testkit::Need::Tool, "infiniband/mlx5dv.h not found (apt-get install libibverbs-dev)");
             return None;
         }
         panic!("compiling {} failed:\n{errors}", src.display());
@@ -632,7 +632,7 @@ fn status_names_match_ibv_wc_status_str() {
     let all = reference_or_skip!();
     let rows: Vec<&Vec<String>> = all.iter().filter(|r| r[0] == "status").collect();
     if rows.is_empty() {
-        println!("SKIP: libibverbs did not link; ibv_wc_status_str not compared");
+        testkit::skip(testkit::Need::Tool, "libibverbs did not link; ibv_wc_status_str not compared (apt-get install libibverbs-dev)");
         return;
     }
     assert_eq!(rows.len(), WcStatus::ALL.len());

@@ -499,7 +499,7 @@ mod tests {
     #[test]
     fn sockets_get_distinct_loopback_addresses() {
         if forced_addr().unwrap().is_some() {
-            eprintln!("SKIP: {ADDR_ENV} forces one address");
+            testkit::skip(testkit::Need::Env, format!("{ADDR_ENV} forces one address (unset it)"));
             return;
         }
         let (a, _s1) = bind_default().unwrap();

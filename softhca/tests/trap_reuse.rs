@@ -14,7 +14,6 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -120,7 +119,7 @@ fn attempt(k: u8) -> bool {
 #[test]
 fn a_reused_uar_address_stays_protected_for_its_new_owner() {
     if !Host::new([127, 31, 0, 1]).hca.device().doorbell_trap() {
-        let _ = writeln!(std::io::stderr(), "NOTE: skipped: userfaultfd write-protection unavailable, no doorbell trap");
+        testkit::skip(testkit::Need::Kernel, "userfaultfd write-protection of shmem unavailable, no doorbell trap (a kernel with CONFIG_PTE_MARKER_UFFD_WP, run as root or vm.unprivileged_userfaultfd=1)");
         return;
     }
     // Each attempt leaks instance A (its context must never unmap its pages again).

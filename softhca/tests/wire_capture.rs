@@ -28,8 +28,8 @@ use provider::wqe::{Payload, SendOp};
 use softhca::wire::{BthRepr, Endpoints, Opcode, RethRepr, RocePacket};
 
 fn skip(why: &str) {
-    // Straight to stderr, past libtest's capture, so a skip is always visible.
-    let _ = writeln!(std::io::stderr(), "SKIP: {why}");
+    // dumpcap, its capture rights (root or CAP_NET_RAW) or a loopback address.
+    testkit::skip(testkit::Need::Tool, why);
 }
 
 /// What softhca's port does to its socket (see wire::icrc's module doc).

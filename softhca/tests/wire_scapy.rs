@@ -340,10 +340,9 @@ fn emitted_packets_match_scapy_byte_for_byte() {
     let stdout = match run_scapy(&json) {
         Ok(s) => s,
         Err(why) => {
-            // Straight to stderr, past libtest's capture, so a skip is always visible.
-            let _ = writeln!(
-                std::io::stderr(),
-                "SKIP: scapy cross-check not run: {why} (pip install scapy)"
+            testkit::skip(
+                testkit::Need::Tool,
+                format!("scapy cross-check not run: {why} (pip install scapy)"),
             );
             return;
         }

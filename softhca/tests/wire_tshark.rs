@@ -186,9 +186,9 @@ fn packets() -> Vec<(Endpoints, Vec<u8>, Vec<String>)> {
 #[test]
 fn tshark_decodes_emitted_packets() {
     let Some(tshark) = tshark() else {
-        let _ = writeln!(
-            std::io::stderr(),
-            "SKIP: tshark not installed (apt-get install tshark); RoCEv2 dissection not checked"
+        testkit::skip(
+            testkit::Need::Tool,
+            "tshark not installed (apt-get install tshark); RoCEv2 dissection not checked",
         );
         return;
     };

@@ -44,7 +44,7 @@ fn c_program() -> (String, Vec<String>) {
 #[test]
 fn abi_matches_installed_headers() {
     if !Path::new("/usr/include/rdma/ib_user_verbs.h").exists() {
-        eprintln!("SKIP: /usr/include/rdma missing (apt-get install libibverbs-dev)");
+        testkit::skip(testkit::Need::Tool, "/usr/include/rdma missing (apt-get install libibverbs-dev)");
         return;
     }
     let (src, expect) = c_program();

@@ -63,14 +63,14 @@ fn build() -> Option<PathBuf> {
     {
         Ok(o) => o,
         Err(e) => {
-            eprintln!("SKIP: cannot run cc ({e}) (apt-get install gcc libibverbs-dev)");
+            testkit::skip(testkit::Need::Tool, format!("cannot run cc ({e}) (apt-get install gcc libibverbs-dev)"));
             return None;
         }
     };
     if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
         if err.contains("mlx5dv.h") || err.contains("verbs.h") || err.contains("cannot find -l") {
-            eprintln!("SKIP: rdma-core development files missing (apt-get install libibverbs-dev ibverbs-providers)\n{err}");
+            testkit::skip(testkit::Need::Tool, format!("rdma-core development files missing (apt-get install libibverbs-dev ibverbs-providers)\n{err}"));
             return None;
         }
         panic!("compiling {} failed:\n{err}", src.display());

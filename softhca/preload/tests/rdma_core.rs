@@ -219,7 +219,7 @@ fn doorbell_softhca_runs_a_program() {
     let lib = preload();
     let bin = lib.with_file_name("doorbell");
     if !bin.is_file() {
-        eprintln!("SKIP: {} not built (cargo build -p doorbell)", bin.display());
+        testkit::skip(testkit::Need::Build, format!("{} not built (cargo build -p doorbell)", bin.display()));
         return;
     }
     let out = Command::new(&bin).arg("softhca").arg("--").arg(&p).env_remove("LD_PRELOAD").output().expect("run doorbell");

@@ -34,7 +34,7 @@ fn vm_available() -> Result<(), String> {
 fn build() -> Option<PathBuf> {
     for h in ["/usr/include/infiniband/verbs.h", "/usr/include/libdrm/drm_mode.h"] {
         if !Path::new(h).exists() {
-            eprintln!("SKIP: {h} missing (apt-get install libibverbs-dev libdrm-dev; tests/vm/rxe-vm.sh --setup installs both)");
+            testkit::skip(testkit::Need::Tool, format!("{h} missing (apt-get install libibverbs-dev libdrm-dev; tests/vm/rxe-vm.sh --setup installs both)"));
             return None;
         }
     }
@@ -43,7 +43,7 @@ fn build() -> Option<PathBuf> {
     let out = match Command::new("cc").args(["-Wall", "-O1", "-I/usr/include/libdrm", "-o"]).arg(&exe).arg(&src).arg("-libverbs").output() {
         Ok(o) => o,
         Err(e) => {
-            eprintln!("SKIP: cannot run cc ({e}) (apt-get install gcc)");
+            testkit::skip(testkit::Need::Tool, format!("cannot run cc ({e}) (apt-get install gcc)"));
             return None;
         }
     };
@@ -55,10 +55,7 @@ fn build() -> Option<PathBuf> {
 fn ibv_reg_dmabuf_mr_on_a_vgem_buffer_in_the_guest() {
     let Some(exe) = build() else { return };
     if let Err(reason) = vm_available() {
-        if std::env::var("DOORBELL_REQUIRE_VM").is_ok_and(|v| v == "1") {
-            panic!("DOORBELL_REQUIRE_VM=1 but the rxe VM is unavailable: {reason}");
-        }
-        eprintln!("SKIP: rxe VM unavailable: {reason} (run tests/vm/rxe-vm.sh --setup)");
+        testkit::skip(testkit::Need::Vm, format!("rxe VM unavailable: {reason} (run tests/vm/rxe-vm.sh --setup)"));
         return;
     }
     let lib = common::preload();

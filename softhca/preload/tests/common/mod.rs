@@ -61,7 +61,7 @@ pub fn tool(name: &str) -> Option<PathBuf> {
             return Some(p);
         }
     }
-    eprintln!("SKIP: {name} is not installed (apt-get install rdma-core ibverbs-utils ibverbs-providers perftest)");
+    testkit::skip(testkit::Need::Tool, format!("{name} is not installed (apt-get install rdma-core ibverbs-utils ibverbs-providers perftest)"));
     None
 }
 
