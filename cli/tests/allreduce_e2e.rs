@@ -142,9 +142,17 @@ fn a_killed_rank_is_named_by_the_others() {
     }
     std::thread::sleep(Duration::from_millis(500));
     drop(ranks[2].take()); // SIGKILL, and reaped
+    let killed = Instant::now();
+    // The bound: a rank waits at most DOORBELL_TIMEOUT (20 s, set above; collective::comm)
+    // for a peer before it gives up, so every rank must have failed by then, plus slack
+    // for a loaded machine (process exit, teardown). Without the bound a rank that only
+    // noticed after minutes, or hung until the harness killed it, would pass.
+    let bound = Duration::from_secs(20 + 15);
     for (r, p) in ranks.into_iter().enumerate() {
         let Some(p) = p else { continue };
-        let o = p.wait(Duration::from_secs(90));
+        let o = p.wait(bound.saturating_sub(killed.elapsed()) + Duration::from_millis(1));
+        let took = killed.elapsed();
+        assert!(took <= bound, "rank {r} took {took:?} to fail after rank 2 was killed (bound {bound:?})");
         assert!(!o.status.success(), "rank {r} exited successfully after rank 2 was killed");
         assert!(o.stderr.contains("rank 2"), "rank {r} does not name rank 2:\n{}", o.stderr);
     }

@@ -8,7 +8,7 @@
 
 mod common;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::*;
 use provider::cqe::{WcFlags, WcOpcode, WcStatus};
@@ -415,10 +415,18 @@ fn sq_sig_all_and_completion_events() {
     eb.rcq.ack_event();
     let wcs = wait(&mut eb.rcq, 2);
     assert_eq!((wcs[0].byte_len, wcs[1].byte_len, wcs[1].imm), (12, 13, 9));
-    // Arming when a CQE is already there fires at once.
+    // Arming when a CQE is already there fires at once. "Already there" is made sure of:
+    // b only receives, so its CQE counter moving by one is this receive's CQE written
+    // into the CQ (unpolled) before the arm; no completion comes after the arm.
+    let cqes = b.hca.device().counters().cqes;
     ea.qp.post_send(5, &wr(SendOp::Send, Payload::Sgl(&[src.sge(0, 14)]))).unwrap();
     wait(&mut ea.scq, 1);
-    std::thread::sleep(Duration::from_millis(20));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while b.hca.device().counters().cqes == cqes {
+        assert!(Instant::now() < deadline, "the receive CQE was never written");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(b.hca.device().counters().cqes, cqes + 1);
     eb.rcq.req_notify(false);
     assert_eq!(ch.get_event(Some(Duration::from_secs(10))).unwrap(), eb.rcq.user_handle());
     eb.rcq.ack_event();

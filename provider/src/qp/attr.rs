@@ -152,7 +152,30 @@ impl Qp {
             // A device without INVOKE_WRITE takes the plain write().
             nix::errno::Errno::EPROTONOSUPPORT | nix::errno::Errno::ENOTTY => qpcmd::modify_qp(&self.pd.ctx.dev, &m),
             e => Err(e),
-        }).op("modify_qp")
+        }).op("modify_qp")?;
+        if attr.state == Some(QpState::Reset) {
+            self.restart_rings();
+        }
+        Ok(())
+    }
+
+    /// After RESET the device counts both rings from 0 again; so does the QP, as
+    /// libmlx5's `mlx5_modify_qp` does (`mlx5_init_qp_indices`, doorbell record zeroed).
+    /// Without it the next post lands at the old producer index and the device, which
+    /// starts at 0, runs the stale WQEs before it. (libmlx5 also removes the QP's
+    /// unpolled CQEs from its CQs; here the caller polls them before reusing the QP.)
+    fn restart_rings(&self) {
+        use std::sync::atomic::Ordering;
+        // SAFETY: both words of our doorbell record are live while self is; the device
+        // only reads them, and nothing is posted during a modify (`&self` here, posting
+        // takes `&mut self`).
+        unsafe {
+            std::ptr::write_volatile(self.dbrec.word(0), 0);
+            std::ptr::write_volatile(self.dbrec.word(1), 0);
+        }
+        self.shared.sq_tail.store(0, Ordering::Release);
+        self.shared.rq_tail.store(0, Ordering::Release);
+        self.shared.restart.store(true, Ordering::Release);
     }
 
     /// `ibv_query_qp` of every attribute.

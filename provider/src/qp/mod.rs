@@ -9,7 +9,7 @@ pub mod attr;
 pub mod post;
 pub mod sizing;
 
-use std::sync::atomic::{AtomicU32, AtomicU64};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
 use std::sync::Arc;
 
 use uverbs::cmd::qp::{self as qpcmd, QpArgs};
@@ -64,6 +64,11 @@ pub(crate) struct QpShared {
     pub(crate) rq_wrid: Box<[AtomicU64]>,
     /// Receives completed (advanced by the poller).
     pub(crate) rq_tail: AtomicU32,
+    /// Set by a modify to RESET: the next post starts both rings at index 0, as the
+    /// device does (libmlx5's `mlx5_init_qp_indices` after RESET). `modify` takes
+    /// `&self`, so the producer counters, which only `&mut self` methods touch, are
+    /// reset by the next of those ([`Qp::restart_if_reset`]).
+    pub(crate) restart: AtomicBool,
 }
 
 /// A queue pair.
@@ -177,6 +182,7 @@ impl Pd {
             sq_tail: AtomicU32::new(0),
             rq_wrid: wrids(geo.rq_wqe_cnt),
             rq_tail: AtomicU32::new(0),
+            restart: AtomicBool::new(false),
         });
         ctx.register_qp(uidx, created.qpn, shared.clone());
         tracing::debug!(target: "provider::qp", qpn = created.qpn, sq_wqebbs = geo.sq_wqe_cnt, rq_wqes = geo.rq_wqe_cnt,

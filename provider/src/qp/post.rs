@@ -77,6 +77,7 @@ impl Qp {
     /// [`Qp::post_send_list`]. Both write the same WQE and ring the same doorbell.
     #[inline]
     pub fn post_send(&mut self, wr_id: u64, wr: &SendWr<'_>) -> Result<()> {
+        self.restart_if_reset();
         if self.post_send_small(wr_id, wr).is_some() {
             return Ok(());
         }
@@ -178,6 +179,7 @@ impl Qp {
 
     /// Posts a chain of send WRs with one doorbell.
     pub fn post_send_list(&mut self, wrs: &[(u64, SendWr<'_>)]) -> Result<()> {
+        self.restart_if_reset();
         let cnt = self.geo.sq_wqe_cnt;
         if cnt == 0 {
             return Err(Error::Invalid { op: "post_send", why: "QP has no send queue".into() });
@@ -227,6 +229,7 @@ impl Qp {
     /// (`opmod_idx_opcode`, which must equal the SQ's producer index, see
     /// [`Qp::sq_producer_index`]), the QPN and ds. Nothing in it is checked but its size.
     pub fn post_send_raw(&mut self, wr_id: u64, wqebbs: &[[u8; 64]]) -> Result<()> {
+        self.restart_if_reset();
         let cnt = self.geo.sq_wqe_cnt;
         let n = wqebbs.len() as u32;
         if n == 0 || n > 4 || n > cnt {
@@ -257,7 +260,18 @@ impl Qp {
     /// The SQ producer index: the WQE index the next posted WQE gets (its control
     /// segment's `wqe_index`), counted in WQEBBs modulo 2^16.
     pub fn sq_producer_index(&self) -> u16 {
-        self.sq_cur_post
+        if self.shared.restart.load(Ordering::Acquire) { 0 } else { self.sq_cur_post }
+    }
+
+    /// Starts the producer counters at 0 after a modify to RESET (see
+    /// `QpShared::restart`). A plain load on x86-64 when nothing was reset.
+    #[inline(always)]
+    pub(crate) fn restart_if_reset(&mut self) {
+        if self.shared.restart.load(Ordering::Acquire) {
+            self.shared.restart.store(false, Ordering::Relaxed);
+            self.sq_cur_post = 0;
+            self.rq_head = 0;
+        }
     }
 
     /// Publishes the producer index and pokes the device for the WQEs just written.
@@ -305,6 +319,7 @@ impl Qp {
 
     /// Posts a chain of receive WRs and publishes the new RQ head once.
     pub fn post_recv_list(&mut self, wrs: &[(u64, &[Sge])]) -> Result<()> {
+        self.restart_if_reset();
         let cnt = self.geo.rq_wqe_cnt;
         let slots = 1usize << (self.geo.rq_wqe_shift.max(4) - 4);
         let mut posted = false;
