@@ -6,7 +6,11 @@
 //! extended write(), INVOKE_WRITE and mmap - interleaved with valid commands so objects
 //! are really created, modified and destroyed, and files are closed with objects alive.
 //! It checks that nothing panics, that every failure is an errno the kernel could give,
-//! and that after all files are closed the HCA holds no objects, no UAR pages and no fds.
+//! that where the header alone decides the answer (Linux's first checks: see
+//! `ioctl_header_rule`, `write_header_rule`) it is exactly the kernel's errno, and that
+//! after all files are closed the HCA holds no objects, no UAR pages and no fds.
+//! `single_mutations_get_the_kernels_errno` applies one mutation of each class whose
+//! rule is known to a command that succeeds and requires the kernel's errno, citing it.
 //!
 //! `DOORBELL_FUZZ_SEED` picks the seed (printed, so a failure can be replayed) and
 //! `DOORBELL_FUZZ_ITERS` the number of mutated/random buffers.
@@ -906,6 +910,43 @@ fn open_fds() -> HashSet<i32> {
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect()
 }
 
+/// The errno Linux decides from an ioctl image's header alone, or None when the header
+/// passes. drivers/infiniband/core/uverbs_ioctl.c, in its order: `ib_uverbs_ioctl`
+/// refuses a length over PAGE_SIZE or other than `sizeof(hdr) + num_attrs *
+/// sizeof(attr)` (EINVAL), then nonzero `reserved1`/`reserved2` (EPROTONOSUPPORT);
+/// `ib_uverbs_cmd_verbs` then a `driver_id` other than the device's (mlx5: 1, EINVAL).
+fn ioctl_header_rule(img: &[u8]) -> Option<(Errno, &'static str)> {
+    let u16_at = |o: usize| u16::from_ne_bytes(img[o..o + 2].try_into().unwrap());
+    let u32_at = |o: usize| u32::from_ne_bytes(img[o..o + 4].try_into().unwrap());
+    let (length, num_attrs) = (u16_at(0) as usize, u16_at(6) as usize);
+    if length > 4096 || length != 24 + 16 * num_attrs {
+        return Some((Errno::EINVAL, "ioctl header length over a page or not 24 + 16 * num_attrs"));
+    }
+    if img[8..16].iter().any(|&b| b != 0) || u32_at(20) != 0 {
+        return Some((Errno::EPROTONOSUPPORT, "ioctl header reserved1/reserved2 set"));
+    }
+    if u32_at(16) != 1 {
+        return Some((Errno::EINVAL, "ioctl header driver_id not RDMA_DRIVER_MLX5"));
+    }
+    None
+}
+
+/// The errno Linux decides from a write()'s first bytes alone, or None.
+/// drivers/infiniband/core/uverbs_main.c `ib_uverbs_write`: fewer bytes than the 8-byte
+/// header is EINVAL; then `uapi_get_method` (rdma_core.h) refuses a command with bits
+/// outside `IB_USER_VERBS_CMD_FLAG_EXTENDED | IB_USER_VERBS_CMD_COMMAND_MASK`
+/// (0x8000_0000 | 0xff) with EINVAL.
+fn write_header_rule(bytes: &[u8], count: usize) -> Option<(Errno, &'static str)> {
+    if count < 8 {
+        return Some((Errno::EINVAL, "write() shorter than the command header"));
+    }
+    let command = u32::from_ne_bytes(bytes.get(0..4)?.try_into().unwrap());
+    if command & !0x8000_00ff != 0 {
+        return Some((Errno::EINVAL, "write() command with bits outside FLAG_EXTENDED | COMMAND_MASK"));
+    }
+    None
+}
+
 #[test]
 fn fuzz_kernel_half() {
     let seed: u64 = std::env::var("DOORBELL_FUZZ_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x5eed_d00b);
@@ -920,6 +961,8 @@ fn fuzz_kernel_half() {
 
     let mut files: Vec<FileState> = (0..3).map(|_| FileState::new(&h)).collect();
     let (mut mutated, mut valid_n, mut ok_mut, mut valid_ok) = (0usize, 0usize, 0usize, 0usize);
+    // Mutated buffers whose errno a header rule of the kernel's decided (checked exactly).
+    let mut ruled = 0usize;
     let mut by_errno = std::collections::BTreeMap::<String, usize>::new();
     let check = |res: Result<(), Errno>, by: &mut std::collections::BTreeMap<String, usize>| -> bool {
         match res {
@@ -951,7 +994,7 @@ fn fuzz_kernel_half() {
             continue;
         }
         mutated += 1;
-        let res = match r.gen_range(0..100) {
+        let (res, rule) = match r.gen_range(0..100) {
             0..=44 => {
                 let mut c = corpus_ioctl(&mut r, fs);
                 if r.gen_bool(0.6) {
@@ -965,7 +1008,7 @@ fn fuzz_kernel_half() {
                     }
                 }
                 ar.sanitize_ioctl(&mut img);
-                run_ioctl(fs, &mut ar, &img, 64).0
+                (run_ioctl(fs, &mut ar, &img, 64).0, ioctl_header_rule(&img))
             }
             45..=74 => {
                 let (mut v, mut count) = corpus_write(&mut r, &mut ar, fs);
@@ -977,7 +1020,7 @@ fn fuzz_kernel_half() {
                     v[4..6].copy_from_slice(&w.to_ne_bytes());
                 }
                 ar.sanitize_write(&mut v);
-                run_write(fs, &mut ar, &v, count).map(|_| ())
+                (run_write(fs, &mut ar, &v, count).map(|_| ()), write_header_rule(&v, count))
             }
             75..=84 => {
                 // INVOKE_WRITE with a mutated core struct behind CORE_IN.
@@ -995,7 +1038,7 @@ fn fuzz_kernel_half() {
                     mutate_ioctl(&mut r, &ar, fs, &mut img);
                 }
                 ar.sanitize_ioctl(&mut img);
-                run_ioctl(fs, &mut ar, &img, 64).0
+                (run_ioctl(fs, &mut ar, &img, 64).0, ioctl_header_rule(&img))
             }
             85..=91 => {
                 // mmap with random offsets, lengths, protections and flags (never MAP_FIXED).
@@ -1009,23 +1052,30 @@ fn fuzz_kernel_half() {
                 let prot = [libc::PROT_READ, libc::PROT_WRITE, libc::PROT_READ | libc::PROT_WRITE,
                             libc::PROT_READ | libc::PROT_EXEC, libc::PROT_NONE][r.gen_range(0..5)];
                 let flags = [libc::MAP_SHARED, libc::MAP_PRIVATE, 0, libc::MAP_SHARED_VALIDATE][r.gen_range(0..4)];
-                match fs.file.mmap(0, len, prot, flags, off as i64) {
+                let res = match fs.file.mmap(0, len, prot, flags, off as i64) {
                     Ok(addr) => {
                         // SAFETY: unmapping the mapping just returned, of `len` rounded up.
                         unsafe { libc::munmap(addr as *mut libc::c_void, len.max(1)) };
                         Ok(())
                     }
                     Err(e) => Err(e),
-                }
+                };
+                (res, None)
             }
-            92..=93 => fs.file.ioctl_cmd(r.gen(), rand_ptr(&mut r, &ar)),
+            92..=93 => {
+                // ib_uverbs_ioctl: any other command is -ENOIOCTLCMD, which the VFS turns
+                // into ENOTTY.
+                let cmd: u64 = r.gen();
+                let rule = (cmd != uverbs::sys::ioctl::RDMA_VERBS_IOCTL).then_some((Errno::ENOTTY, "ioctl command other than RDMA_VERBS_IOCTL"));
+                (fs.file.ioctl_cmd(cmd, rand_ptr(&mut r, &ar)), rule)
+            }
             _ => {
                 // Entirely random bytes to either entry point.
                 let mut b = vec![0u8; r.gen_range(0..200)];
                 r.fill(&mut b[..]);
                 if r.gen_bool(0.5) {
                     ar.sanitize_write(&mut b);
-                    run_write(fs, &mut ar, &b, b.len()).map(|_| ())
+                    (run_write(fs, &mut ar, &b, b.len()).map(|_| ()), write_header_rule(&b, b.len()))
                 } else {
                     if b.len() >= 8 && r.gen_bool(0.8) {
                         let n = r.gen_range(0..8u16);
@@ -1035,10 +1085,15 @@ fn fuzz_kernel_half() {
                     // The kernel reads up to 24 + 16 * 8 bytes here; all of them are ours.
                     b.resize(24 + 16 * 8, 0);
                     ar.sanitize_ioctl(&mut b);
-                    run_ioctl(fs, &mut ar, &b, 256).0
+                    (run_ioctl(fs, &mut ar, &b, 256).0, ioctl_header_rule(&b))
                 }
             }
         };
+        if let Some((want, why)) = rule {
+            // The kernel decides these from the header alone, before anything else.
+            assert_eq!(res, Err(want), "{why}: the kernel answers {want:?}");
+            ruled += 1;
+        }
         if check(res, &mut by_errno) {
             ok_mut += 1;
         }
@@ -1060,6 +1115,100 @@ fn fuzz_kernel_half() {
     eprintln!("fuzz_kernel: {mutated} mutated/random buffers ({ok_mut} accepted), {valid_n} valid commands \
                ({valid_ok} succeeded), {live_before_close} objects alive before the final close, {:.1}s",
               elapsed.as_secs_f64());
-    eprintln!("fuzz_kernel: errnos {by_errno:?}");
+    eprintln!("fuzz_kernel: errnos {by_errno:?}; {ruled} answers checked against a header rule");
+    // Enough of the header mutations break a rule for the rules to be exercised.
+    assert!(ruled > mutated / 20, "only {ruled} of {mutated} buffers met a header rule");
     assert!(valid_ok > valid_n / 4, "the valid commands must mostly work: {valid_ok}/{valid_n}");
+}
+
+/// One mutation at a time, each of a class whose errno Linux's rule fixes, applied to a
+/// command that succeeds: the exact errno, with the rule's place in the kernel source
+/// (drivers/infiniband/core/uverbs_ioctl.c and uverbs_main.c, Linux 6.1). The random
+/// fuzzer above mixes mutations, so only its header rules are exact there.
+#[test]
+fn single_mutations_get_the_kernels_errno() {
+    let h = Hca::new_default().unwrap();
+    let mut ar = Arena::new();
+    let fs = FileState::new(&h);
+    let req = AllocUcontextReqV2 { total_num_bfregs: 16, num_low_latency_bfregs: 4, max_cqe_version: 1, lib_caps: 3, ..Default::default() };
+    let ctx = Cmd::new(object::DEVICE, dev::GET_CONTEXT).a(0, Val::Out(4)).opt(1, Val::Out(8))
+        .a(UVERBS_ATTR_UHW_IN, Val::In(req.as_bytes().to_vec())).a(UVERBS_ATTR_UHW_OUT, Val::Out(72));
+    let img = ctx.build(&mut ar);
+    assert_eq!(run_ioctl(&fs, &mut ar, &img, 0).0, Ok(()), "GET_CONTEXT");
+    let (v, resp) = legacy(&mut ar, 3, &[0; 8], &[], 8);
+    assert_eq!(run_write(&fs, &mut ar, &v, v.len()), Ok(v.len()), "ALLOC_PD");
+    let pd = ar.read_u64(resp) as u32 as u64;
+
+    // QUERY_PORT: attribute 0 the port (PTR_IN), 1 the response (PTR_OUT), both mandatory.
+    let query_port = Cmd::new(object::DEVICE, dev::QUERY_PORT).a(0, Val::Inline(1, 8)).a(1, Val::Out(48));
+    let base = query_port.build(&mut ar);
+    assert_eq!(run_ioctl(&fs, &mut ar, &base, 0).0, Ok(()), "the unmutated QUERY_PORT");
+    let attr = |i: usize| 24 + 16 * i;
+    let set16 = |img: &mut Vec<u8>, at: usize, v: u16| img[at..at + 2].copy_from_slice(&v.to_ne_bytes());
+    let extra_attr = |img: &mut Vec<u8>, a: IoctlAttr| {
+        img.extend_from_slice(a.as_bytes());
+        let n = ((img.len() - 24) / 16) as u16;
+        img[0..2].copy_from_slice(&(24 + 16 * n).to_ne_bytes());
+        img[6..8].copy_from_slice(&n.to_ne_bytes());
+    };
+    type Mutation = (&'static str, &'static str, Errno, Box<dyn Fn(&mut Vec<u8>)>);
+    let cases: Vec<Mutation> = vec![
+        ("length one attribute too long", "ib_uverbs_ioctl: hdr.length != struct_size(hdr, attrs, num_attrs)", Errno::EINVAL,
+         Box::new(move |i| { let l = u16::from_ne_bytes([i[0], i[1]]) + 16; set16(i, 0, l) })),
+        ("length over a page", "ib_uverbs_ioctl: hdr.length > PAGE_SIZE", Errno::EINVAL,
+         Box::new(move |i| { set16(i, 6, 255); set16(i, 0, 24 + 16 * 255) })),
+        ("reserved1 set", "ib_uverbs_ioctl: hdr.reserved1 || hdr.reserved2", Errno::EPROTONOSUPPORT, Box::new(|i| i[9] = 1)),
+        ("reserved2 set", "ib_uverbs_ioctl: hdr.reserved1 || hdr.reserved2", Errno::EPROTONOSUPPORT, Box::new(|i| i[22] = 1)),
+        ("driver_id not mlx5", "ib_uverbs_cmd_verbs: hdr->driver_id != uapi->driver_id", Errno::EINVAL, Box::new(|i| i[16] = 2)),
+        ("unknown method", "ib_uverbs_cmd_verbs: no radix slot for object/method", Errno::EPROTONOSUPPORT, Box::new(move |i| set16(i, 4, 0x77))),
+        ("unknown object", "ib_uverbs_cmd_verbs: no radix slot for object/method", Errno::EPROTONOSUPPORT, Box::new(move |i| set16(i, 2, 0x77))),
+        ("unknown mandatory attribute", "uverbs_set_attr: no slot and UVERBS_ATTR_F_MANDATORY", Errno::EPROTONOSUPPORT,
+         Box::new(move |i| extra_attr(i, IoctlAttr { attr_id: 0x77, flags: M, ..Default::default() }))),
+        ("duplicate attribute", "uverbs_set_attr: attr_present already set", Errno::EINVAL,
+         Box::new(move |i| { let a = i[attr(1)..attr(2)].to_vec(); i.extend_from_slice(&a); set16(i, 6, 3); set16(i, 0, 24 + 48) })),
+        ("mandatory attribute missing", "ib_uverbs_run_method: attr_mandatory not a subset of attr_present", Errno::EINVAL,
+         Box::new(move |i| { i.truncate(attr(1)); set16(i, 6, 1); set16(i, 0, 24 + 16) })),
+        ("PTR_OUT attr_data.reserved set", "uverbs_process_attr: PTR_IN/PTR_OUT with attr_data.reserved", Errno::EINVAL,
+         Box::new(move |i| i[attr(1) + 6] = 1)),
+        ("PTR_OUT shorter than its minimum", "uverbs_process_attr: uattr->len < min_len", Errno::EINVAL,
+         Box::new(move |i| set16(i, attr(1) + 2, 0))),
+    ];
+    for (what, rule, want, mutate) in &cases {
+        let mut img = base.clone();
+        mutate(&mut img);
+        // The header may now announce more than the image holds: room behind it.
+        assert_eq!(run_ioctl(&fs, &mut ar, &img, 4200).0, Err(*want), "{what} ({rule})");
+    }
+    // An unknown optional attribute is ignored (uverbs_set_attr: no slot, not mandatory).
+    let mut img = base.clone();
+    extra_attr(&mut img, IoctlAttr { attr_id: 0x77, ..Default::default() });
+    assert_eq!(run_ioctl(&fs, &mut ar, &img, 0).0, Ok(()), "unknown optional attribute");
+
+    // An object attribute (IDR): PD_DESTROY's handle. Each case must fail, so the PD stays.
+    let destroy = |h: u64| Cmd::new(object::PD, pdi::DESTROY).a(pdi::ATTR_DESTROY_HANDLE, Val::Obj(h));
+    let cases: [(&str, &str, Errno, u64, fn(&mut Vec<u8>)); 3] = [
+        ("IDR attribute with a length", "uverbs_process_attr: IDR/FD with uattr->len != 0", Errno::EINVAL, pd, |i| i[24 + 2] = 8),
+        ("IDR attribute with attr_data.reserved", "uverbs_process_attr: IDR/FD with attr_data.reserved", Errno::EINVAL, pd, |i| i[24 + 6] = 1),
+        ("IDR handle of no object", "lookup_get_idr_uobject: not in the idr", Errno::ENOENT, pd + 1000, |_| {}),
+    ];
+    for (what, rule, want, handle, mutate) in cases {
+        let mut img = destroy(handle).build(&mut ar);
+        mutate(&mut img);
+        assert_eq!(run_ioctl(&fs, &mut ar, &img, 0).0, Err(want), "{what} ({rule})");
+    }
+
+    // write(): ALLOC_PD (legacy command 3, 8-byte body: the response pointer).
+    let (good, _) = legacy(&mut ar, 3, &[0; 8], &[], 8);
+    let cases: [(&str, &str, Errno, fn(&mut Vec<u8>, &mut usize)); 4] = [
+        ("write shorter than the header", "ib_uverbs_write: count < sizeof(hdr)", Errno::EINVAL, |_, c| *c = 4),
+        ("command bits outside the mask", "uapi_get_method: command & ~(FLAG_EXTENDED | COMMAND_MASK)", Errno::EINVAL, |v, _| v[1] = 1),
+        ("command past the write table", "uapi_get_method: cmd_idx >= num_write", Errno::EOPNOTSUPP, |v, _| v[0] = 0xfe),
+        ("in_words not the byte count / 4", "verify_hdr: hdr->in_words * 4 != count", Errno::EINVAL, |v, _| v[4] += 1),
+    ];
+    for (what, rule, want, mutate) in cases {
+        let (mut v, mut count) = (good.clone(), good.len());
+        mutate(&mut v, &mut count);
+        assert_eq!(run_write(&fs, &mut ar, &v, count), Err(want), "{what} ({rule})");
+    }
+    assert_eq!(run_write(&fs, &mut ar, &good, good.len()), Ok(good.len()), "the unmutated ALLOC_PD");
 }
