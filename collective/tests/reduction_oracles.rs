@@ -81,9 +81,12 @@ fn tuning(algo: Algo) -> Tuning {
     }
 }
 
+/// One all-reduce's result: type, op, the values as f64 and each element's bytes.
+type Outcome = (DataType, ReduceOp, Vec<f64>, Vec<Vec<u8>>);
+
 /// What the crate's all-reduce gives for (type, op), as f64 and as the raw bits of
 /// each element (little-endian bytes), on rank 0 of `n` (every rank is checked equal).
-fn run_all(n: usize, algo: Algo) -> Vec<(DataType, ReduceOp, Vec<f64>, Vec<Vec<u8>>)> {
+fn run_all(n: usize, algo: Algo) -> Vec<Outcome> {
     let fabric = MemFabric::new(n);
     let per_rank = on_threads(n, Duration::from_secs(120), move |r| {
         let mut c = Communicator::in_process(&fabric, r, tuning(algo)).unwrap();
@@ -94,7 +97,7 @@ fn run_all(n: usize, algo: Algo) -> Vec<(DataType, ReduceOp, Vec<f64>, Vec<Vec<u
                     let send: Vec<T> = (0..COUNT).map(|i| T::from_f64(input(dt, op, r, i) as f64)).collect();
                     let mut recv = vec![T::default(); COUNT];
                     c.all_reduce(&send, &mut recv, op).unwrap_or_else(|e| panic!("{dt} {op} rank {r}: {e}"));
-                    let bytes: Vec<Vec<u8>> = recv.iter().map(|x| collective_bytes(x)).collect();
+                    let bytes: Vec<Vec<u8>> = recv.iter().map(collective_bytes).collect();
                     (recv.iter().map(|x| x.to_f64()).collect::<Vec<f64>>(), bytes)
                 });
                 out.push((dt, op, vals, bytes));

@@ -1186,7 +1186,8 @@ fn single_mutations_get_the_kernels_errno() {
 
     // An object attribute (IDR): PD_DESTROY's handle. Each case must fail, so the PD stays.
     let destroy = |h: u64| Cmd::new(object::PD, pdi::DESTROY).a(pdi::ATTR_DESTROY_HANDLE, Val::Obj(h));
-    let cases: [(&str, &str, Errno, u64, fn(&mut Vec<u8>)); 3] = [
+    type IdrCase = (&'static str, &'static str, Errno, u64, fn(&mut Vec<u8>));
+    let cases: [IdrCase; 3] = [
         ("IDR attribute with a length", "uverbs_process_attr: IDR/FD with uattr->len != 0", Errno::EINVAL, pd, |i| i[24 + 2] = 8),
         ("IDR attribute with attr_data.reserved", "uverbs_process_attr: IDR/FD with attr_data.reserved", Errno::EINVAL, pd, |i| i[24 + 6] = 1),
         ("IDR handle of no object", "lookup_get_idr_uobject: not in the idr", Errno::ENOENT, pd + 1000, |_| {}),
@@ -1199,7 +1200,8 @@ fn single_mutations_get_the_kernels_errno() {
 
     // write(): ALLOC_PD (legacy command 3, 8-byte body: the response pointer).
     let (good, _) = legacy(&mut ar, 3, &[0; 8], &[], 8);
-    let cases: [(&str, &str, Errno, fn(&mut Vec<u8>, &mut usize)); 4] = [
+    type WriteCase = (&'static str, &'static str, Errno, fn(&mut Vec<u8>, &mut usize));
+    let cases: [WriteCase; 4] = [
         ("write shorter than the header", "ib_uverbs_write: count < sizeof(hdr)", Errno::EINVAL, |_, c| *c = 4),
         ("command bits outside the mask", "uapi_get_method: command & ~(FLAG_EXTENDED | COMMAND_MASK)", Errno::EINVAL, |v, _| v[1] = 1),
         ("command past the write table", "uapi_get_method: cmd_idx >= num_write", Errno::EOPNOTSUPP, |v, _| v[0] = 0xfe),
