@@ -12,6 +12,7 @@
 //! what later cases use, break and destroy. Each case reports an errno, OK, or `BAD`
 //! when the call succeeded but returned something wrong.
 
+pub mod corpus;
 pub mod profile;
 pub mod table;
 #[cfg(feature = "softhca")]
