@@ -91,6 +91,8 @@ run() {
   for f in cuda_dmabuf_write libdoorbell_preload.so lib/libibverbs.so.1 lib/libmlx5-rdmav34.so; do
     [ -f "$dir/$f" ] || die "$dir/$f missing (make the directory with --pack)"
   done
+  # A copy that lost its modes (carried as plain files) still runs.
+  [ -x "$dir/cuda_dmabuf_write" ] || chmod +x "$dir/cuda_dmabuf_write" || die "$dir/cuda_dmabuf_write is not executable"
   local env=(LD_LIBRARY_PATH="$dir/lib" RDMAV_DRIVERS="$dir/lib/libmlx5" LD_PRELOAD="$dir/libdoorbell_preload.so")
   echo "\$ env ${env[*]} $dir/cuda_dmabuf_write $gpu"
   env -u IBV_DRIVERS -u DOORBELL_PRELOAD_NO_IOCTL -u DOORBELL_PRELOAD_STATIC_UARS "${env[@]}" \

@@ -3,8 +3,9 @@
 //! here with `cc ... -libverbs`; the verbs parts they share are in `tests/c/rc_pair.h`)
 //! make NCCL's dma-buf probe (fd -1 must fail with EBADF), register 32 KiB of a 64 KiB
 //! buffer, RDMA WRITE into it from a second QP and check the bytes, RDMA READ from it,
-//! SEND into a receive buffer in it, do a FETCH_AND_ADD on it, then write across the
-//! MR's end and check that the completion is REMOTE_ACCESS_ERR and that no byte changed.
+//! SEND into a receive buffer in it, do a FETCH_AND_ADD and an inline WRITE on it, then
+//! write across the MR's end, and (from a fresh QP pair) inside it with a wrong rkey, and
+//! check that each completion is REMOTE_ACCESS_ERR and that no byte changed.
 //!
 //! - `tests/c/dmabuf_write.c`: a vgem buffer (CPU-mappable; DRM uapi from libdrm-dev's
 //!   headers), checked through its own mapping. It runs inside the QEMU guest of
@@ -85,7 +86,7 @@ fn ibv_reg_dmabuf_mr_on_a_vgem_buffer_in_the_guest() {
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr);
     let mut problems = Vec::new();
-    for name in ["nccl_probe", "register", "write", "read", "send", "fetch_add", "oob_write"] {
+    for name in ["nccl_probe", "register", "write", "read", "send", "fetch_add", "inline_write", "oob_write", "bad_rkey"] {
         let line = text.lines().find_map(|l| l.strip_prefix(&format!("CHECK {name} ")));
         match line {
             Some("PASS") => {}
@@ -99,7 +100,7 @@ fn ibv_reg_dmabuf_mr_on_a_vgem_buffer_in_the_guest() {
 }
 
 /// The checks cuda_dmabuf_write prints, in order.
-const CUDA_CHECKS: [&str; 8] = ["nccl_probe", "register", "write", "read", "send", "fetch_add", "inline_write", "oob_write"];
+const CUDA_CHECKS: [&str; 9] = ["nccl_probe", "register", "write", "read", "send", "fetch_add", "inline_write", "oob_write", "bad_rkey"];
 
 /// Whether this process can load NVIDIA's driver library, decided here rather than by
 /// the program under test.

@@ -33,6 +33,8 @@
  *   inline_write  RDMA WRITE of 48 bytes with IBV_SEND_INLINE into GPU memory
  *   oob_write     RDMA WRITE crossing the MR's end: IBV_WC_REM_ACCESS_ERR, and every
  *                 GPU byte unchanged
+ *   bad_rkey      RDMA WRITE (from a fresh QP pair) inside the MR with the rkey's key
+ *                 byte wrong: IBV_WC_REM_ACCESS_ERR, every GPU byte unchanged
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -129,14 +131,14 @@ static void gpu_snapshot(CUdeviceptr d, uint8_t *host)
 	cu_ok(cu.dtoh(host, d, BUF), "cuMemcpyDtoH");
 }
 
-/* dl_iterate_phdr callback: prints the path of every rdma-core library loaded, so a run
+/* dl_iterate_phdr callback: prints the path of every rdma-core library (and libnl) loaded, so a run
  * shows which libibverbs and which provider it used. */
 static int print_rdma_lib(struct dl_phdr_info *info, size_t size, void *data)
 {
 	(void)size;
 	(void)data;
 	const char *n = info->dlpi_name;
-	if (n && (strstr(n, "libibverbs.so") || strstr(n, "mlx5")))
+	if (n && (strstr(n, "libibverbs.so") || strstr(n, "mlx5") || strstr(n, "libnl")))
 		printf("USING %s\n", n);
 	return 0;
 }
@@ -261,8 +263,7 @@ int main(int argc, char **argv)
 	check("inline_write", st == IBV_WC_SUCCESS && same, why);
 
 	/* 64 bytes, the last 32 past the MR's end (into GPU memory the dma-buf holds but the
-	 * MR does not): refused, no GPU byte written. The QP ends in the error state, so this
-	 * is the last operation. */
+	 * MR does not): refused, no GPU byte written. The QP ends in the error state. */
 	gpu_snapshot(d, before);
 	for (int i = 0; i < 64; i++)
 		src[i] = 0xee;
@@ -271,6 +272,15 @@ int main(int argc, char **argv)
 	same = memcmp(gpu, before, BUF) == 0;
 	snprintf(why, sizeof(why), "status %s, GPU bytes %s", ibv_wc_status_str(st), same ? "unchanged" : "CHANGED");
 	check("oob_write", st == IBV_WC_REM_ACCESS_ERR && same, why);
+
+	/* A fresh pair, and a WRITE inside the MR with the rkey's low byte (the key an mlx5
+	 * MR key carries beside its index) changed: refused, no GPU byte written. */
+	rc_pair_reconnect(&p);
+	st = write_wait(p.qa, p.cqa, smr, 64, iova + 1000, (mr->rkey & ~0xffu) | ((mr->rkey + 1) & 0xffu));
+	gpu_snapshot(d, gpu);
+	same = memcmp(gpu, before, BUF) == 0;
+	snprintf(why, sizeof(why), "status %s, GPU bytes %s", ibv_wc_status_str(st), same ? "unchanged" : "CHANGED");
+	check("bad_rkey", st == IBV_WC_REM_ACCESS_ERR && same, why);
 
 	ibv_dereg_mr(smr);
 	ibv_dereg_mr(mr);

@@ -6,7 +6,8 @@
  * only place with vgem), under libdoorbell_preload.so, so the device is softhca0 and
  * libibverbs + libmlx5 are rdma-core's own. One process, one device, two RC QPs connected
  * to each other over the device's RoCE v2 GID (index 3): QP "a" writes from ordinary
- * memory into the dma-buf MR that QP "b"'s side owns.
+ * memory into the dma-buf MR that QP "b"'s side owns. The verbs setup and reporting are
+ * rc_pair.h's, shared with cuda_dmabuf_write.c (the same checks on CUDA memory).
  *
  * Prints one line per check, "CHECK <name> PASS" or "CHECK <name> FAIL <why>", and
  * exits 0 only when all passed (2 on a setup failure).
@@ -21,7 +22,10 @@
  *   read        RDMA READ of 4000 bytes of the dma-buf MR into host memory
  *   send        SEND of 3000 bytes into a receive buffer in the dma-buf
  *   fetch_add   FETCH_AND_ADD on a word of the dma-buf: the old value back, the new in place
+ *   inline_write  RDMA WRITE of 48 bytes with IBV_SEND_INLINE into the dma-buf
  *   oob_write   RDMA WRITE crossing the MR's end: IBV_WC_REM_ACCESS_ERR, buffer unchanged
+ *   bad_rkey    RDMA WRITE (from a fresh QP pair) with the rkey's key byte wrong:
+ *               IBV_WC_REM_ACCESS_ERR, buffer unchanged
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -148,8 +152,21 @@ int main(void)
 		 (unsigned long long)old, (unsigned long long)now);
 	check("fetch_add", st == IBV_WC_SUCCESS && old == 1000 && now == 1005, why);
 
+	/* An inline WRITE: the 48 bytes travel in the WQE, not through an lkey. */
+	uint8_t small[48];
+	for (int i = 0; i < 48; i++)
+		small[i] = (uint8_t)(0xa0 + i);
+	memcpy(before, view, BUF);
+	st = post_wait_flags(qa, cqa, IBV_WR_RDMA_WRITE, (uintptr_t)small, sizeof(small), 0, IOVA + MR_LEN - 48, mr->rkey, 0,
+			     IBV_SEND_INLINE);
+	memcpy(want, before, BUF);
+	memcpy(want + MR_OFF + MR_LEN - 48, small, sizeof(small));
+	same = memcmp(view, want, BUF) == 0;
+	snprintf(why, sizeof(why), "status %s, buffer %s", ibv_wc_status_str(st), same ? "as expected" : "differs");
+	check("inline_write", st == IBV_WC_SUCCESS && same, why);
+
 	/* 64 bytes, the last 32 past the MR's end: refused, nothing written. The QP ends in
-	 * the error state, so this is the last operation. */
+	 * the error state. */
 	memcpy(before, view, BUF);
 	for (int i = 0; i < 64; i++)
 		src[i] = 0xee;
@@ -157,6 +174,14 @@ int main(void)
 	same = memcmp(view, before, BUF) == 0;
 	snprintf(why, sizeof(why), "status %s, buffer %s", ibv_wc_status_str(st), same ? "unchanged" : "CHANGED");
 	check("oob_write", st == IBV_WC_REM_ACCESS_ERR && same, why);
+
+	/* A fresh pair, and a WRITE inside the MR with the rkey's low byte (the key an mlx5
+	 * MR key carries beside its index) changed: refused, nothing written. */
+	rc_pair_reconnect(&p);
+	st = write_wait(p.qa, p.cqa, smr, 64, IOVA + 1000, (mr->rkey & ~0xffu) | ((mr->rkey + 1) & 0xffu));
+	same = memcmp(view, before, BUF) == 0;
+	snprintf(why, sizeof(why), "status %s, buffer %s", ibv_wc_status_str(st), same ? "unchanged" : "CHANGED");
+	check("bad_rkey", st == IBV_WC_REM_ACCESS_ERR && same, why);
 
 	ibv_dereg_mr(smr);
 	ibv_dereg_mr(mr);

@@ -135,8 +135,8 @@ static void rc_pair_connect(struct rc_pair *p)
 	rc_to_rts(p->qb, p->qa->qp_num, &gid);
 }
 
-/* Destroys what rc_pair_open and rc_pair_connect made (MRs are the caller's). */
-static void rc_pair_close(struct rc_pair *p)
+/* Destroys the QPs and CQs of rc_pair_connect. */
+static void rc_pair_disconnect(struct rc_pair *p)
 {
 	if (p->qa)
 		ibv_destroy_qp(p->qa);
@@ -146,6 +146,22 @@ static void rc_pair_close(struct rc_pair *p)
 		ibv_destroy_cq(p->cqa);
 	if (p->cqb)
 		ibv_destroy_cq(p->cqb);
+	p->qa = p->qb = NULL;
+	p->cqa = p->cqb = NULL;
+}
+
+/* A fresh pair of connected QPs (after a remote access error left "a" in the error
+ * state): the MRs stay registered. */
+static void rc_pair_reconnect(struct rc_pair *p)
+{
+	rc_pair_disconnect(p);
+	rc_pair_connect(p);
+}
+
+/* Destroys what rc_pair_open and rc_pair_connect made (MRs are the caller's). */
+static void rc_pair_close(struct rc_pair *p)
+{
+	rc_pair_disconnect(p);
 	ibv_dealloc_pd(p->pd);
 	ibv_close_device(p->ctx);
 	ibv_free_device_list(p->list);
