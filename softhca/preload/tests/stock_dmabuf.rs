@@ -151,3 +151,77 @@ fn ibv_reg_dmabuf_mr_on_cuda_memory() {
     assert!(done.ok(), "{report}");
     eprint!("{out}");
 }
+
+/// Whether this process may make a private mount namespace (root, and a container that
+/// allows it): what `stock-cuda-check.sh --hide-system` needs.
+fn can_unshare_mounts() -> bool {
+    Command::new("unshare").args(["--mount", "true"]).output().is_ok_and(|o| o.status.success())
+}
+
+/// gdr/tools/stock-cuda-check.sh: `--pack` collects cuda_dmabuf_write, the shim and
+/// rdma-core's libraries into a directory of a few MB, and that directory alone runs the
+/// program: with this machine's rdma-core hidden (`--hide-system`: /etc/libibverbs.d
+/// and the provider directory emptied, the system's libibverbs/libmlx5/libnl replaced by
+/// /dev/null), every rdma-core library the program reports using is the packed one, and
+/// softhca0 opens and answers NCCL's probe, as on the GPU machine, which has no
+/// rdma-core at all. Without libcuda the run ends in the program's SKIP (exit 77).
+#[test]
+fn packed_directory_runs_without_the_systems_rdma_core() {
+    for f in ["/usr/include/infiniband/verbs.h", "/usr/lib/x86_64-linux-gnu/libibverbs/libmlx5-rdmav34.so"] {
+        if !Path::new(f).exists() {
+            eprintln!("SKIP: {f} missing (apt-get install libibverbs-dev ibverbs-providers)");
+            return;
+        }
+    }
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../gdr/tools/stock-cuda-check.sh");
+    let lib = common::preload();
+    let target_dir = lib.parent().and_then(Path::parent).expect("target dir above the profile dir");
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("stock-cuda-pack");
+    let pack = Command::new("bash").arg(&script).arg("--pack").arg(&dir).env("CARGO_TARGET_DIR", target_dir).output().expect("run the script");
+    let pack_out = format!("{}{}", String::from_utf8_lossy(&pack.stdout), String::from_utf8_lossy(&pack.stderr));
+    assert!(pack.status.success(), "stock-cuda-check.sh --pack: {}\n{pack_out}", pack.status);
+    let mut total = 0;
+    for f in ["cuda_dmabuf_write", "libdoorbell_preload.so", "lib/libibverbs.so.1", "lib/libmlx5-rdmav34.so", "lib/libnl-3.so.200"] {
+        let m = std::fs::symlink_metadata(dir.join(f)).unwrap_or_else(|e| panic!("{f} not packed ({e})\n{pack_out}"));
+        assert!(m.file_type().is_file(), "{f} is not a plain file (the carried folder must hold no links)");
+    }
+    for e in std::fs::read_dir(&dir).unwrap().chain(std::fs::read_dir(dir.join("lib")).unwrap()) {
+        let m = e.unwrap().metadata().unwrap();
+        if m.is_file() {
+            total += m.len();
+        }
+    }
+    // A few MB: the stripped shim is about 2 MB, rdma-core's four libraries about 1.4 MB.
+    assert!(total < 8 << 20, "the packed directory holds {total} bytes\n{pack_out}");
+
+    let hide = can_unshare_mounts();
+    let mut cmd = Command::new("bash");
+    cmd.arg(&script);
+    if hide {
+        cmd.arg("--hide-system");
+    } else {
+        eprintln!("note: no private mount namespace here (needs root): the packed run is not isolated from the system's rdma-core");
+    }
+    let out = cmd.arg(&dir).env_remove("RDMAV_DRIVERS").env_remove("LD_LIBRARY_PATH").output().expect("run the script");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let report = format!("{}\n{text}\n{}", out.status, String::from_utf8_lossy(&out.stderr));
+    if hide {
+        assert!(text.contains("hidden: /etc/libibverbs.d (0 entries now)"), "{report}");
+    }
+    let using: Vec<&str> = text.lines().filter_map(|l| l.strip_prefix("USING ")).collect();
+    let dir_s = dir.to_str().unwrap();
+    for want in ["/lib/libibverbs.so.1", "/lib/libmlx5-rdmav34.so", "/lib/libnl-3.so.200", "/lib/libnl-route-3.so.200"] {
+        assert!(using.contains(&format!("{dir_s}{want}").as_str()), "{dir_s}{want} not in use\n{report}");
+    }
+    if hide {
+        assert!(using.iter().all(|p| p.starts_with(dir_s)), "a library from outside the packed directory\n{report}");
+    }
+    assert!(text.contains("CHECK nccl_probe PASS\n"), "{report}");
+    let code = out.status.code();
+    if libcuda_loads() {
+        assert!(matches!(code, Some(0 | 77)), "{report}");
+    } else {
+        assert_eq!(code, Some(77), "{report}");
+        assert!(text.contains("SKIP: no libcuda.so.1"), "{report}");
+    }
+}
