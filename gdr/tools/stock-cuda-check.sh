@@ -99,6 +99,14 @@ run() {
     timeout 180 "$dir/cuda_dmabuf_write" "$gpu" 2>&1
   local rc=$?
   echo "[exit $rc]"
+  if [ $rc != 0 ] && [ $rc != 77 ]; then
+    # One device run must be enough to see why: the same run again with the shim's,
+    # softhca's and gdr's logs (DOORBELL_PRELOAD_TRACE is a tracing filter), the end.
+    echo "--- again with DOORBELL_PRELOAD_TRACE=info,doorbell_preload=debug,softhca=debug,gdr=debug (last 150 lines)"
+    env -u IBV_DRIVERS -u DOORBELL_PRELOAD_NO_IOCTL -u DOORBELL_PRELOAD_STATIC_UARS "${env[@]}" \
+      DOORBELL_PRELOAD_TRACE=info,doorbell_preload=debug,softhca=debug,gdr=debug \
+      timeout 180 "$dir/cuda_dmabuf_write" "$gpu" 2>&1 | tail -150
+  fi
   return $rc
 }
 
