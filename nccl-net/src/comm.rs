@@ -153,7 +153,7 @@ impl SendComm {
         let read = |i: usize| unsafe { std::ptr::read_volatile(s.fifo.entry(slot, i)) };
         let first = read(0);
         if first.seq != s.seq.wrapping_add(1) {
-            return Ok(None);
+            return s.not_yet();
         }
         let n = first.nreqs as usize;
         if n == 0 || n > MAX_RECVS {
@@ -163,13 +163,13 @@ impl SendComm {
         for (i, e) in entries.iter_mut().enumerate().take(n) {
             *e = read(i);
             if e.seq != s.seq.wrapping_add(1) {
-                return Ok(None);
+                return s.not_yet();
             }
         }
         fence(Ordering::Acquire);
         let Some(i) = (0..n).find(|&i| s.used & (1 << i) == 0 && entries[i].tag == tag) else {
             // The matching receive is in a later slot (or not posted yet).
-            return Ok(None);
+            return s.not_yet();
         };
         let e = entries[i];
         if size as u64 > e.size {
@@ -225,6 +225,16 @@ impl SendComm {
 }
 
 impl SendInner {
+    /// "No request yet" — unless the peer is gone, which NCCL would otherwise never
+    /// learn while it keeps calling isend for a receive that cannot come.
+    fn not_yet<T>(&mut self) -> Res<Option<T>> {
+        self.link.check_alive();
+        match &self.link.broken {
+            Some(why) => Err(remote(&format!("isend: {why}"))),
+            None => Ok(None),
+        }
+    }
+
     fn progress(&mut self) {
         let reqs = &mut self.reqs;
         self.link.poll(|wc| {
@@ -305,6 +315,10 @@ impl RecvComm {
         let seq = s.seq;
         let slot = seq as usize % FIFO_SLOTS;
         if s.slots[slot].is_some() || s.fifo_busy[slot] {
+            s.link.check_alive();
+            if let Some(why) = &s.link.broken {
+                return Err(remote(&format!("irecv: {why}")));
+            }
             return Ok(None);
         }
         for (i, b) in bufs.iter().enumerate() {
@@ -338,6 +352,7 @@ impl RecvComm {
             Some(r) if r.seq == seq => {
                 if r.received == r.n {
                     s.slots[slot] = None;
+                    s.link.flush_acks();
                     return Ok(Some((r.sizes, r.n)));
                 }
             }

@@ -85,8 +85,16 @@ pub struct Link {
     pub broken: Option<String>,
     pub peer: String,
     last_alive: Instant,
+    /// When the peer said it closes its comm ([`BYE`]).
+    peer_closing: Option<Instant>,
     pub wcs: Vec<Wc>,
 }
+
+/// The byte a comm sends over its socket when it is closed: the peer's outstanding
+/// requests then get [`BYE_GRACE`] to complete (their ACKs may still be on the way)
+/// before they fail, where a vanished peer (end of file without it) fails them at once.
+pub const BYE: u8 = b'B';
+pub const BYE_GRACE: Duration = Duration::from_secs(1);
 
 impl Link {
     /// A QP in INIT on `dev` (with `recvs` zero-length receive WQEs posted).
@@ -116,6 +124,7 @@ impl Link {
             broken: None,
             peer,
             last_alive: Instant::now(),
+            peer_closing: None,
             wcs: vec![Wc::default(); 64],
         })
     }
@@ -161,6 +170,15 @@ impl Link {
         }
     }
 
+    /// One more device step on softhca: acknowledgements of what the last poll turned
+    /// into completions leave now instead of at the device thread's next turn (the
+    /// peer's send completes only when it has them).
+    pub fn flush_acks(&self) {
+        if self.dev.soft {
+            self.dev.ctx.progress();
+        }
+    }
+
     /// Whether the peer process is still there: its end of the socket closes when it
     /// exits (or closes this connection). Checked at most every millisecond.
     pub fn check_alive(&mut self) {
@@ -171,6 +189,15 @@ impl Link {
         let mut b = [0u8; 1];
         // SAFETY: a valid socket and a 1-byte buffer; MSG_PEEK leaves the data queued.
         let r = unsafe { libc::recv(self.stream.as_raw_fd(), b.as_mut_ptr().cast(), 1, libc::MSG_PEEK | libc::MSG_DONTWAIT) };
+        if r == 1 && b[0] == BYE {
+            let since = *self.peer_closing.get_or_insert_with(Instant::now);
+            if since.elapsed() > BYE_GRACE {
+                let why = format!("the peer {} closed its comm with requests outstanding here", self.peer);
+                crate::warn!("{why}");
+                self.broken = Some(why);
+            }
+            return;
+        }
         let why = if r == 0 {
             Some(format!("the peer {} closed its connection (its process exited or closed the comm) with requests outstanding", self.peer))
         } else if r < 0 {
@@ -185,6 +212,20 @@ impl Link {
         if let Some(why) = why {
             crate::warn!("{why}");
             self.broken = Some(why);
+        }
+    }
+}
+
+impl Drop for Link {
+    /// Tells the peer this side closes, and steps the device a few times so that the
+    /// acknowledgements of the last data leave before the QP is destroyed.
+    fn drop(&mut self) {
+        let _ = std::io::Write::write(&mut self.stream, &[BYE]);
+        if self.dev.soft {
+            for _ in 0..10 {
+                self.dev.ctx.progress();
+                std::thread::sleep(Duration::from_micros(200));
+            }
         }
     }
 }

@@ -1,0 +1,580 @@
+//! The CPU harness: two processes load `libnccl-net-doorbell.so` with dlopen and drive
+//! its `ncclNetPlugin_v10` table the way NCCL's proxy threads do (listen, the handle to
+//! the other rank, connect/accept called until they return a comm, regMr, isend and
+//! irecv answered with "no request yet" and called again, test polled until done),
+//! over each process's own softhca instance. No GPU, no NCCL.
+//!
+//! Each test re-runs this binary twice as the receiving and the sending rank
+//! (`NCCL_NET_HARNESS_ROLE`); the receiver prints its listen handle, which the parent
+//! hands to the sender. Expected values come from the plugin contract
+//! (`ncclNet_v10_t` in NCCL's net_v10.h): a completed receive reports the bytes the
+//! peer sent, each buffer of a grouped receive the bytes of the send with its tag,
+//! the contents are the sender's pattern, and bad arguments get a non-zero result.
+
+mod common;
+
+use std::ffi::{c_int, c_void};
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::ptr::null_mut;
+use std::sync::mpsc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use nccl_net_doorbell::sys::*;
+
+const ROLE: &str = "NCCL_NET_HARNESS_ROLE";
+const HANDLE: &str = "NCCL_NET_HARNESS_HANDLE";
+/// The longest any single wait may take before the harness calls it a hang.
+const HANG: Duration = Duration::from_secs(60);
+
+/// The plugin, loaded.
+struct Net {
+    _lib: libloading::Library,
+    t: &'static ncclNet_v10_t,
+}
+
+impl Net {
+    fn load() -> Net {
+        let path = common::plugin();
+        // SAFETY: loading the plugin runs no constructors of note; the table is a
+        // static of the library, which stays loaded as long as `_lib`.
+        unsafe {
+            let lib = libloading::Library::new(&path).unwrap_or_else(|e| panic!("dlopen {}: {e}", path.display()));
+            let sym: libloading::Symbol<*const ncclNet_v10_t> = lib.get(b"ncclNetPlugin_v10\0").expect("ncclNetPlugin_v10");
+            let t = &**sym;
+            Net { _lib: lib, t }
+        }
+    }
+
+    fn init(&self) -> i32 {
+        // SAFETY: no logger: the plugin prints its warnings to stderr.
+        unsafe { (self.t.init)(None, None) }
+    }
+
+    fn reg(&self, comm: *mut c_void, buf: &mut [u8]) -> *mut c_void {
+        let mut mh = null_mut();
+        // SAFETY: the buffer outlives the registration (deregistered before it is dropped).
+        let rc = unsafe { (self.t.regMr)(comm, buf.as_mut_ptr().cast(), buf.len(), NCCL_PTR_HOST, &mut mh) };
+        assert_eq!(rc, 0, "regMr of {} bytes", buf.len());
+        assert!(!mh.is_null());
+        mh
+    }
+
+    fn dereg(&self, comm: *mut c_void, mh: *mut c_void) {
+        // SAFETY: a handle from reg.
+        assert_eq!(unsafe { (self.t.deregMr)(comm, mh) }, 0);
+    }
+
+    /// isend, called again while it answers "no request" (as NCCL's proxy does).
+    fn send(&self, comm: *mut c_void, buf: *mut u8, size: usize, tag: i32, mh: *mut c_void) -> Result<*mut c_void, i32> {
+        let start = Instant::now();
+        let mut spins = 0u32;
+        loop {
+            let mut req = null_mut();
+            // SAFETY: buf/size lie in mh's registration (or the test wants the error).
+            let rc = unsafe { (self.t.isend)(comm, buf.cast(), size, tag, mh, null_mut(), &mut req) };
+            if rc != 0 {
+                return Err(rc);
+            }
+            if !req.is_null() {
+                return Ok(req);
+            }
+            assert!(start.elapsed() < HANG, "isend of {size} bytes (tag {tag}) got no request for {HANG:?}");
+            backoff(&mut spins);
+        }
+    }
+
+    /// irecv of `bufs` (pointer, size, tag, mhandle), called again while it answers
+    /// "no request".
+    fn recv(&self, comm: *mut c_void, bufs: &[(*mut u8, usize, i32, *mut c_void)]) -> Result<*mut c_void, i32> {
+        let mut data: Vec<*mut c_void> = bufs.iter().map(|b| b.0.cast()).collect();
+        let mut sizes: Vec<usize> = bufs.iter().map(|b| b.1).collect();
+        let mut tags: Vec<c_int> = bufs.iter().map(|b| b.2).collect();
+        let mut mhs: Vec<*mut c_void> = bufs.iter().map(|b| b.3).collect();
+        let mut phs: Vec<*mut c_void> = vec![null_mut(); bufs.len()];
+        let start = Instant::now();
+        let mut spins = 0u32;
+        loop {
+            let mut req = null_mut();
+            // SAFETY: arrays of bufs.len() entries.
+            let rc = unsafe {
+                (self.t.irecv)(comm, bufs.len() as c_int, data.as_mut_ptr(), sizes.as_mut_ptr(), tags.as_mut_ptr(), mhs.as_mut_ptr(),
+                               phs.as_mut_ptr(), &mut req)
+            };
+            if rc != 0 {
+                return Err(rc);
+            }
+            if !req.is_null() {
+                return Ok(req);
+            }
+            assert!(start.elapsed() < HANG, "irecv got no request for {HANG:?}");
+            backoff(&mut spins);
+        }
+    }
+
+    /// One test call: Some(sizes) when done.
+    fn test_once(&self, req: *mut c_void) -> Result<Option<[c_int; 8]>, i32> {
+        let mut done = 0;
+        let mut sizes = [-1 as c_int; 8];
+        // SAFETY: sizes has room for maxRecvs (8) entries.
+        let rc = unsafe { (self.t.test)(req, &mut done, sizes.as_mut_ptr()) };
+        if rc != 0 {
+            return Err(rc);
+        }
+        Ok((done != 0).then_some(sizes))
+    }
+
+    fn wait(&self, req: *mut c_void) -> Result<[c_int; 8], i32> {
+        let start = Instant::now();
+        let mut spins = 0u32;
+        loop {
+            if let Some(s) = self.test_once(req)? {
+                return Ok(s);
+            }
+            assert!(start.elapsed() < HANG, "request {req:p} not done after {HANG:?}");
+            backoff(&mut spins);
+        }
+    }
+}
+
+/// Spin briefly, then give the CPU away (the machine running this may have two cores,
+/// shared with softhca's device threads and the other rank).
+fn backoff(spins: &mut u32) {
+    *spins += 1;
+    if *spins < 64 {
+        std::hint::spin_loop();
+    } else if *spins < 4096 {
+        std::thread::yield_now();
+    } else {
+        std::thread::sleep(Duration::from_micros(50));
+    }
+}
+
+/// The byte at offset `i` of message `k`.
+fn pattern(k: usize, i: usize) -> u8 {
+    (i.wrapping_mul(7).wrapping_add(k * 13) % 251) as u8
+}
+
+fn fill(buf: &mut [u8], k: usize) {
+    for (i, b) in buf.iter_mut().enumerate() {
+        *b = pattern(k, i);
+    }
+}
+
+fn check(buf: &[u8], k: usize, what: &str) {
+    if let Some(i) = (0..buf.len()).find(|&i| buf[i] != pattern(k, i)) {
+        panic!("{what}: byte {i} is {:#x}, the sender wrote {:#x}", buf[i], pattern(k, i));
+    }
+}
+
+fn now_ms() -> u128 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis()
+}
+
+/// The receiving rank's start: init, listen, print the handle, accept (after `delay`,
+/// so that the sender's connect runs while the listener is not accepting yet).
+fn recv_setup(net: &Net, delay: Duration) -> *mut c_void {
+    assert_eq!(net.init(), 0, "init");
+    let mut n = 0;
+    // SAFETY: a writable int.
+    assert_eq!(unsafe { (net.t.devices)(&mut n) }, 0);
+    assert!(n >= 1, "no device");
+    let mut handle = [0u8; NCCL_NET_HANDLE_MAXSIZE];
+    let mut lcomm = null_mut();
+    // SAFETY: a 128-byte handle and an out-pointer.
+    assert_eq!(unsafe { (net.t.listen)(0, handle.as_mut_ptr().cast(), &mut lcomm) }, 0, "listen");
+    let hex: String = handle.iter().map(|b| format!("{b:02x}")).collect();
+    println!("\nHANDLE {hex}");
+    std::thread::sleep(delay);
+    let start = Instant::now();
+    let mut spins = 0;
+    let mut rcomm = null_mut();
+    loop {
+        // SAFETY: a live listen comm.
+        assert_eq!(unsafe { (net.t.accept)(lcomm, &mut rcomm, null_mut()) }, 0, "accept");
+        if !rcomm.is_null() {
+            break;
+        }
+        assert!(start.elapsed() < HANG, "accept: no connection");
+        backoff(&mut spins);
+    }
+    // SAFETY: a live listen comm, closed once.
+    assert_eq!(unsafe { (net.t.closeListen)(lcomm) }, 0);
+    rcomm
+}
+
+/// The sending rank's start: init, connect until it returns a comm. Returns the comm
+/// and how many calls answered "not yet".
+fn send_setup(net: &Net) -> (*mut c_void, usize) {
+    assert_eq!(net.init(), 0, "init");
+    let hex = std::env::var(HANDLE).expect("handle");
+    let mut handle = [0u8; NCCL_NET_HANDLE_MAXSIZE];
+    for (i, b) in handle.iter_mut().enumerate() {
+        *b = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap();
+    }
+    let mut scomm = null_mut();
+    let mut nulls = 0;
+    let start = Instant::now();
+    let mut spins = 0;
+    loop {
+        let mut cfg = ncclNetCommConfig_v10_t { trafficClass: -1 };
+        // SAFETY: the same 128-byte handle on every call, as NCCL passes it.
+        let rc = unsafe { (net.t.connect)(0, &mut cfg, handle.as_mut_ptr().cast(), &mut scomm, null_mut()) };
+        assert_eq!(rc, 0, "connect");
+        if !scomm.is_null() {
+            return (scomm, nulls);
+        }
+        nulls += 1;
+        assert!(start.elapsed() < HANG, "connect: no connection");
+        backoff(&mut spins);
+    }
+}
+
+/// Sizes from 0 B to 16 MiB.
+const SIZES: [usize; 9] = [0, 1, 3, 4096, 65_535, 65_536, 1 << 20, 3 << 20, 16 << 20];
+const DEPTH: usize = 32;
+const SMALL: usize = 64 << 10;
+const GROUP: usize = 8;
+const GROUP_ROUNDS: usize = 4;
+const CHURN: usize = 40;
+
+fn recv_transfers(net: &Net) {
+    let rc = recv_setup(net, Duration::from_millis(700));
+    // 1. One message of each size into a larger receive buffer.
+    let mut big = vec![0u8; (16 << 20) + 4096];
+    let mh = net.reg(rc, &mut big);
+    for (k, &size) in SIZES.iter().enumerate() {
+        big.fill(0xee);
+        let req = net.recv(rc, &[(big.as_mut_ptr(), big.len(), k as i32, mh)]).expect("irecv");
+        let sizes = net.wait(req).expect("test");
+        assert_eq!(sizes[0] as usize, size, "received size of message {k}");
+        check(&big[..size], k, &format!("message {k} of {size} bytes"));
+        assert_eq!(big[size], 0xee, "byte past the end of message {k}");
+    }
+    // 2. DEPTH receives outstanding, completed in reverse order of posting.
+    let mut bufs: Vec<Vec<u8>> = (0..DEPTH).map(|_| vec![0u8; SMALL]).collect();
+    let mhs: Vec<*mut c_void> = bufs.iter_mut().map(|b| net.reg(rc, b)).collect();
+    let reqs: Vec<*mut c_void> = (0..DEPTH).map(|i| net.recv(rc, &[(bufs[i].as_mut_ptr(), SMALL, 100 + i as i32, mhs[i])]).expect("irecv")).collect();
+    let mut left: Vec<usize> = (0..DEPTH).rev().collect();
+    let start = Instant::now();
+    while !left.is_empty() {
+        left.retain(|&i| match net.test_once(reqs[i]).expect("test") {
+            Some(s) => {
+                assert_eq!(s[0] as usize, SMALL - i, "size of outstanding receive {i}");
+                check(&bufs[i][..SMALL - i], 100 + i, &format!("outstanding receive {i}"));
+                false
+            }
+            None => true,
+        });
+        assert!(start.elapsed() < HANG);
+        std::thread::yield_now();
+    }
+    for (b, m) in bufs.iter().zip(&mhs) {
+        let _ = b;
+        net.dereg(rc, *m);
+    }
+    // 3. Grouped receives: GROUP buffers with tags 200.., sent in reverse tag order
+    // with different sizes; each buffer reports the bytes of the send with its tag.
+    let mut gbufs: Vec<Vec<u8>> = (0..GROUP).map(|_| vec![0u8; 16 << 10]).collect();
+    let gmhs: Vec<*mut c_void> = gbufs.iter_mut().map(|b| net.reg(rc, b)).collect();
+    for round in 0..GROUP_ROUNDS {
+        let list: Vec<_> = (0..GROUP).map(|i| (gbufs[i].as_mut_ptr(), 16 << 10, 200 + i as i32, gmhs[i])).collect();
+        let req = net.recv(rc, &list).expect("grouped irecv");
+        let sizes = net.wait(req).expect("test");
+        for i in 0..GROUP {
+            assert_eq!(sizes[i] as usize, (i + 1) * 1000 + round, "round {round}: size of grouped buffer {i}");
+            check(&gbufs[i][..sizes[i] as usize], 1000 * round + i, &format!("round {round}, grouped buffer {i}"));
+        }
+    }
+    for m in gmhs {
+        net.dereg(rc, m);
+    }
+    // 4. Registration churn: a fresh buffer registered for each message, then dropped.
+    for k in 0..CHURN {
+        let mut b = vec![0u8; 8192];
+        let m = net.reg(rc, &mut b);
+        let req = net.recv(rc, &[(b.as_mut_ptr(), b.len(), 300, m)]).expect("irecv");
+        let s = net.wait(req).expect("test");
+        assert_eq!(s[0], 4096);
+        check(&b[..4096], 5000 + k, "churn message");
+        net.dereg(rc, m);
+    }
+    for _ in 0..200 {
+        let mut b = vec![0u8; 4096];
+        let m = net.reg(rc, &mut b);
+        net.dereg(rc, m);
+    }
+    // 5. A send larger than the posted receive: the sender's isend fails, then it
+    // sends a fitting one, which arrives here.
+    big.fill(0);
+    let req = net.recv(rc, &[(big.as_mut_ptr(), 1024, 400, mh)]).expect("irecv");
+    let s = net.wait(req).expect("test");
+    assert_eq!(s[0], 1024);
+    check(&big[..1024], 400, "message after the oversized send");
+    bad_calls(net, rc, mh, false);
+    net.dereg(rc, mh);
+    // SAFETY: a live comm, closed once.
+    assert_eq!(unsafe { (net.t.closeRecv)(rc) }, 0);
+    println!("RECV DONE");
+}
+
+fn send_transfers(net: &Net) {
+    let (sc, nulls) = send_setup(net);
+    // The receiver accepted only after 700 ms: connect must have answered "not yet".
+    assert!(nulls > 0, "connect returned a comm before the peer accepted");
+    let mut big = vec![0u8; 16 << 20];
+    let mh = net.reg(sc, &mut big);
+    for (k, &size) in SIZES.iter().enumerate() {
+        fill(&mut big[..size], k);
+        let req = net.send(sc, big.as_mut_ptr(), size, k as i32, mh).expect("isend");
+        let s = net.wait(req).expect("test");
+        assert_eq!(s[0] as usize, size, "send size reported for message {k}");
+    }
+    let mut bufs: Vec<Vec<u8>> = (0..DEPTH).map(|i| {
+        let mut b = vec![0u8; SMALL];
+        fill(&mut b[..SMALL - i], 100 + i);
+        b
+    }).collect();
+    let mhs: Vec<*mut c_void> = bufs.iter_mut().map(|b| net.reg(sc, b)).collect();
+    let reqs: Vec<*mut c_void> = (0..DEPTH).map(|i| net.send(sc, bufs[i].as_mut_ptr(), SMALL - i, 100 + i as i32, mhs[i]).expect("isend")).collect();
+    // Completion polled out of order: odd requests first, then the even ones backwards.
+    let order: Vec<usize> = (0..DEPTH).filter(|i| i % 2 == 1).chain((0..DEPTH).filter(|i| i % 2 == 0).rev()).collect();
+    for i in order {
+        let s = net.wait(reqs[i]).expect("test");
+        assert_eq!(s[0] as usize, SMALL - i);
+    }
+    for m in mhs {
+        net.dereg(sc, m);
+    }
+    let mut gbufs: Vec<Vec<u8>> = (0..GROUP).map(|_| vec![0u8; 16 << 10]).collect();
+    let gmhs: Vec<*mut c_void> = gbufs.iter_mut().map(|b| net.reg(sc, b)).collect();
+    for round in 0..GROUP_ROUNDS {
+        let mut reqs = Vec::new();
+        for i in (0..GROUP).rev() {
+            let size = (i + 1) * 1000 + round;
+            fill(&mut gbufs[i][..size], 1000 * round + i);
+            reqs.push(net.send(sc, gbufs[i].as_mut_ptr(), size, 200 + i as i32, gmhs[i]).expect("isend"));
+        }
+        for r in reqs {
+            net.wait(r).expect("test");
+        }
+    }
+    for m in gmhs {
+        net.dereg(sc, m);
+    }
+    for k in 0..CHURN {
+        let mut b = vec![0u8; 4096];
+        fill(&mut b, 5000 + k);
+        let m = net.reg(sc, &mut b);
+        let req = net.send(sc, b.as_mut_ptr(), 4096, 300, m).expect("isend");
+        net.wait(req).expect("test");
+        net.dereg(sc, m);
+    }
+    fill(&mut big[..2048], 400);
+    // NCCL_INVALID_USAGE (5): the send is larger than the 1024-byte receive.
+    assert_eq!(net.send(sc, big.as_mut_ptr(), 2048, 400, mh), Err(5), "oversized isend");
+    let req = net.send(sc, big.as_mut_ptr(), 1024, 400, mh).expect("isend");
+    net.wait(req).expect("test");
+    bad_calls(net, sc, mh, true);
+    net.dereg(sc, mh);
+    // SAFETY: a live comm, closed once.
+    assert_eq!(unsafe { (net.t.closeSend)(sc) }, 0);
+    println!("SEND DONE");
+}
+
+/// Wrong handles, unregistered memory and bad counts get error codes, not crashes.
+fn bad_calls(net: &Net, comm: *mut c_void, mh: *mut c_void, sender: bool) {
+    let junk = 0x1234_5678usize as *mut c_void;
+    let mut done = 0;
+    let mut sizes = [0 as c_int; 8];
+    let t = net.t;
+    // SAFETY: every pointer argument is either valid or one the plugin must reject
+    // without dereferencing (it checks them against its live objects).
+    unsafe {
+        assert_ne!((t.test)(junk, &mut done, sizes.as_mut_ptr()), 0, "test of a junk request");
+        assert_ne!((t.deregMr)(comm, junk), 0, "deregMr of a junk handle");
+        assert_ne!((t.closeSend)(junk), 0, "closeSend of a junk comm");
+        assert_ne!((t.closeRecv)(junk), 0, "closeRecv of a junk comm");
+        assert_ne!((t.closeListen)(junk), 0, "closeListen of a junk comm");
+        let mut props = std::mem::zeroed::<ncclNetProperties_v10_t>();
+        assert_ne!((t.getProperties)(99, &mut props), 0, "getProperties of device 99");
+        let mut b = vec![0u8; 64];
+        let mut other = null_mut();
+        assert_ne!((t.regMr)(junk, b.as_mut_ptr().cast(), 64, NCCL_PTR_HOST, &mut other), 0, "regMr on a junk comm");
+        let mut req = null_mut();
+        if sender {
+            assert_ne!((t.isend)(junk, b.as_mut_ptr().cast(), 64, 1, mh, null_mut(), &mut req), 0, "isend on a junk comm");
+            assert_ne!((t.isend)(comm, b.as_mut_ptr().cast(), 64, 1, junk, null_mut(), &mut req), 0, "isend with a junk handle");
+            // Memory outside mh's registration (a separate allocation): unregistered.
+            assert_ne!((t.isend)(comm, b.as_mut_ptr().cast(), 64, 1, mh, null_mut(), &mut req), 0, "isend of unregistered memory");
+            assert_ne!((t.isend)(comm, b.as_mut_ptr().cast(), 64, 1, null_mut(), null_mut(), &mut req), 0, "isend without a handle");
+        } else {
+            let mut data = [b.as_mut_ptr() as *mut c_void; 9];
+            let mut sz = [64usize; 9];
+            let mut tags = [1 as c_int; 9];
+            let mut mhs = [mh; 9];
+            let mut phs = [null_mut(); 9];
+            assert_ne!((t.irecv)(comm, 9, data.as_mut_ptr(), sz.as_mut_ptr(), tags.as_mut_ptr(), mhs.as_mut_ptr(), phs.as_mut_ptr(), &mut req), 0,
+                       "irecv of 9 buffers (maxRecvs is 8)");
+            assert_ne!((t.irecv)(comm, 1, data.as_mut_ptr(), sz.as_mut_ptr(), tags.as_mut_ptr(), mhs.as_mut_ptr(), phs.as_mut_ptr(), &mut req), 0,
+                       "irecv into unregistered memory");
+            mhs[0] = junk;
+            assert_ne!((t.irecv)(comm, 1, data.as_mut_ptr(), sz.as_mut_ptr(), tags.as_mut_ptr(), mhs.as_mut_ptr(), phs.as_mut_ptr(), &mut req), 0,
+                       "irecv with a junk handle");
+            assert_ne!((t.irecv)(junk, 1, data.as_mut_ptr(), sz.as_mut_ptr(), tags.as_mut_ptr(), mhs.as_mut_ptr(), phs.as_mut_ptr(), &mut req), 0,
+                       "irecv on a junk comm");
+        }
+        assert!(req.is_null(), "a failed call returned a request");
+    }
+}
+
+/// Both ranks stream 1 MiB messages until `ROLE`'s victim is killed by the parent;
+/// the survivor reports when its call failed.
+fn stream(net: &Net, receiver: bool) {
+    let comm = if receiver { recv_setup(net, Duration::ZERO) } else { send_setup(net).0 };
+    let mut b = vec![0u8; 1 << 20];
+    let mh = net.reg(comm, &mut b);
+    let deadline = Instant::now() + Duration::from_secs(90);
+    for k in 0.. {
+        let r = if receiver {
+            net.recv(comm, &[(b.as_mut_ptr(), b.len(), 7, mh)]).and_then(|q| poll_until_error(net, q, deadline))
+        } else {
+            net.send(comm, b.as_mut_ptr(), b.len(), 7, mh).and_then(|q| poll_until_error(net, q, deadline))
+        };
+        if let Err(rc) = r {
+            println!("FAILED {rc} AT {}", now_ms());
+            return;
+        }
+        if k == 20 {
+            println!("STREAMING");
+        }
+        assert!(Instant::now() < deadline, "the peer was not killed");
+    }
+}
+
+fn poll_until_error(net: &Net, req: *mut c_void, deadline: Instant) -> Result<(), i32> {
+    let mut spins = 0;
+    loop {
+        if net.test_once(req)?.is_some() {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            println!("HUNG");
+            std::process::exit(3);
+        }
+        backoff(&mut spins);
+    }
+}
+
+/// Runs this test's role if this process is a rank; true if it was.
+fn as_rank(test: &str) -> bool {
+    let Ok(role) = std::env::var(ROLE) else { return false };
+    let net = Net::load();
+    match role.split_once(':') {
+        Some(("recv", t)) if t == test && test == "transfers" => recv_transfers(&net),
+        Some(("send", t)) if t == test && test == "transfers" => send_transfers(&net),
+        Some((side, t)) if t == test => stream(&net, side == "recv"),
+        _ => return false,
+    }
+    true
+}
+
+/// One rank: this binary, running only `test`, in `role`.
+fn spawn(test: &str, role: &str, handle: Option<&str>) -> (Child, mpsc::Receiver<String>) {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args([test, "--exact", "--nocapture", "--test-threads=1"]).env(ROLE, format!("{role}:{test}"));
+    if let Some(h) = handle {
+        cmd.env(HANDLE, h);
+    }
+    let mut child = cmd.stdout(Stdio::piped()).spawn().expect("spawn rank");
+    let out = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    let tag = role.to_string();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            println!("[{tag}] {line}");
+            let _ = tx.send(line);
+        }
+    });
+    (child, rx)
+}
+
+fn wait_line(rx: &mpsc::Receiver<String>, prefix: &str, timeout: Duration) -> String {
+    let end = Instant::now() + timeout;
+    loop {
+        let left = end.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            // libtest prints "test NAME ... " without a newline before the test's output.
+            Ok(l) if l.contains(prefix) => return l[l.find(prefix).unwrap()..].to_string(),
+            Ok(_) => {}
+            Err(e) => panic!("no line starting with {prefix:?} within {timeout:?}: {e}"),
+        }
+    }
+}
+
+fn wait_exit(c: &mut Child, who: &str, timeout: Duration) -> std::process::ExitStatus {
+    let end = Instant::now() + timeout;
+    loop {
+        if let Some(st) = c.try_wait().unwrap() {
+            return st;
+        }
+        if Instant::now() > end {
+            let _ = c.kill();
+            panic!("{who} still running after {timeout:?}: a hang");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Sizes, depth, grouped receives, tags, out-of-order completion, registration churn,
+/// connect before accept, and bad calls, between two processes.
+#[test]
+fn transfers() {
+    if as_rank("transfers") {
+        return;
+    }
+    common::plugin();
+    let (mut r, rrx) = spawn("transfers", "recv", None);
+    let h = wait_line(&rrx, "HANDLE ", Duration::from_secs(60));
+    let (mut s, _srx) = spawn("transfers", "send", Some(&h["HANDLE ".len()..]));
+    let ss = wait_exit(&mut s, "sender", Duration::from_secs(300));
+    let rs = wait_exit(&mut r, "receiver", Duration::from_secs(60));
+    assert!(ss.success() && rs.success(), "sender {ss}, receiver {rs}");
+}
+
+/// Kills one rank mid-stream; the other's call fails within `BOUND`.
+fn killed(test: &str, victim: &str) {
+    const BOUND: Duration = Duration::from_secs(10);
+    common::plugin();
+    let (mut r, rrx) = spawn(test, "recv", None);
+    let h = wait_line(&rrx, "HANDLE ", Duration::from_secs(60));
+    let (mut s, srx) = spawn(test, "send", Some(&h["HANDLE ".len()..]));
+    wait_line(&rrx, "STREAMING", Duration::from_secs(120));
+    wait_line(&srx, "STREAMING", Duration::from_secs(120));
+    let (dead, alive, alive_rx) = if victim == "send" { (&mut s, &mut r, &rrx) } else { (&mut r, &mut s, &srx) };
+    dead.kill().unwrap();
+    let killed_at = now_ms();
+    let _ = dead.wait();
+    let line = wait_line(alive_rx, "FAILED ", BOUND + Duration::from_secs(5));
+    let at: u128 = line.rsplit(' ').next().unwrap().parse().unwrap();
+    let took = at.saturating_sub(killed_at);
+    println!("the survivor's call failed {took} ms after the kill: {line}");
+    assert!(took < BOUND.as_millis(), "took {took} ms");
+    assert!(wait_exit(alive, "survivor", Duration::from_secs(30)).success());
+}
+
+#[test]
+fn sender_killed() {
+    if as_rank("sender_killed") {
+        return;
+    }
+    killed("sender_killed", "send");
+}
+
+#[test]
+fn receiver_killed() {
+    if as_rank("receiver_killed") {
+        return;
+    }
+    killed("receiver_killed", "recv");
+}
