@@ -473,6 +473,11 @@ fn as_rank(test: &str) -> bool {
     match role.split_once(':') {
         Some(("recv", t)) if t == test && test == "transfers" => recv_transfers(&net),
         Some(("send", t)) if t == test && test == "transfers" => send_transfers(&net),
+        Some(("nodev", t)) if t == test => {
+            // DOORBELL_NCCL_DEVICES names no device: init must fail, with its log line.
+            let rc = net.init();
+            println!("\nINIT {rc}");
+        }
         Some((side, t)) if t == test => stream(&net, side == "recv"),
         _ => return false,
     }
@@ -577,4 +582,93 @@ fn receiver_killed() {
         return;
     }
     killed("receiver_killed", "recv");
+}
+
+/// getProperties through all three tables: the values NCCL's shims would read, and
+/// what softhca's configuration says they are (softhca/src/config.rs: port width 4X
+/// at EDR, 25 Gb/s per lane = 100 Gb/s; node GUID 00:02:c9:03:00 + three address
+/// bytes, in wire order).
+#[test]
+fn properties() {
+    if std::env::var_os(ROLE).is_some() {
+        return;
+    }
+    let net = Net::load();
+    assert_eq!(net.init(), 0);
+    let lib = &net._lib;
+    // SAFETY: the tables are statics of the loaded library.
+    let (v9, v8) = unsafe {
+        let a: libloading::Symbol<*const ncclNet_v9_t> = lib.get(b"ncclNetPlugin_v9\0").unwrap();
+        let b: libloading::Symbol<*const ncclNet_v8_t> = lib.get(b"ncclNetPlugin_v8\0").unwrap();
+        (&**a, &**b)
+    };
+    // SAFETY: out-structs of the right version; names are 'static C strings.
+    unsafe {
+        assert_eq!(std::ffi::CStr::from_ptr(net.t.name).to_str().unwrap(), "doorbell");
+        assert_eq!(std::ffi::CStr::from_ptr(v8.name).to_str().unwrap(), "doorbell");
+        let mut p10 = std::mem::zeroed::<ncclNetProperties_v10_t>();
+        let mut p9 = std::mem::zeroed::<ncclNetProperties_v9_t>();
+        let mut p8 = std::mem::zeroed::<ncclNetProperties_v8_t>();
+        assert_eq!((net.t.getProperties)(0, &mut p10), 0);
+        assert_eq!((v9.getProperties)(0, &mut p9), 0);
+        assert_eq!((v8.getProperties)(0, &mut p8), 0);
+        let name = std::ffi::CStr::from_ptr(p10.name).to_str().unwrap().to_string();
+        assert_eq!(name, std::env::var("DOORBELL_SOFTHCA_NAME").unwrap_or("softhca0".into()));
+        assert_eq!(std::ffi::CStr::from_ptr(p8.name).to_str().unwrap(), name);
+        assert_eq!(p10.speed, 100_000);
+        assert_eq!(p10.maxRecvs, 8);
+        assert_eq!(p10.port, 1);
+        assert!(p10.ptrSupport & NCCL_PTR_HOST != 0);
+        assert_eq!(p10.netDeviceType, 0);
+        assert_eq!(p10.vProps.ndevs, 1);
+        assert_eq!(p10.vProps.devs[0], 0);
+        assert_eq!(p10.maxP2pBytes, 1 << 30);
+        assert_eq!(&p10.guid.to_ne_bytes()[..5], &[0x00, 0x02, 0xc9, 0x03, 0x00]);
+        for (a, b) in [(p9.guid, p10.guid), (p8.guid, p10.guid)] {
+            assert_eq!(a, b);
+        }
+        assert_eq!((p8.speed, p8.maxRecvs, p8.ptrSupport, p8.port), (p10.speed, p10.maxRecvs, p10.ptrSupport, p10.port));
+        assert_eq!((p9.speed, p9.maxRecvs, p9.ptrSupport, p9.maxP2pBytes), (p10.speed, p10.maxRecvs, p10.ptrSupport, p10.maxP2pBytes));
+        // A handle that is not the plugin's (all zero): an error, no comm.
+        let mut h = [0u8; NCCL_NET_HANDLE_MAXSIZE];
+        let mut sc = null_mut();
+        let mut cfg = ncclNetCommConfig_v10_t { trafficClass: -1 };
+        assert_ne!((net.t.connect)(0, &mut cfg, h.as_mut_ptr().cast(), &mut sc, null_mut()), 0);
+        assert!(sc.is_null());
+        // A connect to a listener that went away: an error within the bound, no hang.
+        let mut lc = null_mut();
+        assert_eq!((net.t.listen)(0, h.as_mut_ptr().cast(), &mut lc), 0);
+        assert_eq!((net.t.closeListen)(lc), 0);
+        let start = Instant::now();
+        let rc = loop {
+            let rc = (net.t.connect)(0, &mut cfg, h.as_mut_ptr().cast(), &mut sc, null_mut());
+            if rc != 0 || !sc.is_null() {
+                break rc;
+            }
+            assert!(start.elapsed() < Duration::from_secs(10), "connect to a closed listener never failed");
+            std::thread::yield_now();
+        };
+        assert_ne!(rc, 0, "connect to a closed listener succeeded");
+    }
+}
+
+/// With no device to offer, init fails (NCCL then moves on to its own transports).
+#[test]
+fn init_fails_cleanly_without_a_device() {
+    if as_rank("init_fails_cleanly_without_a_device") {
+        return;
+    }
+    common::plugin();
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args(["init_fails_cleanly_without_a_device", "--exact", "--nocapture", "--test-threads=1"])
+        .env(ROLE, "nodev:init_fails_cleanly_without_a_device")
+        .env("DOORBELL_NCCL_DEVICES", "no-such-device")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    // ncclSystemError (2), and one warning naming the cause.
+    assert!(stdout.contains("INIT 2"), "{stdout}");
+    assert_eq!(stderr.matches("no usable device").count(), 1, "{stderr}");
 }

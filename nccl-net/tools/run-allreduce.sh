@@ -31,7 +31,7 @@ case $mode in
         common+=(NCCL_NET_PLUGIN="$plugin" NCCL_NET=doorbell DOORBELL_NCCL_DEVICES=${DOORBELL_NCCL_DEVICES:-softhca0})
         [ "$mode" = doorbell-gdr ] && common+=(NCCL_NET_GDR_LEVEL=SYS NCCL_DMABUF_ENABLE=1)
         ;;
-    socket) common+=(NCCL_NET_PLUGIN=none NCCL_NET=Socket NCCL_SOCKET_IFNAME=${NCCL_SOCKET_IFNAME:-lo}) ;;
+    socket) common+=(NCCL_NET_PLUGIN=none NCCL_NET=Socket) ;;
     *) echo "unknown mode $mode"; exit 2 ;;
 esac
 port=${MASTER_PORT:-$((29500 + RANDOM % 1000))}
