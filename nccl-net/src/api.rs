@@ -5,6 +5,15 @@
 //! Every pointer NCCL passes back (comms, memory handles, requests, a connect's stage)
 //! is checked against [`crate::live`] first: a wrong one gets `ncclInvalidArgument`
 //! and a log line, never a dereference.
+//!
+//! # Safety
+//!
+//! Every `unsafe extern "C"` function here has the contract of its `ncclNet_v10_t`
+//! member (net_v10.h): out-pointers writable, arrays of the stated length, buffers
+//! registered with regMr kept allocated until deregMr. Those are NCCL's promises; the
+//! functions check what can be checked (NULLs, counts, every object pointer) and
+//! document nothing further per function.
+#![allow(clippy::missing_safety_doc)]
 
 use std::ffi::{c_int, c_void};
 use std::os::fd::BorrowedFd;

@@ -191,6 +191,8 @@ pub struct Connecting {
     state: Mutex<ConnectState>,
 }
 
+// One per connect in progress, so the size difference costs nothing worth a Box.
+#[allow(clippy::large_enum_variant)]
 enum ConnectState {
     /// The TCP connect was started.
     Tcp(Option<TcpStream>),

@@ -33,3 +33,9 @@ impl<T> Live<T> {
         self.map.lock().unwrap().as_mut()?.remove(&(p as usize))
     }
 }
+
+impl<T> Default for Live<T> {
+    fn default() -> Self {
+        Live::new()
+    }
+}
