@@ -69,6 +69,7 @@ fn pin_library() {
 
 pub unsafe extern "C" fn init(logger: ncclDebugLogger_t) -> ncclResult_t {
     crate::log::set_logger(logger);
+    crate::log::ToNccl::install();
     pin_library();
     let devs = device::all();
     if devs.is_empty() {

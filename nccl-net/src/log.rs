@@ -60,3 +60,62 @@ macro_rules! warn {
 macro_rules! info {
     ($($t:tt)*) => { $crate::log::info(file!(), line!(), &format!($($t)*)) };
 }
+
+/// Forwards doorbell's own diagnostics (the provider's and softhca's `tracing` events:
+/// a failed deregistration, a device thread's error) to NCCL's logger: warnings and
+/// errors always, everything down to debug with `DOORBELL_NCCL_DEBUG` set. Installed
+/// by init as this library's global subscriber (the library's `tracing` is its own
+/// copy, so the host program's subscriber, if any, is not affected).
+pub struct ToNccl {
+    verbose: bool,
+}
+
+impl ToNccl {
+    /// Installs the forwarder (once; later calls do nothing).
+    pub fn install() {
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        ONCE.call_once(|| {
+            let verbose = std::env::var_os("DOORBELL_NCCL_DEBUG").is_some();
+            let _ = tracing::subscriber::set_global_default(ToNccl { verbose });
+        });
+    }
+}
+
+struct Fields(String);
+
+impl tracing::field::Visit for Fields {
+    fn record_debug(&mut self, f: &tracing::field::Field, v: &dyn std::fmt::Debug) {
+        use std::fmt::Write;
+        if f.name() == "message" {
+            let _ = write!(self.0, "{v:?} ");
+        } else {
+            let _ = write!(self.0, "{}={v:?} ", f.name());
+        }
+    }
+}
+
+impl tracing::Subscriber for ToNccl {
+    fn enabled(&self, m: &tracing::Metadata<'_>) -> bool {
+        *m.level() <= if self.verbose { tracing::Level::DEBUG } else { tracing::Level::WARN }
+    }
+
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+
+    fn event(&self, e: &tracing::Event<'_>) {
+        let m = e.metadata();
+        let mut f = Fields(format!("{}: ", m.target()));
+        e.record(&mut f);
+        let level = if *m.level() <= tracing::Level::WARN { NCCL_LOG_WARN } else { NCCL_LOG_INFO };
+        emit(level, m.file().unwrap_or("doorbell"), m.line().unwrap_or(0), f.0.trim_end());
+    }
+
+    fn enter(&self, _: &tracing::span::Id) {}
+
+    fn exit(&self, _: &tracing::span::Id) {}
+}
