@@ -10,7 +10,7 @@
 //! a connect in progress lives in the handle's bytes [`STAGE_OFFSET`]`..+8` (NCCL
 //! passes the same handle again), that of an accept in the listen comm.
 
-use std::io::{ErrorKind, Read, Write};
+use std::io::{ErrorKind, Read};
 use std::net::{IpAddr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Mutex;
@@ -66,7 +66,7 @@ fn dev_ip(dev: &Dev) -> IpAddr {
 /// Writes what is left of `buf` from `*sent`; true when all of it is out.
 fn push(s: &mut TcpStream, buf: &[u8], sent: &mut usize) -> Res<bool> {
     while *sent < buf.len() {
-        match s.write(&buf[*sent..]) {
+        match send_nosignal(s, &buf[*sent..]) {
             Ok(0) => return Err(remote_gone("write")),
             Ok(n) => *sent += n,
             Err(e) if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::Interrupted => return Ok(false),
@@ -74,6 +74,18 @@ fn push(s: &mut TcpStream, buf: &[u8], sent: &mut usize) -> Res<bool> {
         }
     }
     Ok(true)
+}
+
+/// `send(MSG_NOSIGNAL)`: a peer that went away gives EPIPE, not the SIGPIPE that
+/// would kill a host program which, unlike Python, does not ignore it.
+pub fn send_nosignal(s: &TcpStream, buf: &[u8]) -> std::io::Result<usize> {
+    // SAFETY: a valid socket and buffer.
+    let r = unsafe { libc::send(s.as_raw_fd(), buf.as_ptr().cast(), buf.len(), libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT) };
+    if r < 0 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(r as usize)
+    }
 }
 
 /// Reads into what is left of `buf` from `*got`; true when it is full.

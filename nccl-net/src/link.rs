@@ -220,7 +220,7 @@ impl Drop for Link {
     /// Tells the peer this side closes, and steps the device a few times so that the
     /// acknowledgements of the last data leave before the QP is destroyed.
     fn drop(&mut self) {
-        let _ = std::io::Write::write(&mut self.stream, &[BYE]);
+        let _ = crate::conn::send_nosignal(&self.stream, &[BYE]);
         if self.dev.soft {
             for _ in 0..10 {
                 self.dev.ctx.progress();
