@@ -478,6 +478,33 @@ fn as_rank(test: &str) -> bool {
             let rc = net.init();
             println!("\nINIT {rc}");
         }
+        Some(("recvstop", t)) if t == test => {
+            let rc = recv_setup(&net, Duration::ZERO);
+            let mut b = vec![0u8; 16 << 20];
+            let mh = net.reg(rc, &mut b);
+            let _req = net.recv(rc, &[(b.as_mut_ptr(), b.len(), 9, mh)]).expect("irecv");
+            println!("\nPOSTED");
+            // Stopped by the parent from here on; never returns.
+            loop {
+                std::thread::sleep(Duration::from_secs(1));
+            }
+        }
+        Some(("sendstop", t)) if t == test => {
+            let (sc, _) = send_setup(&net);
+            let mut b = vec![0u8; 16 << 20];
+            let mh = net.reg(sc, &mut b);
+            let go = std::env::var("NCCL_NET_HARNESS_GO").unwrap();
+            println!("\nREADY");
+            while !std::path::Path::new(&go).exists() {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            let start = Instant::now();
+            let r = net.send(sc, b.as_mut_ptr(), b.len(), 9, mh).and_then(|q| poll_until_error(&net, q, Instant::now() + Duration::from_secs(60)));
+            match r {
+                Err(rc) => println!("\nFAILED {rc} AFTER {}", start.elapsed().as_millis()),
+                Ok(()) => println!("\nSENT"),
+            }
+        }
         Some((side, t)) if t == test => stream(&net, side == "recv"),
         _ => return false,
     }
@@ -486,7 +513,14 @@ fn as_rank(test: &str) -> bool {
 
 /// One rank: this binary, running only `test`, in `role`.
 fn spawn(test: &str, role: &str, handle: Option<&str>) -> (Child, mpsc::Receiver<String>) {
+    spawn_env(test, role, handle, &mut Vec::new())
+}
+
+fn spawn_env(test: &str, role: &str, handle: Option<&str>, env: &mut Vec<(&str, String)>) -> (Child, mpsc::Receiver<String>) {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
+    for (k, v) in env.drain(..) {
+        cmd.env(k, v);
+    }
     cmd.args([test, "--exact", "--nocapture", "--test-threads=1"]).env(ROLE, format!("{role}:{test}"));
     if let Some(h) = handle {
         cmd.env(HANDLE, h);
@@ -671,4 +705,39 @@ fn init_fails_cleanly_without_a_device() {
     // ncclSystemError (2), and one warning naming the cause.
     assert!(stdout.contains("INIT 2"), "{stdout}");
     assert_eq!(stderr.matches("no usable device").count(), 1, "{stderr}");
+}
+
+/// A receiver that stops answering (SIGSTOP: its process, softhca included, is frozen,
+/// its socket stays open): the sender's write is never acknowledged, and test() fails
+/// once the QP's retries are spent (ACK timeout 67 ms x 7 retries, link.rs), well
+/// within 10 s.
+#[test]
+fn receiver_stopped() {
+    let test = "receiver_stopped";
+    if as_rank(test) {
+        return;
+    }
+    common::plugin();
+    let go = std::env::temp_dir().join(format!("nccl-net-go-{}", std::process::id()));
+    let _ = std::fs::remove_file(&go);
+    let (mut r, rrx) = spawn(test, "recvstop", None);
+    let h = wait_line(&rrx, "HANDLE ", Duration::from_secs(60));
+    let mut cmd_env = vec![("NCCL_NET_HARNESS_GO", go.to_string_lossy().into_owned())];
+    let (mut s, srx) = spawn_env(test, "sendstop", Some(&h["HANDLE ".len()..]), &mut cmd_env);
+    wait_line(&rrx, "POSTED", Duration::from_secs(60));
+    wait_line(&srx, "READY", Duration::from_secs(60));
+    // SAFETY: a signal to our own child.
+    assert_eq!(unsafe { libc::kill(r.id() as i32, libc::SIGSTOP) }, 0);
+    std::fs::write(&go, b"go").unwrap();
+    let line = wait_line(&srx, "FAILED ", Duration::from_secs(20));
+    let ms: u128 = line.rsplit(' ').next().unwrap().parse().unwrap();
+    println!("the sender's test() failed {ms} ms after its isend: {line}");
+    // The first transmission and RETRY_CNT (7) retries, each waiting the ACK timeout
+    // 4.096 us * 2^14 = 67.1 ms: 8 * 67.1 = 537 ms. Not before that (the failure is the
+    // QP's timeout, not something else), and well within 10 s (no hang).
+    assert!((400..10_000).contains(&ms), "{ms} ms");
+    let _ = r.kill();
+    let _ = r.wait();
+    assert!(wait_exit(&mut s, "sender", Duration::from_secs(30)).success());
+    let _ = std::fs::remove_file(&go);
 }
