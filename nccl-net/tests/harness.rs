@@ -482,7 +482,14 @@ fn as_rank(test: &str) -> bool {
             let rc = recv_setup(&net, Duration::ZERO);
             let mut b = vec![0u8; 16 << 20];
             let mh = net.reg(rc, &mut b);
-            let _req = net.recv(rc, &[(b.as_mut_ptr(), b.len(), 9, mh)]).expect("irecv");
+            let req = net.recv(rc, &[(b.as_mut_ptr(), b.len(), 9, mh)]).expect("irecv");
+            // Let the announcement reach the sender (and its ACK come back) before the
+            // parent freezes this process: test() steps the device meanwhile.
+            let until = Instant::now() + Duration::from_millis(500);
+            while Instant::now() < until {
+                assert_eq!(net.test_once(req), Ok(None));
+                std::thread::sleep(Duration::from_millis(1));
+            }
             println!("\nPOSTED");
             // Stopped by the parent from here on; never returns.
             loop {
