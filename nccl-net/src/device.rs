@@ -22,8 +22,12 @@ pub struct Dev {
     pub name: CString,
     pub ctx: Arc<Context>,
     pub pd: Pd,
-    /// The embedded softhca (progressed from the caller's thread, GPU memory through gdr).
+    /// The embedded softhca (GPU memory through gdr).
     pub soft: bool,
+    /// Drive softhca's data path from NCCL's proxy thread (polled mode, as doorbell's
+    /// collective does): every isend/irecv/test steps the device once. On unless
+    /// `DOORBELL_POLLED` is `0`/`false`/`off`/`no`; never on hardware.
+    pub polled: bool,
     pub gid: [u8; 16],
     pub sgid_index: u8,
     /// `ibv_mtu` code used on connections (the smaller of both ends wins).
@@ -111,6 +115,7 @@ fn open(name: &str, soft: bool, gpu: bool) -> Result<Dev, String> {
         max_qp: attr.max_qp.min(i32::MAX as u32) as i32,
         pci_path,
         ptr_support,
+        polled: soft && !std::env::var("DOORBELL_POLLED").is_ok_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "0" | "false" | "off" | "no")),
         soft,
         ctx,
         pd,

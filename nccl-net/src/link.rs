@@ -147,7 +147,7 @@ impl Link {
     /// One device step on softhca (polled mode, as doorbell's collective does), then
     /// the completions, handed to `f` one by one. A failed completion breaks the link.
     pub fn poll(&mut self, mut f: impl FnMut(&Wc)) {
-        if self.dev.soft {
+        if self.dev.polled {
             self.dev.ctx.progress();
         }
         loop {
@@ -174,7 +174,7 @@ impl Link {
     /// into completions leave now instead of at the device thread's next turn (the
     /// peer's send completes only when it has them).
     pub fn flush_acks(&self) {
-        if self.dev.soft {
+        if self.dev.polled {
             self.dev.ctx.progress();
         }
     }
@@ -221,7 +221,7 @@ impl Drop for Link {
     /// acknowledgements of the last data leave before the QP is destroyed.
     fn drop(&mut self) {
         let _ = crate::conn::send_nosignal(&self.stream, &[BYE]);
-        if self.dev.soft {
+        if self.dev.polled {
             for _ in 0..10 {
                 self.dev.ctx.progress();
                 std::thread::sleep(Duration::from_micros(200));
