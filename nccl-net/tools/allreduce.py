@@ -7,7 +7,8 @@ time of the timed iterations, and "ALLREDUCE PASS" or "ALLREDUCE FAIL" at the en
 the exit status is 0 only on PASS.
 
 Environment: SIZES (comma-separated byte counts, default 8 B to 64 MiB), DTYPES
-(default float32,float16,bfloat16,int32), ITERS (timed iterations, default 5). The
+(default float32,float16,bfloat16,int32), ITERS (timed iterations, default 5),
+LOOP_SECONDS (then all-reduce 64 MiB in a loop that long: the kill test). The
 tensors are CUDA tensors (NCCL needs them); whether the net plugin then moves host
 staging buffers or GPU memory is NCCL's GDR decision (NCCL_NET_GDR_LEVEL).
 """
@@ -52,6 +53,20 @@ def main():
             us = (time.perf_counter() - t0) / iters * 1e6
             if rank == 0:
                 print(f"all_reduce {name:9s} {n * esize:>10d} B  {us:10.1f} us  {'ok' if good else 'WRONG'}", flush=True)
+    loop = float(os.environ.get("LOOP_SECONDS", "0"))
+    if loop > 0:
+        # For the kill test: all-reduce 64 MiB until the time is up (or the peer dies,
+        # which must end this process with NCCL's error in bounded time).
+        z = torch.ones(16 << 20, device=dev, dtype=torch.float32)
+        end = time.time() + loop
+        k = 0
+        while time.time() < end:
+            dist.all_reduce(z)
+            torch.cuda.synchronize()
+            z.fill_(1.0)
+            k += 1
+            if k % 20 == 0:
+                print(f"rank {rank}: loop {k} at {time.time():.3f}", flush=True)
     flags = torch.tensor([0 if ok else 1], device=dev, dtype=torch.int32)
     dist.all_reduce(flags)
     verdict = "PASS" if flags.item() == 0 else "FAIL"
