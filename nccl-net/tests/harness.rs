@@ -478,6 +478,7 @@ fn as_rank(test: &str) -> bool {
             let rc = net.init();
             println!("\nINIT {rc}");
         }
+        Some(("logger", t)) if t == test => logger_role(&net),
         Some(("recvstop", t)) if t == test => {
             let rc = recv_setup(&net, Duration::ZERO);
             let mut b = vec![0u8; 16 << 20];
@@ -747,4 +748,68 @@ fn receiver_stopped() {
     let _ = r.wait();
     assert!(wait_exit(&mut s, "sender", Duration::from_secs(30)).success());
     let _ = std::fs::remove_file(&go);
+}
+
+/// Lines NCCL's logger received: (level, subsystem flags, message).
+static LOGGED: std::sync::Mutex<Vec<(c_int, std::ffi::c_ulong, String)>> = std::sync::Mutex::new(Vec::new());
+
+/// A stand-in for NCCL's `ncclDebugLog(level, flags, file, line, fmt, ...)`. Rust cannot
+/// define a variadic function; on x86-64 (System V) a variadic call passes its first
+/// arguments in the same registers as a fixed one, so this reads the format and the
+/// one `%s` argument the plugin passes as the fifth and sixth parameters.
+#[cfg(target_arch = "x86_64")]
+extern "C" fn fake_logger(level: c_int, flags: std::ffi::c_ulong, _file: *const std::ffi::c_char, _line: c_int,
+                          fmt: *const std::ffi::c_char, arg: *const std::ffi::c_char) {
+    // SAFETY: the plugin passes NUL-terminated strings for fmt and its %s argument.
+    let (fmt, arg) = unsafe { (std::ffi::CStr::from_ptr(fmt), std::ffi::CStr::from_ptr(arg)) };
+    assert_eq!(fmt.to_str().unwrap(), "%s", "the plugin must not pass its text as the format");
+    LOGGED.lock().unwrap().push((level, flags, arg.to_string_lossy().into_owned()));
+}
+
+#[cfg(target_arch = "x86_64")]
+fn logger_role(net: &Net) {
+    type Logger = unsafe extern "C" fn(c_int, std::ffi::c_ulong, *const std::ffi::c_char, c_int, *const std::ffi::c_char, ...);
+    // SAFETY: see fake_logger: the plugin always calls it with exactly six arguments.
+    let f: Logger = unsafe { std::mem::transmute(fake_logger as extern "C" fn(_, _, _, _, _, _)) };
+    // SAFETY: a logger NCCL's way; no profiler.
+    assert_eq!(unsafe { (net.t.init)(Some(f), None) }, 0);
+    let mut done = 0;
+    // SAFETY: a junk request the plugin must reject.
+    let rc = unsafe { (net.t.test)(0x4242usize as *mut c_void, &mut done, null_mut()) };
+    assert_eq!(rc, NCCL_INVALID_ARGUMENT);
+    let logged = LOGGED.lock().unwrap();
+    // NCCL_LOG_WARN (2) in the NET subsystem (0x10), naming the cause.
+    let warn = logged.iter().find(|(l, _, m)| *l == 2 && m.contains("0x4242") && m.contains("no request")).expect("the warning reached the logger");
+    assert_eq!(warn.1, 0x10);
+    assert!(warn.2.starts_with("NET/doorbell"), "{}", warn.2);
+    // init's INFO line (NCCL_LOG_INFO = 3) named the device.
+    assert!(logged.iter().any(|(l, _, m)| *l == 3 && m.contains("initialized: 1 device")), "{logged:?}");
+    println!("\nLOGGER OK");
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn logger_role(_: &Net) {
+    println!("\nLOGGER OK");
+}
+
+/// init keeps NCCL's logger: the plugin's warnings and info lines go to it, at NCCL's
+/// levels, in the NET subsystem, with the text as a `%s` argument.
+#[test]
+fn errors_go_to_nccls_logger() {
+    let test = "errors_go_to_nccls_logger";
+    if as_rank(test) {
+        return;
+    }
+    if !cfg!(target_arch = "x86_64") {
+        println!("SKIP: the stand-in logger relies on the x86-64 calling convention (run on x86-64)");
+        return;
+    }
+    common::plugin();
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([test, "--exact", "--nocapture", "--test-threads=1"])
+        .env(ROLE, format!("logger:{test}"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && stdout.contains("LOGGER OK"), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
 }
