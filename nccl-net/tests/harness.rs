@@ -237,6 +237,10 @@ const SMALL: usize = 64 << 10;
 const GROUP: usize = 8;
 const GROUP_ROUNDS: usize = 4;
 const CHURN: usize = 40;
+const BW_SIZE: usize = 2 << 20;
+const BW_DEPTH: usize = 4;
+const BW_ROUNDS: usize = 8;
+const LAT_ITERS: usize = 200;
 
 fn recv_transfers(net: &Net) {
     let rc = recv_setup(net, Duration::from_millis(700));
@@ -311,6 +315,18 @@ fn recv_transfers(net: &Net) {
     let s = net.wait(req).expect("test");
     assert_eq!(s[0], 1024);
     check(&big[..1024], 400, "message after the oversized send");
+    // 6. Throughput (printed, for orientation): BW_ROUNDS rounds of BW_DEPTH receives.
+    for _ in 0..BW_ROUNDS {
+        let reqs: Vec<_> = (0..BW_DEPTH).map(|i| net.recv(rc, &[(big[i * BW_SIZE..].as_mut_ptr(), BW_SIZE, 500, mh)]).expect("irecv")).collect();
+        for r in reqs {
+            assert_eq!(net.wait(r).expect("test")[0] as usize, BW_SIZE);
+        }
+    }
+    // 7. Small-message cycle time (printed): announce, 8-byte write, completion.
+    for _ in 0..LAT_ITERS {
+        let r = net.recv(rc, &[(big.as_mut_ptr(), 8, 600, mh)]).expect("irecv");
+        assert_eq!(net.wait(r).expect("test")[0], 8);
+    }
     bad_calls(net, rc, mh, false);
     net.dereg(rc, mh);
     // SAFETY: a live comm, closed once.
@@ -375,6 +391,21 @@ fn send_transfers(net: &Net) {
     assert_eq!(net.send(sc, big.as_mut_ptr(), 2048, 400, mh), Err(5), "oversized isend");
     let req = net.send(sc, big.as_mut_ptr(), 1024, 400, mh).expect("isend");
     net.wait(req).expect("test");
+    let start = Instant::now();
+    for _ in 0..BW_ROUNDS {
+        let reqs: Vec<_> = (0..BW_DEPTH).map(|i| net.send(sc, big[i * BW_SIZE..].as_mut_ptr(), BW_SIZE, 500, mh).expect("isend")).collect();
+        for r in reqs {
+            net.wait(r).expect("test");
+        }
+    }
+    let t = start.elapsed().as_secs_f64();
+    println!("\nBANDWIDTH {:.2} GB/s ({} x {} MiB in {:.1} ms)", (BW_ROUNDS * BW_DEPTH * BW_SIZE) as f64 / t / 1e9, BW_ROUNDS * BW_DEPTH, BW_SIZE >> 20, t * 1e3);
+    let start = Instant::now();
+    for _ in 0..LAT_ITERS {
+        let r = net.send(sc, big.as_mut_ptr(), 8, 600, mh).expect("isend");
+        net.wait(r).expect("test");
+    }
+    println!("\nLATENCY {:.1} us per 8-byte message (irecv announced, isend, both completed)", start.elapsed().as_secs_f64() * 1e6 / LAT_ITERS as f64);
     bad_calls(net, sc, mh, true);
     net.dereg(sc, mh);
     // SAFETY: a live comm, closed once.
@@ -471,8 +502,8 @@ fn as_rank(test: &str) -> bool {
     let Ok(role) = std::env::var(ROLE) else { return false };
     let net = Net::load();
     match role.split_once(':') {
-        Some(("recv", t)) if t == test && test == "transfers" => recv_transfers(&net),
-        Some(("send", t)) if t == test && test == "transfers" => send_transfers(&net),
+        Some(("recv", t)) if t == test && test.starts_with("transfers") => recv_transfers(&net),
+        Some(("send", t)) if t == test && test.starts_with("transfers") => send_transfers(&net),
         Some(("nodev", t)) if t == test => {
             // DOORBELL_NCCL_DEVICES names no device: init must fail, with its log line.
             let rc = net.init();
@@ -580,10 +611,32 @@ fn transfers() {
     if as_rank("transfers") {
         return;
     }
+    run_transfers("transfers", None);
+}
+
+/// The same over a wire that drops, duplicates and reorders 1 % of the packets each
+/// (softhca's fault injection, in both ranks): RC retransmission must hide it.
+#[test]
+fn transfers_lossy() {
+    if as_rank("transfers_lossy") {
+        return;
+    }
+    run_transfers("transfers_lossy", Some("drop=0.01,dup=0.01,reorder=0.01,seed=7"));
+}
+
+fn run_transfers(test: &str, fault: Option<&str>) {
     common::plugin();
-    let (mut r, rrx) = spawn("transfers", "recv", None);
+    let env = |v: &mut Vec<(&str, String)>| {
+        if let Some(f) = fault {
+            v.push(("DOORBELL_FAULT", f.to_string()));
+        }
+    };
+    let mut e = Vec::new();
+    env(&mut e);
+    let (mut r, rrx) = spawn_env(test, "recv", None, &mut e);
     let h = wait_line(&rrx, "HANDLE ", Duration::from_secs(60));
-    let (mut s, _srx) = spawn("transfers", "send", Some(&h["HANDLE ".len()..]));
+    env(&mut e);
+    let (mut s, _srx) = spawn_env(test, "send", Some(&h["HANDLE ".len()..]), &mut e);
     let ss = wait_exit(&mut s, "sender", Duration::from_secs(300));
     let rs = wait_exit(&mut r, "receiver", Duration::from_secs(60));
     assert!(ss.success() && rs.success(), "sender {ss}, receiver {rs}");
