@@ -272,3 +272,41 @@ impl Connecting {
         Ok(Some(SendComm::new(link.take().unwrap(), fifo.take().unwrap())))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn handle_round_trip_and_layout() {
+        let mut h = [0xffu8; crate::sys::NCCL_NET_HANDLE_MAXSIZE];
+        let a: SocketAddr = "127.0.0.2:4242".parse().unwrap();
+        write_handle(&mut h, a);
+        assert_eq!(handle_addr(&h).unwrap(), a);
+        // Layout (this module's doc): magic, family 4, port LE at 6, the IPv4-mapped
+        // address at 8..24, and a zero stage pointer for the connecting side.
+        assert_eq!(&h[0..4], &HANDLE_MAGIC.to_le_bytes());
+        assert_eq!(h[4], 4);
+        assert_eq!(&h[6..8], &4242u16.to_le_bytes());
+        assert_eq!(&h[8..24], &[0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 2]);
+        assert!(h[STAGE_OFFSET..STAGE_OFFSET + 8].iter().all(|&b| b == 0));
+        let v6: SocketAddr = "[fe80::1]:7".parse().unwrap();
+        write_handle(&mut h, v6);
+        assert_eq!(handle_addr(&h).unwrap(), v6);
+    }
+
+    #[test]
+    fn foreign_handle_is_refused() {
+        let h = [0u8; crate::sys::NCCL_NET_HANDLE_MAXSIZE];
+        assert!(handle_addr(&h).is_err());
+    }
+
+    #[test]
+    fn conn_info_round_trip() {
+        let i = ConnInfo { qpn: 0x123456, psn: 0xabcdef, mtu: 5, gid: [7; 16], fifo_addr: 0x7f00_1234_5000, fifo_rkey: 0xdead };
+        assert_eq!(ConnInfo::decode(&i.encode()).unwrap(), i);
+        let mut bad = i.encode();
+        bad[0] ^= 1;
+        assert!(ConnInfo::decode(&bad).is_err());
+    }
+}
