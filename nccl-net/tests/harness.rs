@@ -866,3 +866,115 @@ fn errors_go_to_nccls_logger() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success() && stdout.contains("LOGGER OK"), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// The v8 and v9 tables carry data too (their isend/irecv take `int` and `size_t`
+/// sizes): one process, its softhca instance connected to itself, listen, connect
+/// and accept called in turn from one thread (which only works if none of them
+/// blocks), then a grouped receive of two buffers and two sends through each table.
+#[test]
+fn v8_and_v9_tables_carry_data() {
+    if std::env::var_os(ROLE).is_some() {
+        return;
+    }
+    let net = Net::load();
+    assert_eq!(net.init(), 0);
+    // SAFETY: statics of the loaded library.
+    let (v9, v8) = unsafe {
+        let a: libloading::Symbol<*const ncclNet_v9_t> = net._lib.get(b"ncclNetPlugin_v9\0").unwrap();
+        let b: libloading::Symbol<*const ncclNet_v8_t> = net._lib.get(b"ncclNetPlugin_v8\0").unwrap();
+        (&**a, &**b)
+    };
+    // SAFETY: every pointer is valid for the call; buffers outlive their registrations.
+    unsafe {
+        let mut h = [0u8; NCCL_NET_HANDLE_MAXSIZE];
+        let (mut lc, mut sc, mut rc): (*mut c_void, *mut c_void, *mut c_void) = (null_mut(), null_mut(), null_mut());
+        assert_eq!((v8.listen)(0, h.as_mut_ptr().cast(), &mut lc), 0);
+        let start = Instant::now();
+        while sc.is_null() || rc.is_null() {
+            if sc.is_null() {
+                assert_eq!((v8.connect)(0, h.as_mut_ptr().cast(), &mut sc, null_mut()), 0);
+            }
+            if rc.is_null() {
+                assert_eq!((v8.accept)(lc, &mut rc, null_mut()), 0);
+            }
+            assert!(start.elapsed() < HANG, "loopback connection not set up");
+            std::thread::yield_now();
+        }
+        assert_eq!((v8.closeListen)(lc), 0);
+        let mut src = vec![0u8; 1 << 20];
+        let mut dst = vec![0u8; 2 << 20];
+        let (mut smh, mut rmh) = (null_mut(), null_mut());
+        assert_eq!((v9.regMr)(sc, src.as_mut_ptr().cast(), src.len(), NCCL_PTR_HOST, &mut smh), 0);
+        assert_eq!((v8.regMr)(rc, dst.as_mut_ptr().cast(), dst.len(), NCCL_PTR_HOST, &mut rmh), 0);
+        for (round, use_v8) in [(0usize, true), (1, false), (2, true)] {
+            fill(&mut src[..1000], 10 + round);
+            fill(&mut src[4096..4096 + 300_000], 20 + round);
+            dst.fill(0);
+            let mut data: [*mut c_void; 2] = [dst.as_mut_ptr().cast(), dst[1 << 20..].as_mut_ptr().cast()];
+            let mut tags = [5 as c_int, 6];
+            let mut mhs = [rmh, rmh];
+            let mut rreq: *mut c_void = null_mut();
+            let mut s1: *mut c_void = null_mut();
+            let mut s2: *mut c_void = null_mut();
+            let t0 = Instant::now();
+            while rreq.is_null() || s1.is_null() || s2.is_null() {
+                if rreq.is_null() {
+                    let rc_ = if use_v8 {
+                        let mut sizes: [c_int; 2] = [1 << 20, 1 << 20];
+                        (v8.irecv)(rc, 2, data.as_mut_ptr(), sizes.as_mut_ptr(), tags.as_mut_ptr(), mhs.as_mut_ptr(), &mut rreq)
+                    } else {
+                        let mut sizes = [1usize << 20, 1 << 20];
+                        (v9.irecv)(rc, 2, data.as_mut_ptr(), sizes.as_mut_ptr(), tags.as_mut_ptr(), mhs.as_mut_ptr(), &mut rreq)
+                    };
+                    assert_eq!(rc_, 0);
+                }
+                // Tag 6 first: the receiver's second buffer.
+                if s2.is_null() {
+                    let p = src[4096..].as_mut_ptr().cast();
+                    let r = if use_v8 { (v8.isend)(sc, p, 300_000, 6, smh, &mut s2) } else { (v9.isend)(sc, p, 300_000, 6, smh, &mut s2) };
+                    assert_eq!(r, 0);
+                }
+                if s1.is_null() {
+                    let p = src.as_mut_ptr().cast();
+                    let r = if use_v8 { (v8.isend)(sc, p, 1000, 5, smh, &mut s1) } else { (v9.isend)(sc, p, 1000, 5, smh, &mut s1) };
+                    assert_eq!(r, 0);
+                }
+                assert!(t0.elapsed() < HANG);
+                std::thread::yield_now();
+            }
+            let mut pending = vec![(s1, 1000), (s2, 300_000)];
+            let mut rsizes = None;
+            while !pending.is_empty() || rsizes.is_none() {
+                pending.retain(|&(r, want)| {
+                    let (mut done, mut size) = (0, -1);
+                    assert_eq!((v8.test)(r, &mut done, &mut size), 0);
+                    if done != 0 {
+                        assert_eq!(size, want);
+                    }
+                    done == 0
+                });
+                if rsizes.is_none() {
+                    let mut done = 0;
+                    let mut sizes = [-1 as c_int; 8];
+                    assert_eq!((v9.test)(rreq, &mut done, sizes.as_mut_ptr()), 0);
+                    if done != 0 {
+                        rsizes = Some(sizes);
+                    }
+                }
+                assert!(t0.elapsed() < HANG);
+                std::thread::yield_now();
+            }
+            let sizes = rsizes.unwrap();
+            assert_eq!(&sizes[..2], &[1000, 300_000], "round {round}");
+            check(&dst[..1000], 10 + round, "buffer of tag 5");
+            check(&dst[1 << 20..(1 << 20) + 300_000], 20 + round, "buffer of tag 6");
+        }
+        // v8's int sizes: a negative one is refused.
+        let mut req = null_mut();
+        assert_ne!((v8.isend)(sc, src.as_mut_ptr().cast(), -1, 5, smh, &mut req), 0);
+        assert_eq!((v8.deregMr)(sc, smh), 0);
+        assert_eq!((v8.deregMr)(rc, rmh), 0);
+        assert_eq!((v8.closeSend)(sc), 0);
+        assert_eq!((v8.closeRecv)(rc), 0);
+    }
+}
