@@ -21,11 +21,11 @@ import torch.distributed as dist
 
 
 def main():
-    dist.init_process_group("nccl")
-    rank, world = dist.get_rank(), dist.get_world_size()
     # Every rank on the machine's one GPU (NCCL_HOSTID makes them look like two hosts).
     dev = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")) % torch.cuda.device_count())
     torch.cuda.set_device(dev)
+    dist.init_process_group("nccl", device_id=dev)
+    rank, world = dist.get_rank(), dist.get_world_size()
     sizes = [int(s) for s in os.environ.get("SIZES", "8,1024,65536,1048576,8388608,67108864").split(",")]
     dtypes = os.environ.get("DTYPES", "float32,float16,bfloat16,int32").split(",")
     iters = int(os.environ.get("ITERS", "5"))
