@@ -15,8 +15,9 @@
 //! `u32`, 64 a `u64`. Wider fields (reserved areas, GIDs, MAC addresses) are
 //! [`Bytes`], and nested layouts (the QP context inside CREATE_QP) are [`Sub`].
 //! Layout rules the PRM keeps, and that the descriptors check when the layout is
-//! compiled: a field of up to 32 bits never crosses a dword, a 64-bit field starts on
-//! a dword, byte strings and nested layouts start on a dword too.
+//! compiled: a field of up to 32 bits never crosses a dword, a wider one is a 64-bit
+//! word on a 64-bit boundary (as `DEVX_SET64` assumes), nested layouts start on a
+//! dword.
 //!
 //! Access goes through [`View`] and [`ViewMut`], which check once that the buffer
 //! holds the whole layout, so a short mailbox from userspace is an error
@@ -163,13 +164,15 @@ impl<L, T> fmt::Debug for Field<L, T> {
 
 impl<L, T> Field<L, T> {
     /// A field at bit `off`, `bits` wide. Panics (at compile time, where layouts are
-    /// evaluated) if the field crosses a dword, or is 64 bits and not dword-aligned.
+    /// evaluated) if the field crosses a dword, or is wider than 32 bits and not a
+    /// 64-bit field on a 64-bit boundary (`DEVX_SET64` indexes qwords, so C code
+    /// would write such a field somewhere else).
     pub const fn new(off: usize, bits: usize) -> Self {
         assert!(bits >= 1 && bits <= 64, "scalar fields are 1..=64 bits");
         if bits <= 32 {
             assert!(off % 32 + bits <= 32, "PRM fields never cross a dword");
         } else {
-            assert!(off % 32 == 0, "wide PRM fields start on a dword");
+            assert!(bits == 64 && off % 64 == 0, "wide PRM fields are 64-bit words on a 64-bit boundary");
         }
         Field { off, bits, _p: PhantomData }
     }
@@ -559,8 +562,8 @@ mod tests {
             b: 0x3,
             c: 0x4,
             d: 0x18,
+            reserved_at_20: [0x20],
             e: 0x40,
-            reserved_at_60: [0x20],
             f: 0x10,
             g: 0x10,
         }
@@ -576,11 +579,11 @@ mod tests {
 
     #[test]
     fn offsets_are_sums_of_widths() {
-        assert_eq!((T::a.off(), T::b.off(), T::c.off(), T::d.off(), T::e.off()), (0, 1, 4, 8, 0x20));
+        assert_eq!((T::a.off(), T::b.off(), T::c.off(), T::d.off(), T::e.off()), (0, 1, 4, 8, 0x40));
         assert_eq!((T::f.off(), T::g.off(), T::BITS, T::BYTES), (0x80, 0x90, 0xa0, 20));
         assert_eq!((Outer::inner.off(), Outer::y.off(), Outer::BITS), (0x20, 0xc0, 0xe0));
         let names: [&str; 8] = core::array::from_fn(|i| T::FIELDS[i].name);
-        assert_eq!(names, ["a", "b", "c", "d", "e", "reserved_at_60", "f", "g"]);
+        assert_eq!(names, ["a", "b", "c", "d", "reserved_at_20", "e", "f", "g"]);
         assert_eq!(Outer::FIELDS[1].kind, Kind::Sub("t"));
     }
 
@@ -597,7 +600,7 @@ mod tests {
         assert!(v.get(T::a));
         // a=1 b=101 c=1111 -> 0b1101_1111 = 0xdf
         assert_eq!(&b[..4], &[0xdf, 0x12, 0x34, 0x56]);
-        assert_eq!(&b[4..12], &[1, 2, 3, 4, 5, 6, 7, 8]);
+        assert_eq!(&b[8..16], &[1, 2, 3, 4, 5, 6, 7, 8]);
         assert_eq!(&b[16..20], &[0, 0, 0xbe, 0xef]);
         // neighbours survive a rewrite; values are masked like DEVX_SET
         let mut v = ViewMut::<T>::new(&mut b).unwrap();
@@ -629,8 +632,8 @@ mod tests {
         let view = View::<Outer>::new(&b).unwrap();
         assert_eq!(view.sub(Outer::inner).get(T::d), 0xabcdef);
         assert_eq!(view.sub(Outer::inner).nonzero_reserved(), None);
-        b[4 + 12] = 1;
+        b[4 + 4] = 1;
         let view = View::<Outer>::new(&b).unwrap();
-        assert_eq!(view.sub(Outer::inner).nonzero_reserved().map(|f| f.name), Some("reserved_at_60"));
+        assert_eq!(view.sub(Outer::inner).nonzero_reserved().map(|f| f.name), Some("reserved_at_20"));
     }
 }

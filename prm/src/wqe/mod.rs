@@ -16,6 +16,7 @@ pub mod atomic;
 pub mod ctrl;
 pub mod data;
 pub mod datagram;
+pub mod eth;
 pub mod inline;
 pub mod raddr;
 
@@ -30,5 +31,6 @@ pub use atomic::{AtomicSeg, ATOMIC_SIZE};
 pub use ctrl::{CtrlSeg, MAX_DS};
 pub use data::{DataSeg, INVALID_LKEY};
 pub use datagram::{DatagramSeg, EXTENDED_UD_AV};
+pub use eth::EthSeg;
 pub use inline::{inline_ds, InlineHeader, INLINE_HDR_SIZE, INLINE_SEG};
 pub use raddr::RaddrSeg;
