@@ -96,3 +96,14 @@ layout! {
         reserved_at_60: [0x20],
     }
 }
+
+layout! {
+    /// DESTROY_CQ inbox (the outbox is a plain [`MboxOut`](super::header::MboxOut)).
+    pub struct DestroyCqIn = destroy_cq_in {
+        opcode: 0x10,
+        uid: 0x10,
+        reserved_at_20: [0x28],
+        cqn: 0x18,
+        reserved_at_60: [0x20],
+    }
+}

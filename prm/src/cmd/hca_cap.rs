@@ -367,3 +367,46 @@ pub fn general(out: View<'_, QueryHcaCapOut>) -> View<'_, CmdHcaCap> {
 }
 
 const _: () = assert!(CmdHcaCap::BITS <= <HcaCapUnion as Layout>::BITS);
+
+layout! {
+    /// The RoCE capabilities page (`op_mod` type 4), as far as rdma-core's copy names it.
+    pub struct RoceCap = roce_cap {
+        reserved_at_0: [0x4],
+        sw_r_roce_src_udp_port: 0x1,
+        fl_rc_qp_when_roce_disabled: 0x1,
+        fl_rc_qp_when_roce_enabled: 0x1,
+        reserved_at_7: [0x17],
+        qp_ts_format: 0x2,
+        reserved_at_20: [0x7e0],
+    }
+}
+
+layout! {
+    /// The atomic capabilities page (`op_mod` type 3).
+    pub struct AtomicCaps = atomic_caps {
+        reserved_at_0: [0x40],
+        atomic_req_8B_endianness_mode: 0x2,
+        reserved_at_42: [0x4],
+        supported_atomic_req_8B_endianness_mode_1: 0x1,
+        reserved_at_47: [0x49],
+        atomic_operations: 0x10,
+        reserved_at_a0: [0x10],
+        atomic_size_qp: 0x10,
+        reserved_at_c0: [0x10],
+        atomic_size_dc: 0x10,
+        reserved_at_e0: [0x1a0],
+        fetch_add_pci_atomic: 0x10,
+        swap_pci_atomic: 0x10,
+        compare_swap_pci_atomic: 0x10,
+        reserved_at_2b0: [0x550],
+    }
+}
+
+layout! {
+    /// The second general capabilities page (`op_mod` type 0x20), as far as rdma-core's copy names it.
+    pub struct CmdHcaCap2 = cmd_hca_cap_2 {
+        reserved_at_0: [0x93],
+        log_reserved_qpn_granularity: 0x5,
+        reserved_at_98: [0x768],
+    }
+}

@@ -33,3 +33,28 @@ layout! {
         reserved_at_40: [0x40],
     }
 }
+
+layout! {
+    /// The inbox header of the general-object commands (CREATE/MODIFY/QUERY/DESTROY_GENERAL_OBJECT).
+    pub struct GeneralObjInCmdHdr = general_obj_in_cmd_hdr {
+        opcode: 0x10,
+        uid: 0x10,
+        reserved_at_20: [0x10],
+        obj_type: 0x10,
+        obj_id: 0x20,
+        reserved_at_60: [0x3],
+        log_obj_range: 0x5,
+        reserved_at_68: [0x18],
+    }
+}
+
+layout! {
+    /// The outbox header of the general-object commands: the object's id.
+    pub struct GeneralObjOutCmdHdr = general_obj_out_cmd_hdr {
+        status: 0x8,
+        reserved_at_8: [0x18],
+        syndrome: 0x20,
+        obj_id: 0x20,
+        reserved_at_60: [0x20],
+    }
+}

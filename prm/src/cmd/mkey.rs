@@ -91,3 +91,26 @@ layout! {
         reserved_at_60: [0x20],
     }
 }
+
+layout! {
+    /// DESTROY_MKEY inbox.
+    pub struct DestroyMkeyIn = destroy_mkey_in {
+        opcode: 0x10,
+        uid: 0x10,
+        reserved_at_20: [0x10],
+        op_mod: 0x10,
+        reserved_at_40: [0x8],
+        mkey_index: 0x18,
+        reserved_at_60: [0x20],
+    }
+}
+
+layout! {
+    /// DESTROY_MKEY outbox.
+    pub struct DestroyMkeyOut = destroy_mkey_out {
+        status: 0x8,
+        reserved_at_8: [0x18],
+        syndrome: 0x20,
+        reserved_at_40: [0x40],
+    }
+}

@@ -21,6 +21,7 @@ pub mod opcode;
 pub mod pd;
 pub mod qp;
 pub mod status;
+pub mod uar;
 
 #[cfg(test)]
 mod tests;

@@ -302,3 +302,99 @@ layout! {
         reserved_at_40: [0x40],
     }
 }
+
+layout! {
+    /// RTS2RTS_QP inbox (the `qpc_data_ext` extension is kept as bytes).
+    pub struct Rts2rtsQpIn = rts2rts_qp_in {
+        opcode: 0x10,
+        uid: 0x10,
+        reserved_at_20: [0x10],
+        op_mod: 0x10,
+        qpc_ext: 0x1,
+        reserved_at_41: [0x7],
+        qpn: 0x18,
+        reserved_at_60: [0x20],
+        opt_param_mask: 0x20,
+        reserved_at_a0: [0x20],
+        qpc: Qpc,
+        reserved_at_800: [0x40],
+        opt_param_mask_95_32: 0x40,
+        qpc_data_ext: [0x600],
+    }
+}
+
+layout! {
+    /// RTS2RTS_QP outbox.
+    pub struct Rts2rtsQpOut = rts2rts_qp_out {
+        status: 0x8,
+        reserved_at_8: [0x18],
+        syndrome: 0x20,
+        reserved_at_40: [0x40],
+    }
+}
+
+layout! {
+    /// QUERY_QP inbox.
+    pub struct QueryQpIn = query_qp_in {
+        opcode: 0x10,
+        uid: 0x10,
+        reserved_at_20: [0x10],
+        op_mod: 0x10,
+        reserved_at_40: [0x8],
+        qpn: 0x18,
+        reserved_at_60: [0x20],
+    }
+}
+
+layout! {
+    /// QUERY_QP outbox: the QP's context (then its page list).
+    pub struct QueryQpOut = query_qp_out {
+        status: 0x8,
+        reserved_at_8: [0x18],
+        syndrome: 0x20,
+        reserved_at_40: [0x40],
+        opt_param_mask: 0x20,
+        reserved_at_a0: [0x20],
+        qpc: Qpc,
+        reserved_at_800: [0x80],
+    }
+}
+
+layout! {
+    /// DESTROY_QP inbox (the outbox is a plain [`MboxOut`](super::header::MboxOut)).
+    pub struct DestroyQpIn = destroy_qp_in {
+        opcode: 0x10,
+        uid: 0x10,
+        reserved_at_20: [0x28],
+        qpn: 0x18,
+        reserved_at_60: [0x20],
+    }
+}
+
+layout! {
+    /// 2ERR_QP inbox: any state to ERR (the outbox is a plain
+    /// [`MboxOut`](super::header::MboxOut)). Kernel `mlx5_ifc_qp_2err_in_bits`.
+    pub struct Qp2errIn = qp_2err_in {
+        opcode: 0x10,
+        uid: 0x10,
+        reserved_at_20: [0x10],
+        op_mod: 0x10,
+        reserved_at_40: [0x8],
+        qpn: 0x18,
+        reserved_at_60: [0x20],
+    }
+}
+
+layout! {
+    /// 2RST_QP inbox: any state to RESET, the same shape as 2ERR. Kernel
+    /// `mlx5_ifc_qp_2rst_in_bits`.
+    pub struct Qp2rstIn = qp_2rst_in {
+        opcode: 0x10,
+        uid: 0x10,
+        reserved_at_20: [0x10],
+        op_mod: 0x10,
+        reserved_at_40: [0x8],
+        qpn: 0x18,
+        reserved_at_60: [0x20],
+    }
+}

@@ -26,20 +26,27 @@ fn check<L: Layout>(bits: usize, rows: &[(&str, usize, usize)]) {
     }
 }
 
-fn all_fields() -> [&'static [FieldInfo]; 24] {
+fn all_fields() -> [&'static [FieldInfo]; 45] {
     use cq::*;
     use hca_cap::*;
     use header::*;
     use mkey::*;
     use pd::*;
     use qp::*;
+    use uar::*;
     [
         MboxIn::FIELDS, MboxOut::FIELDS, QueryHcaCapIn::FIELDS, QueryHcaCapOut::FIELDS,
         HcaCapUnion::FIELDS, CmdHcaCap::FIELDS, AllocPdIn::FIELDS, AllocPdOut::FIELDS,
         Cqc::FIELDS, CreateCqIn::FIELDS, CreateCqOut::FIELDS, Ads::FIELDS, Qpc::FIELDS,
         CreateQpIn::FIELDS, CreateQpOut::FIELDS, Rst2initQpIn::FIELDS, Rst2initQpOut::FIELDS,
         Init2rtrQpIn::FIELDS, Init2rtrQpOut::FIELDS, Rtr2rtsQpIn::FIELDS, Rtr2rtsQpOut::FIELDS,
-        Mkc::FIELDS, CreateMkeyIn::FIELDS, CreateMkeyOut::FIELDS,
+        Mkc::FIELDS, CreateMkeyIn::FIELDS, CreateMkeyOut::FIELDS, Rts2rtsQpIn::FIELDS,
+        Rts2rtsQpOut::FIELDS, QueryQpIn::FIELDS, QueryQpOut::FIELDS, DestroyQpIn::FIELDS,
+        Qp2errIn::FIELDS, Qp2rstIn::FIELDS, DestroyCqIn::FIELDS, DeallocPdIn::FIELDS,
+        DeallocPdOut::FIELDS, AllocUarIn::FIELDS, AllocUarOut::FIELDS, DeallocUarIn::FIELDS,
+        DeallocUarOut::FIELDS, DestroyMkeyIn::FIELDS, DestroyMkeyOut::FIELDS, RoceCap::FIELDS,
+        AtomicCaps::FIELDS, CmdHcaCap2::FIELDS, GeneralObjInCmdHdr::FIELDS,
+        GeneralObjOutCmdHdr::FIELDS,
     ]
 }
 
@@ -275,6 +282,106 @@ fn layouts_match_mlx5_ifc() {
     check::<mkey::CreateMkeyOut>(0x80, &[
         ("status", 0x0, 0x8), ("syndrome", 0x20, 0x20), ("mkey_index", 0x48, 0x18),
     ]);
+}
+
+/// The second batch: the remaining QP transitions and queries, destroys, UARs, the
+/// RoCE/atomic/cap2 capability pages and the general-object headers.
+#[test]
+fn more_layouts_match_mlx5_ifc() {
+    // rdma-core providers/mlx5/mlx5_ifc.h: struct mlx5_ifc_rts2rts_qp_in_bits, 0xe80 bits
+    check::<qp::Rts2rtsQpIn>(0xe80, &[
+        ("opcode", 0x0, 0x10), ("uid", 0x10, 0x10), ("op_mod", 0x30, 0x10), ("qpc_ext", 0x40, 0x1),
+        ("qpn", 0x48, 0x18), ("opt_param_mask", 0x80, 0x20), ("qpc", 0xc0, 0x740),
+        ("opt_param_mask_95_32", 0x840, 0x40), ("qpc_data_ext", 0x880, 0x600),
+    ]);
+    // rdma-core providers/mlx5/mlx5_ifc.h: struct mlx5_ifc_rts2rts_qp_out_bits, 0x80 bits
+    check::<qp::Rts2rtsQpOut>(0x80, &[
+        ("status", 0x0, 0x8), ("syndrome", 0x20, 0x20),
+    ]);
+    // rdma-core providers/mlx5/mlx5_ifc.h: struct mlx5_ifc_query_qp_in_bits, 0x80 bits
+    check::<qp::QueryQpIn>(0x80, &[
+        ("opcode", 0x0, 0x10), ("op_mod", 0x30, 0x10), ("qpn", 0x48, 0x18),
+    ]);
+    // rdma-core providers/mlx5/mlx5_ifc.h: struct mlx5_ifc_query_qp_out_bits, 0x880 bits
+    check::<qp::QueryQpOut>(0x880, &[
+        ("status", 0x0, 0x8), ("syndrome", 0x20, 0x20), ("opt_param_mask", 0x80, 0x20),
+        ("qpc", 0xc0, 0x740),
+    ]);
+    // rdma-core providers/mlx5/mlx5_ifc.h: struct mlx5_ifc_destroy_qp_in_bits, 0x80 bits
+    check::<qp::DestroyQpIn>(0x80, &[
+        ("opcode", 0x0, 0x10), ("uid", 0x10, 0x10), ("qpn", 0x48, 0x18),
+    ]);
+    // rdma-core providers/mlx5/mlx5_ifc.h: struct mlx5_ifc_destroy_cq_in_bits, 0x80 bits
+    check::<cq::DestroyCqIn>(0x80, &[
+        ("opcode", 0x0, 0x10), ("uid", 0x10, 0x10), ("cqn", 0x48, 0x18),
+    ]);
+    // rdma-core providers/mlx5/mlx5_ifc.h: struct mlx5_ifc_dealloc_pd_in_bits, 0x80 bits
+    check::<pd::DeallocPdIn>(0x80, &[
+        ("opcode", 0x0, 0x10), ("uid", 0x10, 0x10), ("op_mod", 0x30, 0x10), ("pd", 0x48, 0x18),
+    ]);
+    // rdma-core providers/mlx5/mlx5_ifc.h: struct mlx5_ifc_dealloc_pd_out_bits, 0x80 bits
+    check::<pd::DeallocPdOut>(0x80, &[
+        ("status", 0x0, 0x8), ("syndrome", 0x20, 0x20),
+    ]);
+    // rdma-core providers/mlx5/mlx5_ifc.h: struct mlx5_ifc_alloc_uar_in_bits, 0x80 bits
+    check::<uar::AllocUarIn>(0x80, &[
+        ("opcode", 0x0, 0x10), ("op_mod", 0x30, 0x10),
+    ]);
+    // rdma-core providers/mlx5/mlx5_ifc.h: struct mlx5_ifc_alloc_uar_out_bits, 0x80 bits
+    check::<uar::AllocUarOut>(0x80, &[
+        ("status", 0x0, 0x8), ("syndrome", 0x20, 0x20), ("uar", 0x48, 0x18),
+    ]);
+    // rdma-core providers/mlx5/mlx5_ifc.h: struct mlx5_ifc_dealloc_uar_in_bits, 0x80 bits
+    check::<uar::DeallocUarIn>(0x80, &[
+        ("opcode", 0x0, 0x10), ("op_mod", 0x30, 0x10), ("uar", 0x48, 0x18),
+    ]);
+    // rdma-core providers/mlx5/mlx5_ifc.h: struct mlx5_ifc_dealloc_uar_out_bits, 0x80 bits
+    check::<uar::DeallocUarOut>(0x80, &[
+        ("status", 0x0, 0x8), ("syndrome", 0x20, 0x20),
+    ]);
+    // rdma-core providers/mlx5/mlx5_ifc.h: struct mlx5_ifc_destroy_mkey_in_bits, 0x80 bits
+    check::<mkey::DestroyMkeyIn>(0x80, &[
+        ("opcode", 0x0, 0x10), ("uid", 0x10, 0x10), ("op_mod", 0x30, 0x10),
+        ("mkey_index", 0x48, 0x18),
+    ]);
+    // rdma-core providers/mlx5/mlx5_ifc.h: struct mlx5_ifc_destroy_mkey_out_bits, 0x80 bits
+    check::<mkey::DestroyMkeyOut>(0x80, &[
+        ("status", 0x0, 0x8), ("syndrome", 0x20, 0x20),
+    ]);
+    // rdma-core providers/mlx5/mlx5_ifc.h: struct mlx5_ifc_roce_cap_bits, 0x800 bits
+    check::<hca_cap::RoceCap>(0x800, &[
+        ("sw_r_roce_src_udp_port", 0x4, 0x1), ("fl_rc_qp_when_roce_disabled", 0x5, 0x1),
+        ("fl_rc_qp_when_roce_enabled", 0x6, 0x1), ("qp_ts_format", 0x1e, 0x2),
+    ]);
+    // rdma-core providers/mlx5/mlx5_ifc.h: struct mlx5_ifc_atomic_caps_bits, 0x800 bits
+    check::<hca_cap::AtomicCaps>(0x800, &[
+        ("atomic_req_8B_endianness_mode", 0x40, 0x2),
+        ("supported_atomic_req_8B_endianness_mode_1", 0x46, 0x1),
+        ("atomic_operations", 0x90, 0x10), ("atomic_size_qp", 0xb0, 0x10),
+        ("atomic_size_dc", 0xd0, 0x10), ("fetch_add_pci_atomic", 0x280, 0x10),
+        ("swap_pci_atomic", 0x290, 0x10), ("compare_swap_pci_atomic", 0x2a0, 0x10),
+    ]);
+    // rdma-core providers/mlx5/mlx5_ifc.h: struct mlx5_ifc_cmd_hca_cap_2_bits, 0x800 bits
+    check::<hca_cap::CmdHcaCap2>(0x800, &[
+        ("log_reserved_qpn_granularity", 0x93, 0x5),
+    ]);
+    // rdma-core providers/mlx5/mlx5_ifc.h: struct mlx5_ifc_general_obj_in_cmd_hdr_bits, 0x80 bits
+    check::<header::GeneralObjInCmdHdr>(0x80, &[
+        ("opcode", 0x0, 0x10), ("uid", 0x10, 0x10), ("obj_type", 0x30, 0x10),
+        ("obj_id", 0x40, 0x20), ("log_obj_range", 0x63, 0x5),
+    ]);
+    // rdma-core providers/mlx5/mlx5_ifc.h: struct mlx5_ifc_general_obj_out_cmd_hdr_bits, 0x80 bits
+    check::<header::GeneralObjOutCmdHdr>(0x80, &[
+        ("status", 0x0, 0x8), ("syndrome", 0x20, 0x20), ("obj_id", 0x40, 0x20),
+    ]);
+}
+
+/// Kernel include/linux/mlx5/mlx5_ifc.h (absent from rdma-core's copy): 2ERR and 2RST
+/// name the QP at bits 0x48..0x60, after reserved_at_40[0x8]; both are 16 bytes.
+#[test]
+fn qp_2err_2rst_match_kernel() {
+    check::<qp::Qp2errIn>(0x80, &[("opcode", 0, 0x10), ("uid", 0x10, 0x10), ("op_mod", 0x30, 0x10), ("qpn", 0x48, 0x18)]);
+    check::<qp::Qp2rstIn>(0x80, &[("opcode", 0, 0x10), ("uid", 0x10, 0x10), ("op_mod", 0x30, 0x10), ("qpn", 0x48, 0x18)]);
 }
 
 /// The `uid` DevX writes into every inbox sits at 0x10 (rdma-core's older copy calls
