@@ -62,8 +62,8 @@ pub struct FieldInfo {
 }
 
 impl FieldInfo {
-    /// Whether the PRM reserves this field (`reserved_at_*`, names ending in
-    /// `_rsvd`...): it must be zero in commands and is not shown by decoders.
+    /// Whether the PRM reserves this field (`reserved_at_*`): it must be zero in
+    /// commands, and decoders need not show it.
     pub fn is_reserved(&self) -> bool {
         self.name.starts_with("reserved")
     }
@@ -346,8 +346,9 @@ impl<'a, L: Layout> View<'a, L> {
         &self.b[L::BYTES..]
     }
 
-    /// The first field whose bits are set although the PRM reserves it: commands
-    /// with one are rejected by the firmware (`BAD_RES_STATE`-class checks start here).
+    /// The first reserved field with a bit set, if any: what a strict firmware
+    /// checks before it executes a command, and a fuzzer's oracle for "reserved
+    /// bits must be zero".
     pub fn nonzero_reserved(&self) -> Option<FieldInfo> {
         L::FIELDS.iter().copied().find(|f| {
             f.is_reserved() && {

@@ -12,6 +12,10 @@
 //!
 //! Where a command carries a page list (`pas[]`, `klm_pas_mtt[]`) it follows the
 //! layout; read it through the view's `tail`.
+//!
+//! DevX's QUERY_EQN is not a firmware command but a uverbs method of mlx5_ib (the
+//! kernel maps a completion vector to the EQ number `cqc.c_eqn` wants), so it has no
+//! mailbox here; its attributes belong with the other uverbs layouts.
 
 pub mod cq;
 pub mod hca_cap;
