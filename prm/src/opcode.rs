@@ -175,6 +175,16 @@ bitflags! {
     }
 }
 
+impl FmCeSe {
+    /// The fence mode field (bits 7..5): any non-zero mode fences the WQE.
+    pub const FENCE_MODE_MASK: u8 = 0xe0;
+
+    /// Whether the WQE waits for earlier ones (any fence mode).
+    pub const fn fences(self) -> bool {
+        self.bits() & Self::FENCE_MODE_MASK != 0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -206,5 +216,7 @@ mod tests {
         assert_eq!(FmCeSe::SOLICITED.bits(), 0x02);
         assert_eq!(FmCeSe::FENCE.bits(), 0x80);
         assert_eq!(FmCeSe::INITIATOR_SMALL_FENCE.bits(), 0x20);
+        assert!(FmCeSe::FENCE.fences() && FmCeSe::INITIATOR_SMALL_FENCE.fences());
+        assert!(!(FmCeSe::CQ_UPDATE | FmCeSe::SOLICITED).fences());
     }
 }

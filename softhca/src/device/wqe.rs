@@ -30,29 +30,6 @@ pub const INLINE_BIT: u32 = prm::wqe::INLINE_SEG;
 /// The lkey that ends a receive WQE's scatter list.
 pub const INVALID_LKEY: u32 = prm::wqe::INVALID_LKEY;
 
-/// WQE opcodes (the numbers of [`WqeOpcode`], as bytes for matching).
-pub mod opcode {
-    use prm::opcode::WqeOpcode;
-    pub const NOP: u8 = WqeOpcode::Nop as u8;
-    pub const SEND_INVAL: u8 = WqeOpcode::SendInval as u8;
-    pub const RDMA_WRITE: u8 = WqeOpcode::RdmaWrite as u8;
-    pub const RDMA_WRITE_IMM: u8 = WqeOpcode::RdmaWriteImm as u8;
-    pub const SEND: u8 = WqeOpcode::Send as u8;
-    pub const SEND_IMM: u8 = WqeOpcode::SendImm as u8;
-    pub const RDMA_READ: u8 = WqeOpcode::RdmaRead as u8;
-    pub const ATOMIC_CS: u8 = WqeOpcode::AtomicCs as u8;
-    pub const ATOMIC_FA: u8 = WqeOpcode::AtomicFa as u8;
-}
-
-/// `fm_ce_se` bits (the values of [`FmCeSe`]).
-pub mod flags {
-    use prm::opcode::FmCeSe;
-    pub const SOLICITED: u8 = FmCeSe::SOLICITED.bits();
-    pub const CQ_UPDATE: u8 = FmCeSe::CQ_UPDATE.bits();
-    /// Fence mode (any non-zero value fences): bits 7..5.
-    pub const FENCE_MASK: u8 = 0xe0;
-}
-
 /// The segment of type `T` at the start of `b`, or `None` when `b` is too short.
 fn seg<T: FromBytes + KnownLayout + Immutable>(b: &[u8]) -> Option<&T> {
     T::ref_from_prefix(b).ok().map(|(t, _)| t)
@@ -102,7 +79,7 @@ impl Ctrl {
     }
 
     pub fn fence(&self) -> bool {
-        self.fm_ce_se & flags::FENCE_MASK != 0
+        FmCeSe::from_bits_retain(self.fm_ce_se).fences()
     }
 }
 
@@ -313,7 +290,7 @@ mod tests {
     fn golden_ctrl() {
         let b = [0x00, 0x12, 0x34, 0x08, 0xab, 0xcd, 0xef, 0x03, 0, 0, 0, 0x08, 0, 0, 0, 0];
         let c = Ctrl::parse(&b);
-        assert_eq!((c.opmod, c.wqe_index, c.opcode, c.qpn, c.ds), (0, 0x1234, opcode::RDMA_WRITE, 0xabcdef, 3));
+        assert_eq!((c.opmod, c.wqe_index, c.opcode, c.qpn, c.ds), (0, 0x1234, WqeOpcode::RdmaWrite as u8, 0xabcdef, 3));
         assert!(c.signaled() && !c.solicited() && !c.fence());
         assert_eq!(c.wqebbs(), 1);
         assert_eq!(wqe_index_of(&b), 0x1234);
