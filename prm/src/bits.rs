@@ -346,6 +346,17 @@ impl<'a, L: Layout> View<'a, L> {
         &self.b[L::BYTES..]
     }
 
+    /// Every named scalar field with its value, in layout order (reserved areas,
+    /// byte strings and nested layouts left out): what a field-by-field decoder such
+    /// as `doorbell devx caps -v` prints.
+    pub fn scalars(&self) -> impl Iterator<Item = (FieldInfo, u64)> + 'a {
+        let b = self.b;
+        L::FIELDS
+            .iter()
+            .filter(|f| f.kind == Kind::Scalar && !f.is_reserved())
+            .map(move |f| (*f, read_bits(b, f.bit_off, f.bits)))
+    }
+
     /// The first reserved field with a bit set, if any: what a strict firmware
     /// checks before it executes a command, and a fuzzer's oracle for "reserved
     /// bits must be zero".
@@ -633,6 +644,9 @@ mod tests {
         let view = View::<Outer>::new(&b).unwrap();
         assert_eq!(view.sub(Outer::inner).get(T::d), 0xabcdef);
         assert_eq!(view.sub(Outer::inner).nonzero_reserved(), None);
+        let named: [(&str, u64); 2] = [("x", 0), ("y", 7)];
+        assert!(view.scalars().map(|(f, v)| (f.name, v)).eq(named), "sub layouts are not scalars");
+        assert!(view.sub(Outer::inner).scalars().any(|(f, v)| (f.name, v) == ("d", 0xabcdef)));
         b[4 + 4] = 1;
         let view = View::<Outer>::new(&b).unwrap();
         assert_eq!(view.sub(Outer::inner).nonzero_reserved().map(|f| f.name), Some("reserved_at_20"));
