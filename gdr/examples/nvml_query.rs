@@ -21,7 +21,7 @@
 //! Without libnvidia-ml (no NVIDIA driver) it prints one line and exits with status 3.
 //!
 //! NVML reaches the kernel driver through ioctls on `/dev/nvidiactl` and `/dev/nvidiaN`
-//! (see docs/gdr-examples.md, section 1.2).
+//! (see docs/questions.md, section 1.2).
 
 mod common;
 

@@ -62,7 +62,6 @@ const SYMBOLS: &[&str] = &[
     "cuCtxPopCurrent_v2",
     "cuMemAlloc_v2",
     "cuMemFree_v2",
-    "cuMemAllocHost_v2",
     "cuMemHostAlloc",
     "cuMemFreeHost",
     "cuMemsetD8_v2",

@@ -258,48 +258,12 @@ impl PeerMemory for CudaPeer {
     /// from pinned memory is a single DMA by the copy engine, as the NIC's would be.
     ///
     /// The buffer outlives this peer memory (softhca keeps it for the QP's life), so it
-    /// holds its own retain of the primary context, released after `cuMemFreeHost`: the
-    /// pages stay mapped however the program's contexts come and go. Memory of another
-    /// context (one the program created and may destroy) gets no pinned staging.
+    /// holds its own retain of the primary context ([`crate::pinned::alloc_portable`]):
+    /// the pages stay mapped however the program's contexts come and go. Memory of
+    /// another context (one the program created and may destroy) gets no pinned staging.
     fn staging_buffer(&self, len: usize) -> Option<HostBuffer> {
         let dev = self.retained?;
-        let go = || -> Result<HostBuffer> {
-            let mut ctx: sys::CUcontext = std::ptr::null_mut();
-            // SAFETY: writes the primary context handle; the retain is released by the
-            // buffer's release function (or below, on failure).
-            unsafe { sys::cuDevicePrimaryCtxRetain(&mut ctx, dev) }.result().call("cuDevicePrimaryCtxRetain")?;
-            let alloc = || -> Result<std::ptr::NonNull<u8>> {
-                let _p = Pushed::new(Ctx(ctx))?;
-                let mut p: *mut std::ffi::c_void = std::ptr::null_mut();
-                // SAFETY: writes one pointer to `len` new page-locked bytes (PORTABLE:
-                // pinned for every context, so any thread's copies see it as pinned).
-                unsafe { sys::cuMemHostAlloc(&mut p, len.max(1), sys::CU_MEMHOSTALLOC_PORTABLE) }
-                    .result()
-                    .call("cuMemHostAlloc")?;
-                std::ptr::NonNull::new(p.cast::<u8>()).ok_or_else(|| Error::Other("cuMemHostAlloc returned NULL".into()))
-            };
-            let ptr = match alloc() {
-                Ok(p) => p,
-                Err(e) => {
-                    // SAFETY: releases the retain made above.
-                    let _ = unsafe { sys::cuDevicePrimaryCtxRelease_v2(dev) };
-                    return Err(e);
-                }
-            };
-            let (addr, ctx_handle) = (ptr.as_ptr() as usize, ctx as usize);
-            let release = move || {
-                if let Ok(_p) = Pushed::new(Ctx(ctx_handle as sys::CUcontext)) {
-                    // SAFETY: frees the allocation made above, once, with its context current.
-                    let _ = unsafe { sys::cuMemFreeHost(addr as *mut std::ffi::c_void) };
-                }
-                // SAFETY: releases the retain this buffer held.
-                let _ = unsafe { sys::cuDevicePrimaryCtxRelease_v2(dev) };
-            };
-            // SAFETY: `len` bytes at `ptr`, allocated above, owned by this buffer alone
-            // and freed only by `release`.
-            Ok(unsafe { HostBuffer::from_raw(ptr, len, release) })
-        };
-        match go() {
+        match crate::pinned::alloc_portable(dev, len) {
             Ok(b) => Some(b),
             Err(e) => {
                 tracing::warn!(target: "gdr::peer", "{}: no pinned staging ({e}); staging in pageable memory", self.name);

@@ -3,8 +3,10 @@
 # command echoed with its output and exit status (docs/gdr.md quotes these logs).
 # BIN holds stripped builds: doorbell, libdoorbell_preload.so, gdr-gpu (gdr's
 # tests/gpu.rs), gdr-unit (gdr's unit tests), and the examples nvml_query, cuda_ipc,
-# unified_memory. The machine needs no cargo. Sections: verify, topo, tests, examples,
-# bench (set SECTIONS to run fewer).
+# unified_memory; and BIN/stock-cuda, packed by `gdr/tools/stock-cuda-check.sh --pack`
+# (stock libibverbs + libmlx5 and a C program registering CUDA memory with
+# ibv_reg_dmabuf_mr under the preload shim). The machine needs no cargo. Sections:
+# verify, topo, tests, examples, stock, bench (set SECTIONS to run fewer).
 set -u
 bin=$(cd "${1:?usage: gpu-node-checks.sh BIN OUTDIR}" && pwd)
 out=${2:?usage: gpu-node-checks.sh BIN OUTDIR}
@@ -12,7 +14,7 @@ mkdir -p "$out"
 here=$(cd "$(dirname "$0")/../.." && pwd)
 export NCCL_NVLS_ENABLE=0
 run() { echo "\$ $*"; timeout 240 "$@" 2>&1; echo "[exit $?]"; echo; }
-sections=${SECTIONS:-verify topo tests examples bench}
+sections=${SECTIONS:-verify topo tests examples stock bench}
 for s in $sections; do
   case $s in
   verify) {
@@ -40,6 +42,9 @@ for s in $sections; do
     run ./unified_memory
     cd "$here"
   } > "$out/examples.txt" ;;
+  stock) {
+    run bash "$here/gdr/tools/stock-cuda-check.sh" "$bin/stock-cuda" 0
+  } > "$out/stock.txt" ;;
   bench) {
     B=$bin/doorbell
     for t in write-bw read-bw send-bw; do for sz in 1 4097 1048577 4194304; do

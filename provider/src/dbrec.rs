@@ -1,6 +1,6 @@
 //! Doorbell records: 8-byte slots in device-visible pages where the provider publishes
-//! its producer/consumer counters (QP: word 0 RQ head, word 1 SQ producer; CQ: word 0 consumer
-//! index, word 1 arm).
+//! its producer/consumer counters (the word layout is [`prm::dbrec`]'s: QP word 0 RQ
+//! head, word 1 SQ producer; CQ word 0 consumer index, word 1 arm).
 //!
 //! Like libmlx5, records are carved out of shared pages in cache-line-sized slots, so
 //! two queues never share a cache line (the device polls them; false sharing with a

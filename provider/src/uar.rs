@@ -16,18 +16,17 @@ use std::sync::{Arc, Mutex};
 
 use uverbs::ioctl::Ioctl;
 use uverbs::sys::ids::{mlx5, object};
-use uverbs::sys::mlx5::{mmap_pgoff, AllocUcontextResp, BF_OFFSET, MMAP_REGULAR_PAGE};
+use prm::uar::BF_OFFSET;
+use uverbs::sys::mlx5::{mmap_pgoff, AllocUcontextResp, MMAP_REGULAR_PAGE};
 use uverbs::{Device, Mapping};
 
 use crate::buf::page_size;
 use crate::error::{Op, Result};
 
-/// BlueFlame registers per 4 KiB UAR (libmlx5's NUM_BFREGS_PER_UAR): the numbering
-/// `bfreg_index` uses.
-pub const BFREGS_PER_UAR: u32 = 4;
-/// Registers per UAR the kernel actually hands out (MLX5_NUM_NON_FP_BFREGS_PER_UAR):
-/// `tot_bfregs` counts these, so a context has `tot_bfregs / 2` static pages.
-pub const NON_FP_BFREGS_PER_UAR: u32 = 2;
+/// BlueFlame registers per UAR (`bfreg_index` numbering) and those the kernel hands
+/// out (`tot_bfregs` counts these, so a context has `tot_bfregs / 2` static pages):
+/// the UAR layout is the `prm` crate's.
+pub use prm::uar::{BFREGS_PER_UAR, NON_FP_BFREGS_PER_UAR};
 
 /// A mapped UAR page.
 #[derive(Debug)]

@@ -16,10 +16,13 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::sync::OnceLock;
 
-use provider::cqe::{is_sw_owned, Cqe64, CqeOpcode, ErrCqe, Syndrome, WcFlags, WcOpcode, WcStatus};
+use provider::cqe::{
+    is_sw_owned, Cqe64, CqeOpcode, ErrCqe, ErrStatus, Syndrome, SyndromeStatus, WcFlags,
+    WcOpcode, WcStatus,
+};
 use provider::opcode::{FmCeSe, WqeOpcode};
 use provider::wqe::{
-    write_send_wqe, AtomicSeg, CtrlSeg, DataSeg, DatagramSeg, InlineHeader, Payload, RaddrSeg,
+    data_seg, write_send_wqe, AtomicSeg, CtrlSeg, DataSeg, DatagramSeg, InlineHeader, Payload, RaddrSeg,
     SendOp, SendWr, Sge, SqRing, UdDest, EXTENDED_UD_AV, INLINE_SEG, INVALID_LKEY, WQEBB_SHIFT,
     WQEBB_SIZE,
 };
@@ -429,7 +432,7 @@ fn data_segments_match_mlx5dv_set_data_seg() {
             let mut slot = [0u8; 16];
             DataSeg::new(len, lkey, addr).write(&mut slot);
             assert_eq!(slot, expect, "{kind} {r:?}");
-            DataSeg::from_sge(&Sge::new(addr, len, lkey)).write(&mut slot);
+            data_seg(&Sge::new(addr, len, lkey)).write(&mut slot);
             assert_eq!(slot, expect);
             let v = DataSeg::view(&expect);
             assert_eq!((v.byte_count(), v.lkey(), v.addr()), (len, lkey, addr));

@@ -746,46 +746,6 @@ fn peer_memory_on_a_lossy_wire() {
     assert!(c.fault_dropped > 0 && c.retransmits > 0, "the wire was lossy: {c:?}");
 }
 
-/// Not a check, a measurement (`cargo test --release -p softhca --test peer_memory --
-/// --ignored --nocapture`): RDMA WRITE bandwidth of 1 MiB messages host -> host and peer
-/// -> peer on the same pair of instances, 16 outstanding. With [`TestPeer`]'s copies
-/// (memcpy under a mutex) the ratio is what the staging itself costs; CUDA's copies come
-/// on top on a GPU machine.
-#[test]
-#[ignore]
-fn peer_write_bandwidth_vs_host() {
-    let (a, b) = hosts(21);
-    let o = Opts { mtu: 5, cq: 1024, cap: provider::qp::QpCap { max_send_wr: 64, ..Opts::default().cap }, ..Default::default() };
-    let (mut ea, _eb) = connect(&a, &b, &o);
-    let len = 1 << 20;
-    let iters = 400;
-    let measure = |ea: &mut End, sge: Sge, raddr: u64, rkey: u32| -> f64 {
-        let t = std::time::Instant::now();
-        let mut outstanding = 0;
-        for i in 0..iters {
-            if outstanding == 16 {
-                assert_eq!(wait(&mut ea.scq, 1)[0].status, WcStatus::Success);
-                outstanding -= 1;
-            }
-            ea.qp.post_send(i, &signaled(SendOp::RdmaWrite { raddr, rkey }, Payload::Sgl(&[sge]))).unwrap();
-            outstanding += 1;
-        }
-        for w in wait(&mut ea.scq, outstanding) {
-            assert_eq!(w.status, WcStatus::Success);
-        }
-        (iters as f64 * len as f64) / t.elapsed().as_secs_f64() / 1e6
-    };
-    let hs = a.mem(len, all_access());
-    let hd = b.mem(len, all_access());
-    let ps = PeerBuf::new(&a, len, all_access(), None);
-    let pd = PeerBuf::new(&b, len, all_access(), None);
-    for round in 0..3 {
-        let host = measure(&mut ea, hs.sge(0, len), hd.addr(), hd.mr.rkey());
-        let peer = measure(&mut ea, ps.sge(0, len), pd.iova, pd.mr.rkey());
-        println!("round {round}: host {host:.0} MB/s, peer {peer:.0} MB/s, ratio {:.2}", peer / host);
-    }
-}
-
 /// UD SENDs from peer memory into a receive buffer in peer memory (GRH and payload): one
 /// peer read per message at the sender, and the GRH and payload written at the receiver
 /// (one write each: a UD message is one packet).

@@ -5,7 +5,7 @@
 //! test with the device-selecting variables cleared, and waits that fail the test at
 //! their deadline.
 
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
 use std::process::{Command, ExitStatus};
 use std::time::{Duration, Instant};

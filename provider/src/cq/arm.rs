@@ -1,6 +1,8 @@
 //! Arming a CQ for one completion event (`ibv_req_notify_cq`): no kernel command, just
 //! the arm word in the doorbell record and the arm doorbell in the UAR page.
 
+use prm::dbrec;
+
 use super::Cq;
 use crate::{barrier, doorbell};
 
@@ -8,17 +10,14 @@ impl Cq {
     /// Requests an event on the completion channel for the next CQE (or only the
     /// next solicited one).
     pub fn req_notify(&mut self, solicited_only: bool) {
-        let sn = self.arm_sn & 3;
-        let ci = self.ci & 0xff_ffff;
-        let cmd = if solicited_only { 1 << 24 } else { 0 };
-        let word = (sn << 28) | cmd | ci;
+        let word = dbrec::cq_arm_word(self.arm_sn, solicited_only, self.ci);
         // SAFETY: word 1 of the CQ's doorbell record is live while the CQ is.
-        unsafe { doorbell::publish(self.inner.dbrec.word(1), word) };
-        let db = ((word as u64) << 32) | self.inner.cqn as u64;
+        unsafe { doorbell::publish(self.inner.dbrec.word(dbrec::CQ_ARM_DB), word) };
+        let db = dbrec::cq_arm_doorbell(word, self.inner.cqn);
         barrier::wc_start();
         // SAFETY: the arm register at +0x20 of the CQ's UAR page is mapped while the
         // CQ holds the page.
-        unsafe { std::ptr::write_volatile(self.inner.uar.base().add(uverbs::sys::mlx5::UAR_CQ_ARM_OFFSET).cast::<u64>(), db.to_be()) };
+        unsafe { std::ptr::write_volatile(self.inner.uar.base().add(prm::uar::CQ_ARM_OFFSET).cast::<u64>(), db.to_be()) };
         barrier::wc_flush();
     }
 

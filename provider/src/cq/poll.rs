@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use super::Cq;
 use crate::barrier;
-use crate::cqe::{is_sw_owned, CqeOpcode, Cqe64, WcFlags, WcOpcode, WcStatus, CQE_SIZE};
+use crate::cqe::{is_sw_owned, Completion, CqeOpcode, Cqe64, ErrStatus, WcFlags, WcOpcode, WcStatus, CQE_SIZE};
 use crate::doorbell;
 use crate::qp::QpShared;
 
@@ -73,7 +73,7 @@ impl Cq {
         }
         if n > 0 {
             // SAFETY: word 0 of the CQ's doorbell record is live while the CQ is.
-            unsafe { doorbell::publish(self.inner.dbrec.word(0), self.ci & 0xff_ffff) };
+            unsafe { doorbell::publish(self.inner.dbrec.word(prm::dbrec::CQ_SET_CI), self.ci & prm::dbrec::CQ_CI_MASK) };
         }
         n
     }

@@ -1,85 +1,40 @@
-//! Error CQE syndromes (`MLX5_CQE_SYNDROME_*`) and the completion status each one
-//! is reported as.
+//! The completion status each error CQE syndrome (`MLX5_CQE_SYNDROME_*`, numbered in
+//! the `prm` crate) is reported as.
 
 use super::status::WcStatus;
 
-/// Why the device completed a WQE in error (byte 55 of an error CQE).
-#[repr(u8)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Syndrome {
-    /// Receive buffer too small, or message longer than the port MTU (UD).
-    LocalLengthErr = 0x01,
-    LocalQpOpErr = 0x02,
-    /// The lkey does not cover the buffer, or the MR lacks local access.
-    LocalProtErr = 0x04,
-    /// Flushed because the QP entered the error state.
-    WrFlushErr = 0x05,
-    MwBindErr = 0x06,
-    BadRespErr = 0x10,
-    LocalAccessErr = 0x11,
-    RemoteInvalReqErr = 0x12,
-    /// The responder rejected the rkey, bounds or access rights.
-    RemoteAccessErr = 0x13,
-    RemoteOpErr = 0x14,
-    /// No ACK after `retry_cnt` retransmissions.
-    TransportRetryExcErr = 0x15,
-    /// Receiver not ready more than `rnr_retry` times.
-    RnrRetryExcErr = 0x16,
-    RemoteAbortedErr = 0x22,
+pub use prm::cqe::syndrome::Syndrome;
+
+/// The `ibv_wc_status` of a syndrome (a trait because [`Syndrome`] is the `prm`
+/// crate's and the status vocabulary the provider's).
+pub trait SyndromeStatus {
+    fn wc_status(self) -> WcStatus;
 }
 
-impl Syndrome {
-    pub const ALL: [Syndrome; 13] = [
-        Self::LocalLengthErr,
-        Self::LocalQpOpErr,
-        Self::LocalProtErr,
-        Self::WrFlushErr,
-        Self::MwBindErr,
-        Self::BadRespErr,
-        Self::LocalAccessErr,
-        Self::RemoteInvalReqErr,
-        Self::RemoteAccessErr,
-        Self::RemoteOpErr,
-        Self::TransportRetryExcErr,
-        Self::RnrRetryExcErr,
-        Self::RemoteAbortedErr,
-    ];
-
-    pub const fn from_u8(v: u8) -> Option<Self> {
-        Some(match v {
-            0x01 => Self::LocalLengthErr,
-            0x02 => Self::LocalQpOpErr,
-            0x04 => Self::LocalProtErr,
-            0x05 => Self::WrFlushErr,
-            0x06 => Self::MwBindErr,
-            0x10 => Self::BadRespErr,
-            0x11 => Self::LocalAccessErr,
-            0x12 => Self::RemoteInvalReqErr,
-            0x13 => Self::RemoteAccessErr,
-            0x14 => Self::RemoteOpErr,
-            0x15 => Self::TransportRetryExcErr,
-            0x16 => Self::RnrRetryExcErr,
-            0x22 => Self::RemoteAbortedErr,
-            _ => return None,
-        })
+impl SyndromeStatus for Syndrome {
+    #[inline]
+    fn wc_status(self) -> WcStatus {
+        syndrome_status(self)
     }
+}
 
-    /// The `ibv_wc_status` this syndrome is reported as.
-    pub const fn wc_status(self) -> WcStatus {
-        match self {
-            Self::LocalLengthErr => WcStatus::LocLenErr,
-            Self::LocalQpOpErr => WcStatus::LocQpOpErr,
-            Self::LocalProtErr => WcStatus::LocProtErr,
-            Self::WrFlushErr => WcStatus::WrFlushErr,
-            Self::MwBindErr => WcStatus::MwBindErr,
-            Self::BadRespErr => WcStatus::BadRespErr,
-            Self::LocalAccessErr => WcStatus::LocAccessErr,
-            Self::RemoteInvalReqErr => WcStatus::RemInvReqErr,
-            Self::RemoteAccessErr => WcStatus::RemAccessErr,
-            Self::RemoteOpErr => WcStatus::RemOpErr,
-            Self::TransportRetryExcErr => WcStatus::RetryExcErr,
-            Self::RnrRetryExcErr => WcStatus::RnrRetryExcErr,
-            Self::RemoteAbortedErr => WcStatus::RemAbortErr,
+/// The `ibv_wc_status` this syndrome is reported as (libmlx5's mapping).
+pub const fn syndrome_status(s: Syndrome) -> WcStatus {
+    {
+        match s {
+            Syndrome::LocalLengthErr => WcStatus::LocLenErr,
+            Syndrome::LocalQpOpErr => WcStatus::LocQpOpErr,
+            Syndrome::LocalProtErr => WcStatus::LocProtErr,
+            Syndrome::WrFlushErr => WcStatus::WrFlushErr,
+            Syndrome::MwBindErr => WcStatus::MwBindErr,
+            Syndrome::BadRespErr => WcStatus::BadRespErr,
+            Syndrome::LocalAccessErr => WcStatus::LocAccessErr,
+            Syndrome::RemoteInvalReqErr => WcStatus::RemInvReqErr,
+            Syndrome::RemoteAccessErr => WcStatus::RemAccessErr,
+            Syndrome::RemoteOpErr => WcStatus::RemOpErr,
+            Syndrome::TransportRetryExcErr => WcStatus::RetryExcErr,
+            Syndrome::RnrRetryExcErr => WcStatus::RnrRetryExcErr,
+            Syndrome::RemoteAbortedErr => WcStatus::RemAbortErr,
         }
     }
 }
@@ -89,7 +44,7 @@ impl WcStatus {
     /// general errors, as libmlx5 reports them.
     pub const fn from_syndrome(raw: u8) -> Self {
         match Syndrome::from_u8(raw) {
-            Some(s) => s.wc_status(),
+            Some(s) => syndrome_status(s),
             None => WcStatus::GeneralErr,
         }
     }

@@ -60,7 +60,7 @@ impl Hot {
         Hot {
             // SAFETY: the SQ follows the RQ inside the buffer (rq_size <= its length).
             sq: nn(unsafe { buf.as_ptr().add(rq_size as usize) }),
-            db_sq: nn(dbrec.word(1).cast()).cast(),
+            db_sq: nn(dbrec.word(prm::dbrec::SND_DBR).cast()).cast(),
             reg: nn(bfreg.reg()),
             wrid: NonNull::from(&shared.sq_wrid[..]).cast(),
             next: NonNull::from(&shared.sq_next[..]).cast(),
@@ -279,7 +279,7 @@ impl Qp {
     fn ring(&mut self, ring: &SqRing<'_>, last: Option<(u16, crate::wqe::size::WqeInfo)>, nreq: usize) {
         let Some((pi, info)) = last else { return };
         // SAFETY: word 1 of our doorbell record is live while self is.
-        unsafe { doorbell::publish(self.dbrec.word(1), self.sq_cur_post as u32 & 0xffff) };
+        unsafe { doorbell::publish(self.dbrec.word(prm::dbrec::SND_DBR), self.sq_cur_post as u32 & 0xffff) };
         let reg = self.bfreg.reg();
         let bytes = ring.as_bytes();
         let wqebb = |i: u16| -> &[u8; 64] {
@@ -345,7 +345,7 @@ impl Qp {
         }
         if posted {
             // SAFETY: word 0 of our doorbell record is live while self is.
-            unsafe { doorbell::publish(self.dbrec.word(0), self.rq_head & 0xffff) };
+            unsafe { doorbell::publish(self.dbrec.word(prm::dbrec::RCV_DBR), self.rq_head & 0xffff) };
         }
         result
     }

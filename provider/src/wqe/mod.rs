@@ -1,23 +1,20 @@
-//! mlx5 send/receive queue formats: the byte layout of every WQE segment, the size
-//! rules, and writers that build a whole send WQE in place in the SQ ring.
+//! mlx5 send/receive queues: the WQE segment layouts, the size rules, and writers
+//! that build a whole send WQE in place in the SQ ring.
 //!
-//! Layouts follow `struct mlx5_wqe_*` in `<infiniband/mlx5dv.h>` and the PRM; every
-//! multi-byte field is big-endian. Each segment file holds one `#[repr(C)]` raw type
-//! (zerocopy-derived, so it can be read in place from a fetched WQE as softhca
-//! does) with a constructor, a `write` into its slot and read accessors. The
-//! [`send`] module composes them; it allocates nothing and takes slots straight from
-//! the ring, so the post path writes each byte once.
+//! The segment layouts (`struct mlx5_wqe_*` of `<infiniband/mlx5dv.h>`) are defined
+//! once in the `prm` crate, which softhca reads them through too; the [`ctrl`],
+//! [`raddr`], [`atomic`], [`datagram`] modules and the raw halves of [`data`] and
+//! [`inline`] are re-exports of it. What is the provider's own is here: the
+//! [`send`] module composes the segments; it allocates nothing and takes slots
+//! straight from the ring, so the post path writes each byte once.
 //!
 //! Units: the SQ is an array of 64-byte WQE basic blocks ([`WQEBB_SIZE`]); a WQE
 //! starts on a WQEBB, its size is counted in 16-byte units ([`DS_SIZE`]) in the
 //! control segment, and it may run past the end of the ring into its start.
 
-pub mod atomic;
-pub mod ctrl;
+pub use prm::wqe::{atomic, ctrl, datagram, raddr};
 pub mod data;
-pub mod datagram;
 pub mod inline;
-pub mod raddr;
 pub mod ring;
 pub mod send;
 pub mod size;
@@ -26,16 +23,11 @@ pub mod small;
 #[cfg(test)]
 mod send_tests;
 
-/// Bytes in a WQE basic block (`MLX5_SEND_WQE_BB`).
-pub const WQEBB_SIZE: u32 = 64;
-/// log2 of [`WQEBB_SIZE`] (`MLX5_SEND_WQE_SHIFT`).
-pub const WQEBB_SHIFT: u32 = 6;
-/// Bytes in one DS unit, the granularity of WQE sizes and segments.
-pub const DS_SIZE: u32 = 16;
+pub use prm::wqe::{DS_SIZE, WQEBB_SHIFT, WQEBB_SIZE};
 
 pub use atomic::{AtomicSeg, ATOMIC_SIZE};
 pub use ctrl::{CtrlSeg, MAX_DS};
-pub use data::{write_recv_wqe, DataSeg, Sge, INVALID_LKEY};
+pub use data::{data_seg, write_recv_wqe, DataSeg, Sge, INVALID_LKEY};
 pub use datagram::{DatagramSeg, EXTENDED_UD_AV};
 pub use inline::{
     copy_wrapping, inline_ds, write_inline, InlineHeader, INLINE_HDR_SIZE, INLINE_SEG,

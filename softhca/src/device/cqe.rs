@@ -1,13 +1,13 @@
-//! Writing CQEs the way a ConnectX does (`struct mlx5_cqe64`, big-endian), and the
-//! device's side of each CQ: its producer index and overrun detection.
+//! Writing CQEs the way a ConnectX does, and the device's side of each CQ: its producer
+//! index and overrun detection.
 //!
-//! Layout written (byte offsets in the 64-byte CQE; a 128-byte CQE holds it in its second
-//! half): 24..28 `flags_rqpn` (L3 header type in bits 29:28, source QP in bits 23:0),
-//! 32..36 `srqn_uidx` (the QP's user index with CQE version 1), 36..40 immediate, 44..48
-//! `byte_cnt`, 48..56 timestamp, 56..60 `sop_drop_qpn` (requester: WQE opcode in bits
-//! 31:24; QPN in bits 23:0), 60..62 `wqe_counter`, 63 `op_own` (opcode in bits 7:4,
-//! solicited bit 1, owner bit 0). Error CQEs (opcode 13 requester, 14 responder) put
-//! `vendor_err_synd` at 54 and `syndrome` at 55.
+//! The layouts written are the `prm` crate's [`Cqe64`] and, for error CQEs (opcode 13
+//! requester, 14 responder), [`ErrCqe`](prm::cqe::ErrCqe): the same definitions the
+//! provider polls with. A 128-byte CQE holds the 64-byte one in its second half. Fields
+//! set: `flags_rqpn` (L3 header type, source QP), `srqn_uidx` (the QP's user index with
+//! CQE version 1), immediate, `byte_cnt`, timestamp, `sop_drop_qpn` (requester: the WQE
+//! opcode echoed in the top byte), `wqe_counter`, `op_own`; error CQEs set
+//! `vendor_err_synd` and `syndrome` instead of the data fields.
 //!
 //! Ownership and ordering: entry `pi` is written on lap `pi / entries` with owner bit
 //! `(pi / entries) & 1` (= `!!(pi & entries)`), which is what the consumer expects at
@@ -18,33 +18,39 @@
 
 use std::sync::Arc;
 
+use prm::cqe::{Cqe64, CqeOpcode, Syndrome};
+use prm::dbrec::{CQ_ARM_DB, CQ_CI_MASK, CQ_SET_CI};
+use zerocopy::byteorder::big_endian::{U16, U32, U64};
+
 use crate::objects::Cq;
 
 use super::mem;
 
-/// CQE opcodes (the `op_own` high nibble).
+/// CQE opcodes (the `op_own` high nibble): [`CqeOpcode`]'s numbers as bytes.
 pub mod opcode {
-    pub const REQ: u8 = 0;
-    pub const RESP_WR_IMM: u8 = 1;
-    pub const RESP_SEND: u8 = 2;
-    pub const RESP_SEND_IMM: u8 = 3;
-    pub const REQ_ERR: u8 = 13;
-    pub const RESP_ERR: u8 = 14;
+    use super::CqeOpcode;
+    pub const REQ: u8 = CqeOpcode::Req as u8;
+    pub const RESP_WR_IMM: u8 = CqeOpcode::RespWrImm as u8;
+    pub const RESP_SEND: u8 = CqeOpcode::RespSend as u8;
+    pub const RESP_SEND_IMM: u8 = CqeOpcode::RespSendImm as u8;
+    pub const REQ_ERR: u8 = CqeOpcode::ReqErr as u8;
+    pub const RESP_ERR: u8 = CqeOpcode::RespErr as u8;
 }
 
-/// Error syndromes (`mlx5_err_cqe.syndrome`).
+/// Error syndromes (`mlx5_err_cqe.syndrome`): [`Syndrome`]'s numbers as bytes.
 pub mod syndrome {
-    pub const LOCAL_LENGTH: u8 = 0x01;
-    pub const LOCAL_QP_OP: u8 = 0x02;
-    pub const LOCAL_PROT: u8 = 0x04;
-    pub const WR_FLUSH: u8 = 0x05;
-    pub const BAD_RESP: u8 = 0x10;
-    pub const LOCAL_ACCESS: u8 = 0x11;
-    pub const REMOTE_INVAL_REQ: u8 = 0x12;
-    pub const REMOTE_ACCESS: u8 = 0x13;
-    pub const REMOTE_OP: u8 = 0x14;
-    pub const TRANSPORT_RETRY_EXC: u8 = 0x15;
-    pub const RNR_RETRY_EXC: u8 = 0x16;
+    use super::Syndrome;
+    pub const LOCAL_LENGTH: u8 = Syndrome::LocalLengthErr as u8;
+    pub const LOCAL_QP_OP: u8 = Syndrome::LocalQpOpErr as u8;
+    pub const LOCAL_PROT: u8 = Syndrome::LocalProtErr as u8;
+    pub const WR_FLUSH: u8 = Syndrome::WrFlushErr as u8;
+    pub const BAD_RESP: u8 = Syndrome::BadRespErr as u8;
+    pub const LOCAL_ACCESS: u8 = Syndrome::LocalAccessErr as u8;
+    pub const REMOTE_INVAL_REQ: u8 = Syndrome::RemoteInvalReqErr as u8;
+    pub const REMOTE_ACCESS: u8 = Syndrome::RemoteAccessErr as u8;
+    pub const REMOTE_OP: u8 = Syndrome::RemoteOpErr as u8;
+    pub const TRANSPORT_RETRY_EXC: u8 = Syndrome::TransportRetryExcErr as u8;
+    pub const RNR_RETRY_EXC: u8 = Syndrome::RnrRetryExcErr as u8;
 }
 
 /// The vendor syndrome softhca reports with each syndrome (`ibv_wc.vendor_err`): values
@@ -84,30 +90,31 @@ pub struct Cqe {
 }
 
 impl Cqe {
-    /// The 64 bytes without `op_own` (byte 63 is returned separately by [`Cqe::op_own`]).
-    pub fn body(&self) -> [u8; 64] {
-        let mut b = [0u8; 64];
-        b[32..36].copy_from_slice(&(self.uidx & 0xff_ffff).to_be_bytes());
-        b[60..62].copy_from_slice(&self.wqe_counter.to_be_bytes());
-        let qpn = self.qpn & 0xff_ffff;
-        if self.opcode == opcode::REQ_ERR || self.opcode == opcode::RESP_ERR {
-            b[54] = vendor_err(self.syndrome);
-            b[55] = self.syndrome;
-            b[56..60].copy_from_slice(&((self.wqe_opcode as u32) << 24 | qpn).to_be_bytes());
+    /// The CQE with `op_own` still zero (it is stored last, by [`CqCtx::write`]; see
+    /// [`Cqe::op_own`]).
+    pub fn body(&self) -> Cqe64 {
+        let mut c = Cqe64::zeroed();
+        c.set_srqn_uidx(self.uidx);
+        c.wqe_counter = U16::new(self.wqe_counter);
+        if self.is_error() {
+            let e = c.as_err_mut();
+            e.vendor_err_synd = vendor_err(self.syndrome);
+            e.syndrome = self.syndrome;
+            c.set_sop_drop_qpn(self.wqe_opcode, self.qpn);
         } else {
-            b[24..28].copy_from_slice(&self.flags_rqpn.to_be_bytes());
-            b[36..40].copy_from_slice(&self.imm.to_be_bytes());
-            b[44..48].copy_from_slice(&self.byte_cnt.to_be_bytes());
-            b[48..56].copy_from_slice(&self.timestamp.to_be_bytes());
-            let top = if self.opcode == opcode::REQ { (self.wqe_opcode as u32) << 24 } else { 0 };
-            b[56..60].copy_from_slice(&(top | qpn).to_be_bytes());
+            c.flags_rqpn = U32::new(self.flags_rqpn);
+            c.imm_inval_pkey = U32::new(self.imm);
+            c.byte_cnt = U32::new(self.byte_cnt);
+            c.timestamp = U64::new(self.timestamp);
+            let top = if self.opcode == opcode::REQ { self.wqe_opcode } else { 0 };
+            c.set_sop_drop_qpn(top, self.qpn);
         }
-        b
+        c
     }
 
     /// `op_own` for lap parity `owner`.
     pub fn op_own(&self, owner: bool) -> u8 {
-        self.opcode << 4 | (self.solicited as u8) << 1 | owner as u8
+        Cqe64::make_op_own(self.opcode, self.solicited, owner)
     }
 
     pub fn is_error(&self) -> bool {
@@ -159,7 +166,7 @@ impl CqCtx {
     pub fn new(cq: Arc<Cq>, arm_reg: u64) -> CqCtx {
         // SAFETY: the doorbell record was checked mapped at CREATE_CQ and stays while the
         // CQ lives; this runs under the engine lock from the create hook.
-        let arm_word = unsafe { mem::load_be32_acquire(cq.db_addr + 4) };
+        let arm_word = unsafe { mem::load_be32_acquire(cq.db_addr + 4 * CQ_ARM_DB as u64) };
         CqCtx { cq, pi: 0, last_solicited: None, arm_word, arm_reg, accepted_arm: None, armed: None, overrun: false, published: (0, None) }
     }
 
@@ -180,7 +187,7 @@ impl CqCtx {
         // SAFETY: the CQ doorbell record is live while the CQ is (see `mem`). The acquire
         // pairs with the poller's release store of the index: its reads of the CQEs it
         // consumed happen before we overwrite those entries.
-        unsafe { mem::load_be32_acquire(self.cq.db_addr) & 0xff_ffff }
+        unsafe { mem::load_be32_acquire(self.cq.db_addr + 4 * CQ_SET_CI as u64) & CQ_CI_MASK }
     }
 
     /// Whether the ring has room for one more CQE.
@@ -199,6 +206,7 @@ impl CqCtx {
         let slot = cq.buf_addr + idx as u64 * cq.cqe_size as u64 + (cq.cqe_size as u64 - 64);
         let owner = self.pi & cq.entries != 0;
         let body = cqe.body();
+        let body = body.as_bytes();
         // SAFETY: slot..slot+64 is entry `idx` of the CQ ring given at CREATE_CQ (checked
         // writable, alive until the destroy hook, which waits for the engine lock we
         // hold). The consumer does not read the entry before its op_own changes.
@@ -226,7 +234,7 @@ mod tests {
     fn layouts() {
         let c = Cqe { opcode: opcode::REQ, qpn: 0x10abcd, wqe_opcode: 0x08, wqe_counter: 0x1234, uidx: 3,
                       byte_cnt: 99, timestamp: 0x0102030405060708, ..Default::default() };
-        let b = c.body();
+        let b = *c.body().as_bytes();
         assert_eq!(&b[56..60], &[0x08, 0x10, 0xab, 0xcd]);
         assert_eq!(&b[60..62], &[0x12, 0x34]);
         assert_eq!(&b[32..36], &[0, 0, 0, 3]);
@@ -235,12 +243,12 @@ mod tests {
         assert_eq!(c.op_own(true), 0x01);
         let e = Cqe { opcode: opcode::REQ_ERR, qpn: 0x108, wqe_opcode: 0x0a, wqe_counter: 7,
                       syndrome: syndrome::TRANSPORT_RETRY_EXC, ..Default::default() };
-        let b = e.body();
+        let b = *e.body().as_bytes();
         assert_eq!((b[54], b[55]), (0x81, 0x15));
         assert_eq!(&b[56..60], &[0x0a, 0, 0x01, 0x08]);
         assert_eq!(e.op_own(false), 0xd0);
         let r = Cqe { opcode: opcode::RESP_SEND_IMM, imm: 0x11223344, solicited: true, ..Default::default() };
-        assert_eq!(&r.body()[36..40], &[0x11, 0x22, 0x33, 0x44]);
+        assert_eq!(&r.body().as_bytes()[36..40], &[0x11, 0x22, 0x33, 0x44]);
         assert_eq!(r.op_own(true), 0x33);
     }
 }

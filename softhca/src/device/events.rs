@@ -25,7 +25,7 @@ use super::cqe::{Arm, CqCtx};
 use super::mem;
 
 /// The arm doorbell's offset in a UAR page.
-pub const ARM_REG: usize = 0x20;
+pub const ARM_REG: usize = prm::uar::CQ_ARM_OFFSET;
 
 /// Delivers an async event for a QP (counted for DESTROY_QP).
 pub fn qp_event(qp: &Qp, event_type: u32) {
@@ -60,7 +60,7 @@ pub fn check(cq: &mut CqCtx, pages: &DevicePages, counters: &Counters) -> bool {
     let mut work = false;
     // SAFETY: the CQ doorbell record was checked mapped at CREATE_CQ and stays until the
     // destroy hook, which waits for the engine lock our caller holds.
-    let word = unsafe { mem::load_be32_acquire(cq.cq.db_addr + 4) };
+    let word = unsafe { mem::load_be32_acquire(cq.cq.db_addr + 4 * prm::dbrec::CQ_ARM_DB as u64) };
     let mut arm = None;
     if word != cq.arm_word {
         cq.arm_word = word;
@@ -70,14 +70,15 @@ pub fn check(cq: &mut CqCtx, pages: &DevicePages, counters: &Counters) -> bool {
     if reg != cq.arm_reg {
         cq.arm_reg = reg;
         let v = u64::from_be(reg);
-        if v as u32 & 0xff_ffff == cq.cq.cqn {
+        if v as u32 & prm::dbrec::CQ_CI_MASK == cq.cq.cqn {
             arm = Some((v >> 32) as u32);
         }
     }
     if let Some(w) = arm.filter(|&w| cq.accepted_arm != Some(w)) {
         cq.accepted_arm = Some(w);
-        let a = Arm { ci: w & 0xff_ffff, solicited_only: w & (1 << 24) != 0 };
-        tracing::trace!(target: "softhca::events", cqn = cq.cq.cqn, sn = w >> 28, ci = a.ci, solicited = a.solicited_only, "cq armed");
+        let d = prm::dbrec::CqArm::decode(w);
+        let a = Arm { ci: d.ci, solicited_only: d.solicited_only };
+        tracing::trace!(target: "softhca::events", cqn = cq.cq.cqn, sn = d.sn, ci = a.ci, solicited = a.solicited_only, "cq armed");
         cq.armed = Some(a);
         work = true;
     }

@@ -180,13 +180,13 @@ impl QpCtx {
     pub fn load_sq_pi(&self) -> u16 {
         // SAFETY: the doorbell record was checked mapped at CREATE_QP and stays until the
         // destroy hook, which waits for the engine lock held by every caller.
-        unsafe { mem::load_be32_acquire(self.qp.db_addr + 4) as u16 }
+        unsafe { mem::load_be32_acquire(self.qp.db_addr + 4 * prm::dbrec::SND_DBR as u64) as u16 }
     }
 
     /// Reads the RQ producer counter (word 0).
     pub fn load_rq_pi(&self) -> u16 {
         // SAFETY: as in `load_sq_pi`.
-        unsafe { mem::load_be32_acquire(self.qp.db_addr) as u16 }
+        unsafe { mem::load_be32_acquire(self.qp.db_addr + 4 * prm::dbrec::RCV_DBR as u64) as u16 }
     }
 
     /// Bytes of the SQ ring.

@@ -1,63 +1,38 @@
-//! Send WQEs as the device reads them: softhca's own decoder of the mlx5 send WQE format
-//! (independent of the provider's writer, so the two check each other).
+//! Send WQEs as the device reads them: the device half's decoder of the mlx5 send WQE
+//! format, reading every segment through the `prm` crate's layouts (the same ones the
+//! provider writes with), so the offsets exist once; libmlx5's golden bytes in
+//! `provider/tests/mlx5dv_golden.rs` and stock libmlx5 traffic in the preload tests
+//! are the outside check that both halves read the format as a ConnectX does.
 //!
-//! Format facts used (all fields big-endian):
+//! Format facts the decoder acts on (layouts in `prm::wqe`):
 //! - The SQ is a ring of 64-byte basic blocks (WQEBBs). A WQE starts on a WQEBB, is
 //!   `ds` 16-byte units long (6-bit field) and may run past the end of the ring into
 //!   its start.
-//! - Control segment, 16 bytes: word 0 = `opmod[31:24] | wqe_index[23:8] | opcode[7:0]`,
-//!   word 1 = `qpn[31:8] | ds[5:0]`, byte 8 signature, byte 11 `fm_ce_se` (fence mode in
-//!   bits 7:5, CQ update 0x08, solicited 0x02), bytes 12..16 immediate data.
-//! - Remote address segment, 16 bytes: raddr u64, rkey u32, reserved — for RDMA WRITE,
-//!   WRITE_IMM, READ and atomics.
-//! - Atomic segment, 16 bytes: swap-or-add u64, compare u64 — after the remote address
-//!   segment of CMP_AND_SWP / FETCH_AND_ADD.
-//! - Then the payload: data segments (byte_count u32, lkey u32, addr u64; a byte count
-//!   of 0 means 2^31) or an inline segment (`0x80000000 | length` followed by the bytes,
-//!   padded to 16).
-//! - Opcodes: NOP 0x00, SEND_INVAL 0x01, RDMA_WRITE 0x08, RDMA_WRITE_IMM 0x09, SEND 0x0a,
-//!   SEND_IMM 0x0b, RDMA_READ 0x10, ATOMIC_CS 0x11, ATOMIC_FA 0x12.
+//! - Control segment ([`CtrlSeg`]), then for RDMA WRITE, WRITE_IMM, READ and atomics
+//!   the remote address segment ([`RaddrSeg`]), for CMP_AND_SWP / FETCH_AND_ADD the
+//!   atomic segment ([`AtomicSeg`]) after it, for UD the datagram segment
+//!   ([`DatagramSeg`]).
+//! - Then the payload: data segments ([`DataSeg`]; a byte count of 0 means 2^31) or
+//!   an inline segment ([`InlineHeader`] followed by the bytes, padded to 16).
+
+use prm::opcode::{FmCeSe, WqeOpcode};
+use prm::wqe::{AtomicSeg, CtrlSeg, DataSeg, DatagramSeg, InlineHeader, RaddrSeg, DS_SIZE, INLINE_HDR_SIZE};
+use zerocopy::{FromBytes, Immutable, KnownLayout};
 
 /// Bytes in a send WQE basic block.
-pub const WQEBB: usize = 64;
+pub const WQEBB: usize = prm::wqe::WQEBB_SIZE as usize;
 /// The largest WQE the 6-bit `ds` field can describe.
-pub const MAX_WQE_BYTES: usize = 63 * 16;
+pub const MAX_WQE_BYTES: usize = prm::wqe::MAX_DS as usize * DS_SIZE as usize;
 /// The longest message (`log_max_msg` 30).
 pub const MAX_MSG: u64 = 1 << 30;
 /// Inline segment marker in a segment's first word.
-pub const INLINE_BIT: u32 = 0x8000_0000;
+pub const INLINE_BIT: u32 = prm::wqe::INLINE_SEG;
 /// The lkey that ends a receive WQE's scatter list.
-pub const INVALID_LKEY: u32 = 0x100;
+pub const INVALID_LKEY: u32 = prm::wqe::INVALID_LKEY;
 
-/// WQE opcodes.
-pub mod opcode {
-    pub const NOP: u8 = 0x00;
-    pub const SEND_INVAL: u8 = 0x01;
-    pub const RDMA_WRITE: u8 = 0x08;
-    pub const RDMA_WRITE_IMM: u8 = 0x09;
-    pub const SEND: u8 = 0x0a;
-    pub const SEND_IMM: u8 = 0x0b;
-    pub const RDMA_READ: u8 = 0x10;
-    pub const ATOMIC_CS: u8 = 0x11;
-    pub const ATOMIC_FA: u8 = 0x12;
-}
-
-/// `fm_ce_se` bits.
-pub mod flags {
-    pub const SOLICITED: u8 = 0x02;
-    pub const CQ_UPDATE: u8 = 0x08;
-    /// Fence mode (any non-zero value fences).
-    pub const FENCE_MASK: u8 = 0xe0;
-}
-
-fn be16(b: &[u8]) -> u16 {
-    u16::from_be_bytes([b[0], b[1]])
-}
-fn be32(b: &[u8]) -> u32 {
-    u32::from_be_bytes([b[0], b[1], b[2], b[3]])
-}
-fn be64(b: &[u8]) -> u64 {
-    u64::from_be_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]])
+/// The segment of type `T` at the start of `b`, or `None` when `b` is too short.
+fn seg<T: FromBytes + KnownLayout + Immutable>(b: &[u8]) -> Option<&T> {
+    T::ref_from_prefix(b).ok().map(|(t, _)| t)
 }
 
 /// The control segment.
@@ -77,17 +52,16 @@ pub struct Ctrl {
 impl Ctrl {
     /// Decodes the first 16 bytes of a WQE.
     pub fn parse(b: &[u8; 16]) -> Ctrl {
-        let w0 = be32(&b[0..4]);
-        let w1 = be32(&b[4..8]);
+        let c = CtrlSeg::view(b);
         Ctrl {
-            opmod: (w0 >> 24) as u8,
-            wqe_index: (w0 >> 8) as u16,
-            opcode: w0 as u8,
-            qpn: w1 >> 8,
-            ds: (w1 & 0x3f) as u8,
-            signature: b[8],
-            fm_ce_se: b[11],
-            imm: be32(&b[12..16]),
+            opmod: c.opmod(),
+            wqe_index: c.wqe_index(),
+            opcode: c.opcode_raw(),
+            qpn: c.qpn(),
+            ds: c.ds(),
+            signature: c.signature,
+            fm_ce_se: c.fm_ce_se,
+            imm: c.imm(),
         }
     }
 
@@ -97,15 +71,15 @@ impl Ctrl {
     }
 
     pub fn signaled(&self) -> bool {
-        self.fm_ce_se & flags::CQ_UPDATE != 0
+        FmCeSe::from_bits_retain(self.fm_ce_se).contains(FmCeSe::CQ_UPDATE)
     }
 
     pub fn solicited(&self) -> bool {
-        self.fm_ce_se & flags::SOLICITED != 0
+        FmCeSe::from_bits_retain(self.fm_ce_se).contains(FmCeSe::SOLICITED)
     }
 
     pub fn fence(&self) -> bool {
-        self.fm_ce_se & flags::FENCE_MASK != 0
+        FmCeSe::from_bits_retain(self.fm_ce_se).fences()
     }
 }
 
@@ -180,35 +154,34 @@ pub fn parse(ctrl: &Ctrl, wqe: &[u8]) -> Result<(Op, Data), WqeError> {
     }
     let body = &wqe[16..ds * 16];
     let imm = ctrl.imm;
-    let need = |n: usize| if body.len() < n { Err(WqeError::Layout("segments larger than ds")) } else { Ok(()) };
-    let raddr = |b: &[u8]| (be64(&b[0..8]), be32(&b[8..12]));
-    let (op, rest) = match ctrl.opcode {
-        opcode::NOP => (Op::Nop, &body[..0]),
-        opcode::SEND => (Op::Send { imm: None }, body),
-        opcode::SEND_IMM => (Op::Send { imm: Some(imm) }, body),
-        opcode::RDMA_WRITE | opcode::RDMA_WRITE_IMM | opcode::RDMA_READ => {
-            need(16)?;
-            let (raddr, rkey) = raddr(&body[..16]);
-            let op = match ctrl.opcode {
-                opcode::RDMA_WRITE => Op::Write { raddr, rkey, imm: None },
-                opcode::RDMA_WRITE_IMM => Op::Write { raddr, rkey, imm: Some(imm) },
+    const SHORT: WqeError = WqeError::Layout("segments larger than ds");
+    let (op, rest) = match WqeOpcode::from_u8(ctrl.opcode) {
+        Some(WqeOpcode::Nop) => (Op::Nop, &body[..0]),
+        Some(WqeOpcode::Send) => (Op::Send { imm: None }, body),
+        Some(WqeOpcode::SendImm) => (Op::Send { imm: Some(imm) }, body),
+        Some(o @ (WqeOpcode::RdmaWrite | WqeOpcode::RdmaWriteImm | WqeOpcode::RdmaRead)) => {
+            let r = seg::<RaddrSeg>(body).ok_or(SHORT)?;
+            let (raddr, rkey) = (r.raddr(), r.rkey());
+            let op = match o {
+                WqeOpcode::RdmaWrite => Op::Write { raddr, rkey, imm: None },
+                WqeOpcode::RdmaWriteImm => Op::Write { raddr, rkey, imm: Some(imm) },
                 _ => Op::Read { raddr, rkey },
             };
-            (op, &body[16..])
+            (op, &body[size_of::<RaddrSeg>()..])
         }
-        opcode::ATOMIC_CS | opcode::ATOMIC_FA => {
-            need(32)?;
-            let (raddr, rkey) = raddr(&body[..16]);
-            let a = be64(&body[16..24]);
-            let b = be64(&body[24..32]);
-            let op = if ctrl.opcode == opcode::ATOMIC_CS {
-                Op::CmpSwap { raddr, rkey, swap: a, compare: b }
+        Some(o @ (WqeOpcode::AtomicCs | WqeOpcode::AtomicFa)) => {
+            let r = seg::<RaddrSeg>(body).ok_or(SHORT)?;
+            let at = &body[size_of::<RaddrSeg>()..];
+            let a = seg::<AtomicSeg>(at).ok_or(SHORT)?;
+            let (raddr, rkey) = (r.raddr(), r.rkey());
+            let op = if o == WqeOpcode::AtomicCs {
+                Op::CmpSwap { raddr, rkey, swap: a.swap_add(), compare: a.compare() }
             } else {
-                Op::FetchAdd { raddr, rkey, add: a }
+                Op::FetchAdd { raddr, rkey, add: a.swap_add() }
             };
-            (op, &body[32..])
+            (op, &at[size_of::<AtomicSeg>()..])
         }
-        other => return Err(WqeError::Opcode(other)),
+        _ => return Err(WqeError::Opcode(ctrl.opcode)),
     };
     let data = parse_payload(rest)?;
     match (&op, &data) {
@@ -234,20 +207,20 @@ fn parse_payload(rest: &[u8]) -> Result<Data, WqeError> {
     let mut sges = Vec::new();
     let mut inline: Option<Vec<u8>> = None;
     let mut at = 0;
-    while at + 16 <= rest.len() {
-        let w = be32(&rest[at..at + 4]);
-        if w & INLINE_BIT != 0 {
-            let len = (w & !INLINE_BIT) as usize;
-            let end = at + 4 + len;
+    while let Some(d) = seg::<DataSeg>(&rest[at..]) {
+        let head = d.byte_count().to_be_bytes();
+        if let Some(len) = InlineHeader::parse(head) {
+            let len = len as usize;
+            let start = at + INLINE_HDR_SIZE as usize;
+            let end = start + len;
             if end > rest.len() {
                 return Err(WqeError::Layout("inline data larger than ds"));
             }
-            inline.get_or_insert_with(Vec::new).extend_from_slice(&rest[at + 4..end]);
-            at += (4 + len).div_ceil(16) * 16;
+            inline.get_or_insert_with(Vec::new).extend_from_slice(&rest[start..end]);
+            at += (INLINE_HDR_SIZE as usize + len).div_ceil(DS_SIZE as usize) * DS_SIZE as usize;
         } else {
-            let len = if w == 0 { 1 << 31 } else { w };
-            sges.push(Sge { len, lkey: be32(&rest[at + 4..at + 8]), addr: be64(&rest[at + 8..at + 16]) });
-            at += 16;
+            sges.push(Sge { len: d.length() as u32, lkey: d.lkey(), addr: d.addr() });
+            at += size_of::<DataSeg>();
         }
     }
     match inline {
@@ -257,9 +230,8 @@ fn parse_payload(rest: &[u8]) -> Result<Data, WqeError> {
     }
 }
 
-/// Where a UD send goes: the parts of the datagram segment (address vector) the device
-/// uses. Layout (48 bytes after the control segment): Q_Key at 0..4, `ext | dqpn` at
-/// 8..12, traffic class 26, hop limit 27, destination GID 32..48.
+/// Where a UD send goes: the parts of the datagram segment (address vector,
+/// [`DatagramSeg`]) the device uses: Q_Key, destination QP, destination GID.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct UdAv {
     pub qkey: u32,
@@ -274,19 +246,15 @@ pub fn parse_ud(ctrl: &Ctrl, wqe: &[u8]) -> Result<(Op, Data, UdAv), WqeError> {
     if ds == 0 || wqe.len() < ds * 16 {
         return Err(WqeError::Layout("ds is 0 or beyond the doorbell"));
     }
-    let op = match ctrl.opcode {
-        opcode::SEND => Op::Send { imm: None },
-        opcode::SEND_IMM => Op::Send { imm: Some(ctrl.imm) },
-        other => return Err(WqeError::Opcode(other)),
+    let op = match WqeOpcode::from_u8(ctrl.opcode) {
+        Some(WqeOpcode::Send) => Op::Send { imm: None },
+        Some(WqeOpcode::SendImm) => Op::Send { imm: Some(ctrl.imm) },
+        _ => return Err(WqeError::Opcode(ctrl.opcode)),
     };
     let body = &wqe[16..ds * 16];
-    if body.len() < 48 {
-        return Err(WqeError::Layout("UD WQE without its datagram segment"));
-    }
-    let mut dgid = [0u8; 16];
-    dgid.copy_from_slice(&body[32..48]);
-    let av = UdAv { qkey: be32(&body[0..4]), dqpn: be32(&body[8..12]) & 0x00ff_ffff, dgid };
-    let data = parse_payload(&body[48..])?;
+    let d = seg::<DatagramSeg>(body).ok_or(WqeError::Layout("UD WQE without its datagram segment"))?;
+    let av = UdAv { qkey: d.qkey(), dqpn: d.dqpn(), dgid: d.rgid };
+    let data = parse_payload(&body[size_of::<DatagramSeg>()..])?;
     if data.len() > MAX_MSG {
         return Err(WqeError::Length("message longer than 1 GiB"));
     }
@@ -296,21 +264,21 @@ pub fn parse_ud(ctrl: &Ctrl, wqe: &[u8]) -> Result<(Op, Data, UdAv), WqeError> {
 /// A receive WQE's scatter list: data segments up to `max` or the terminator.
 pub fn parse_recv(wqe: &[u8], max: usize) -> Vec<Sge> {
     let mut v = Vec::new();
-    for seg in wqe.chunks_exact(16).take(max) {
-        let lkey = be32(&seg[4..8]);
-        if lkey == INVALID_LKEY {
+    for chunk in wqe.chunks_exact(size_of::<DataSeg>()).take(max) {
+        let Some(d) = seg::<DataSeg>(chunk) else { break };
+        if d.is_terminator() {
             break;
         }
-        let w = be32(&seg[0..4]);
+        let w = d.byte_count();
         let len = if w == 0 { 1 << 31 } else { w & !INLINE_BIT };
-        v.push(Sge { len, lkey, addr: be64(&seg[8..16]) });
+        v.push(Sge { len, lkey: d.lkey(), addr: d.addr() });
     }
     v
 }
 
 /// The 16-bit WQE index field of a control segment's first word (used in tests).
 pub fn wqe_index_of(first8: &[u8]) -> u16 {
-    be16(&first8[1..3])
+    u16::from_be_bytes([first8[1], first8[2]])
 }
 
 #[cfg(test)]
@@ -322,7 +290,7 @@ mod tests {
     fn golden_ctrl() {
         let b = [0x00, 0x12, 0x34, 0x08, 0xab, 0xcd, 0xef, 0x03, 0, 0, 0, 0x08, 0, 0, 0, 0];
         let c = Ctrl::parse(&b);
-        assert_eq!((c.opmod, c.wqe_index, c.opcode, c.qpn, c.ds), (0, 0x1234, opcode::RDMA_WRITE, 0xabcdef, 3));
+        assert_eq!((c.opmod, c.wqe_index, c.opcode, c.qpn, c.ds), (0, 0x1234, WqeOpcode::RdmaWrite as u8, 0xabcdef, 3));
         assert!(c.signaled() && !c.solicited() && !c.fence());
         assert_eq!(c.wqebbs(), 1);
         assert_eq!(wqe_index_of(&b), 0x1234);

@@ -246,8 +246,7 @@ pub fn mmap_split(pgoff: u64) -> (u32, u32) {
 }
 
 /// Where the first BlueFlame register of a 4 KiB UAR page sits; register `k` is at
-/// `BF_OFFSET + k * bf_reg_size` (0x800 and 0xA00 with the 512-byte `bf_reg_size` a
-/// ConnectX-5 reports). Each register is used as two alternating halves.
-pub const BF_OFFSET: usize = 0x800;
+/// `BF_OFFSET + k * bf_reg_size`. The UAR layout is the `prm` crate's ([`prm::uar`]).
+pub const BF_OFFSET: usize = prm::uar::BF_OFFSET;
 /// The 8-byte CQ arm doorbell in a UAR page.
-pub const UAR_CQ_ARM_OFFSET: usize = 0x20;
+pub const UAR_CQ_ARM_OFFSET: usize = prm::uar::CQ_ARM_OFFSET;

@@ -6,7 +6,8 @@
  * only place with vgem), under libdoorbell_preload.so, so the device is softhca0 and
  * libibverbs + libmlx5 are rdma-core's own. One process, one device, two RC QPs connected
  * to each other over the device's RoCE v2 GID (index 3): QP "a" writes from ordinary
- * memory into the dma-buf MR that QP "b"'s side owns.
+ * memory into the dma-buf MR that QP "b"'s side owns. The verbs setup and reporting are
+ * rc_pair.h's, shared with cuda_dmabuf_write.c (the same checks on CUDA memory).
  *
  * Prints one line per check, "CHECK <name> PASS" or "CHECK <name> FAIL <why>", and
  * exits 0 only when all passed (2 on a setup failure).
@@ -21,7 +22,10 @@
  *   read        RDMA READ of 4000 bytes of the dma-buf MR into host memory
  *   send        SEND of 3000 bytes into a receive buffer in the dma-buf
  *   fetch_add   FETCH_AND_ADD on a word of the dma-buf: the old value back, the new in place
+ *   inline_write  RDMA WRITE of 48 bytes with IBV_SEND_INLINE into the dma-buf
  *   oob_write   RDMA WRITE crossing the MR's end: IBV_WC_REM_ACCESS_ERR, buffer unchanged
+ *   bad_rkey    RDMA WRITE (from a fresh QP pair) with the rkey's key byte wrong:
+ *               IBV_WC_REM_ACCESS_ERR, buffer unchanged
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -37,29 +41,12 @@
 #include <drm_mode.h>
 #include <infiniband/verbs.h>
 
+#include "rc_pair.h"
+
 #define BUF (64 * 1024)
 #define MR_OFF 4096
 #define MR_LEN (32 * 1024)
 #define IOVA 0x7e0000000000ULL
-
-static int failures;
-
-static void check(const char *name, int ok, const char *why)
-{
-	if (ok)
-		printf("CHECK %s PASS\n", name);
-	else {
-		printf("CHECK %s FAIL %s\n", name, why);
-		failures++;
-	}
-	fflush(stdout);
-}
-
-static void die(const char *what)
-{
-	printf("SETUP FAIL %s: %s\n", what, strerror(errno));
-	exit(2);
-}
 
 /* The dma-buf fd of a new BUF-byte vgem dumb buffer. */
 static int vgem_dmabuf(void)
@@ -91,103 +78,11 @@ static int vgem_dmabuf(void)
 	return -1;
 }
 
-static void to_rts(struct ibv_qp *qp, uint32_t dest, union ibv_gid *gid)
-{
-	struct ibv_qp_attr a = {
-		.qp_state = IBV_QPS_INIT, .pkey_index = 0, .port_num = 1,
-		.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-				   IBV_ACCESS_REMOTE_ATOMIC,
-	};
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
-		die("modify_qp INIT");
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = IBV_MTU_1024;
-	a.dest_qp_num = dest;
-	a.rq_psn = 0x100;
-	a.max_dest_rd_atomic = 1;
-	a.min_rnr_timer = 12;
-	a.ah_attr.is_global = 1;
-	a.ah_attr.grh.dgid = *gid;
-	a.ah_attr.grh.sgid_index = 3;
-	a.ah_attr.grh.hop_limit = 64;
-	a.ah_attr.port_num = 1;
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-			  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-		die("modify_qp RTR");
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTS;
-	a.timeout = 14;
-	a.retry_cnt = 7;
-	a.rnr_retry = 7;
-	a.sq_psn = 0x100;
-	a.max_rd_atomic = 1;
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-			  IBV_QP_MAX_QP_RD_ATOMIC))
-		die("modify_qp RTS");
-}
-
-/* The next completion on cq; dies after about 20 s without one. */
-static struct ibv_wc wait_one(struct ibv_cq *cq)
-{
-	struct ibv_wc wc;
-	for (long spins = 0;; spins++) {
-		int n = ibv_poll_cq(cq, 1, &wc);
-		if (n < 0)
-			die("ibv_poll_cq");
-		if (n == 1)
-			return wc;
-		if (spins > 200000L) {
-			errno = ETIMEDOUT;
-			die("no completion");
-		}
-		usleep(100);
-	}
-}
-
-/* Posts one signaled work request (opcode, one SGE, remote address and key) and returns
- * its completion status. */
-static int post_wait(struct ibv_qp *qp, struct ibv_cq *cq, enum ibv_wr_opcode op, uint64_t laddr, uint32_t len,
-		     uint32_t lkey, uint64_t raddr, uint32_t rkey, uint64_t add)
-{
-	struct ibv_sge sge = { .addr = laddr, .length = len, .lkey = lkey };
-	struct ibv_send_wr wr = { .wr_id = 1, .sg_list = &sge, .num_sge = 1, .opcode = op, .send_flags = IBV_SEND_SIGNALED }, *bad;
-	if (op == IBV_WR_ATOMIC_FETCH_AND_ADD) {
-		wr.wr.atomic.remote_addr = raddr;
-		wr.wr.atomic.rkey = rkey;
-		wr.wr.atomic.compare_add = add;
-	} else {
-		wr.wr.rdma.remote_addr = raddr;
-		wr.wr.rdma.rkey = rkey;
-	}
-	if (ibv_post_send(qp, &wr, &bad))
-		die("ibv_post_send");
-	return wait_one(cq).status;
-}
-
-/* One signaled RDMA WRITE of len bytes of src at raddr; returns its completion status. */
-static int write_wait(struct ibv_qp *qp, struct ibv_cq *cq, struct ibv_mr *src, size_t len, uint64_t raddr, uint32_t rkey)
-{
-	return post_wait(qp, cq, IBV_WR_RDMA_WRITE, (uintptr_t)src->addr, (uint32_t)len, src->lkey, raddr, rkey, 0);
-}
-
 int main(void)
 {
-	int n = 0;
-	struct ibv_device **list = ibv_get_device_list(&n), *dev = NULL;
-	for (int i = 0; list && i < n; i++)
-		if (strcmp(ibv_get_device_name(list[i]), "softhca0") == 0)
-			dev = list[i];
-	if (!dev) {
-		errno = ENODEV;
-		die("no softhca0 (run under libdoorbell_preload.so)");
-	}
-	struct ibv_context *ctx = ibv_open_device(dev);
-	if (!ctx)
-		die("ibv_open_device");
-	struct ibv_pd *pd = ibv_alloc_pd(ctx);
-	if (!pd)
-		die("ibv_alloc_pd");
+	struct rc_pair p;
+	rc_pair_open(&p);
+	struct ibv_pd *pd = p.pd;
 
 	errno = 0;
 	struct ibv_mr *probe = ibv_reg_dmabuf_mr(pd, 0, 0, 0, -1, 0);
@@ -201,7 +96,7 @@ int main(void)
 		die("mmap of the dma-buf");
 	for (int i = 0; i < BUF; i++)
 		view[i] = (uint8_t)(i * 7 + 1);
-	int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+	int access = RC_ACCESS;
 	struct ibv_mr *mr = ibv_reg_dmabuf_mr(pd, MR_OFF, MR_LEN, IOVA, fd, access);
 	snprintf(why, sizeof(why), "ibv_reg_dmabuf_mr: %s", strerror(errno));
 	check("register", mr != NULL, why);
@@ -215,23 +110,9 @@ int main(void)
 	if (!smr)
 		die("ibv_reg_mr");
 
-	struct ibv_cq *cqa = ibv_create_cq(ctx, 16, NULL, NULL, 0), *cqb = ibv_create_cq(ctx, 16, NULL, NULL, 0);
-	if (!cqa || !cqb)
-		die("ibv_create_cq");
-	struct ibv_qp_init_attr qi = {
-		.qp_type = IBV_QPT_RC, .cap = { .max_send_wr = 8, .max_recv_wr = 8, .max_send_sge = 1, .max_recv_sge = 1 },
-	};
-	qi.send_cq = qi.recv_cq = cqa;
-	struct ibv_qp *qa = ibv_create_qp(pd, &qi);
-	qi.send_cq = qi.recv_cq = cqb;
-	struct ibv_qp *qb = ibv_create_qp(pd, &qi);
-	if (!qa || !qb)
-		die("ibv_create_qp");
-	union ibv_gid gid;
-	if (ibv_query_gid(ctx, 1, 3, &gid))
-		die("ibv_query_gid 3");
-	to_rts(qa, qb->qp_num, &gid);
-	to_rts(qb, qa->qp_num, &gid);
+	rc_pair_connect(&p);
+	struct ibv_qp *qa = p.qa, *qb = p.qb;
+	struct ibv_cq *cqa = p.cqa, *cqb = p.cqb;
 
 	uint8_t *before = malloc(BUF), *want = malloc(BUF);
 	memcpy(before, view, BUF);
@@ -271,8 +152,21 @@ int main(void)
 		 (unsigned long long)old, (unsigned long long)now);
 	check("fetch_add", st == IBV_WC_SUCCESS && old == 1000 && now == 1005, why);
 
+	/* An inline WRITE: the 48 bytes travel in the WQE, not through an lkey. */
+	uint8_t small[48];
+	for (int i = 0; i < 48; i++)
+		small[i] = (uint8_t)(0xa0 + i);
+	memcpy(before, view, BUF);
+	st = post_wait_flags(qa, cqa, IBV_WR_RDMA_WRITE, (uintptr_t)small, sizeof(small), 0, IOVA + MR_LEN - 48, mr->rkey, 0,
+			     IBV_SEND_INLINE);
+	memcpy(want, before, BUF);
+	memcpy(want + MR_OFF + MR_LEN - 48, small, sizeof(small));
+	same = memcmp(view, want, BUF) == 0;
+	snprintf(why, sizeof(why), "status %s, buffer %s", ibv_wc_status_str(st), same ? "as expected" : "differs");
+	check("inline_write", st == IBV_WC_SUCCESS && same, why);
+
 	/* 64 bytes, the last 32 past the MR's end: refused, nothing written. The QP ends in
-	 * the error state, so this is the last operation. */
+	 * the error state. */
 	memcpy(before, view, BUF);
 	for (int i = 0; i < 64; i++)
 		src[i] = 0xee;
@@ -281,16 +175,18 @@ int main(void)
 	snprintf(why, sizeof(why), "status %s, buffer %s", ibv_wc_status_str(st), same ? "unchanged" : "CHANGED");
 	check("oob_write", st == IBV_WC_REM_ACCESS_ERR && same, why);
 
-	ibv_destroy_qp(qa);
-	ibv_destroy_qp(qb);
-	ibv_destroy_cq(cqa);
-	ibv_destroy_cq(cqb);
+	/* A fresh pair, and a WRITE inside the MR with the rkey's low byte (the key an mlx5
+	 * MR key carries beside its index) changed: refused, nothing written. */
+	rc_pair_reconnect(&p);
+	st = write_wait(p.qa, p.cqa, smr, 64, IOVA + 1000, (mr->rkey & ~0xffu) | ((mr->rkey + 1) & 0xffu));
+	same = memcmp(view, before, BUF) == 0;
+	snprintf(why, sizeof(why), "status %s, buffer %s", ibv_wc_status_str(st), same ? "unchanged" : "CHANGED");
+	check("bad_rkey", st == IBV_WC_REM_ACCESS_ERR && same, why);
+
 	ibv_dereg_mr(smr);
 	ibv_dereg_mr(mr);
 	munmap(view, BUF);
 	close(fd);
-	ibv_dealloc_pd(pd);
-	ibv_close_device(ctx);
-	ibv_free_device_list(list);
+	rc_pair_close(&p);
 	return failures ? 1 : 0;
 }

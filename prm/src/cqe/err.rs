@@ -14,7 +14,6 @@
 use zerocopy::byteorder::big_endian::{U16, U32};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
 
-use super::status::WcStatus;
 use super::syndrome::Syndrome;
 
 #[repr(C)]
@@ -51,13 +50,6 @@ impl ErrCqe {
     #[inline(always)]
     pub const fn syndrome(&self) -> Option<Syndrome> {
         Syndrome::from_u8(self.syndrome)
-    }
-
-    /// The completion status libmlx5 reports for this CQE (unknown syndromes are a
-    /// general error).
-    #[inline(always)]
-    pub const fn status(&self) -> WcStatus {
-        WcStatus::from_syndrome(self.syndrome)
     }
 
     pub const fn vendor_err(&self) -> u8 {
@@ -111,7 +103,6 @@ mod tests {
         assert_eq!(c.opcode(), Some(CqeOpcode::ReqErr));
         let e = c.as_err();
         assert_eq!(e.syndrome(), Some(Syndrome::RemoteAccessErr));
-        assert_eq!(e.status(), WcStatus::RemAccessErr);
         assert_eq!(e.vendor_err(), 0x88);
         assert_eq!(e.wqe_opcode_raw(), 0x08);
         assert_eq!(e.qpn(), 0x12_3456);

@@ -25,7 +25,6 @@ use zerocopy::byteorder::big_endian::{U16, U32, U64};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
 
 use super::err::ErrCqe;
-use super::wc_opcode::{WcFlags, WcOpcode};
 use crate::opcode::{CqeOpcode, WqeOpcode};
 
 #[repr(C)]
@@ -196,34 +195,39 @@ impl Cqe64 {
         self.timestamp.get()
     }
 
-    /// The work-completion opcode and flags of a successful requester CQE, derived
-    /// from the echoed WQE opcode. `None` for WQEs whose completion opcode only the
-    /// poster knows (NOP, UMR: memory-window bind and local invalidate), which the
-    /// QP records per WQE.
-    #[inline]
-    pub const fn req_completion(&self) -> Option<(WcOpcode, WcFlags)> {
-        match self.send_wqe_opcode() {
-            Some(op) => match WcOpcode::from_send_wqe_opcode(op) {
-                Some(wc) => Some((wc, WcFlags::for_send_wqe_opcode(op))),
-                None => None,
-            },
-            None => None,
-        }
+    // Writer side (the device: softhca). The body is composed in a local value and
+    // stored with `op_own` last; see `owner` for the ordering rule.
+
+    /// An all-zero CQE to fill in.
+    #[inline(always)]
+    pub fn zeroed() -> Self {
+        zerocopy::FromZeros::new_zeroed()
     }
 
-    /// The work-completion opcode and flags of a successful responder CQE. The GRH
-    /// flag comes from `flags_rqpn`.
-    #[inline]
-    pub const fn resp_completion(&self) -> Option<(WcOpcode, WcFlags)> {
-        let Some(op) = self.opcode() else { return None };
-        let Some(wc) = WcOpcode::from_resp_cqe_opcode(op) else {
-            return None;
-        };
-        let mut flags = WcFlags::for_resp_cqe_opcode(op);
-        if self.has_grh() {
-            flags = flags.union(WcFlags::GRH);
-        }
-        Some((wc, flags))
+    /// The same 64 bytes in the error layout, for writing an error CQE.
+    #[inline(always)]
+    pub fn as_err_mut(&mut self) -> &mut ErrCqe {
+        zerocopy::transmute_mut!(self)
+    }
+
+    /// Sets `sop_drop_qpn`: the echoed WQE opcode (requester CQEs; 0 otherwise) and
+    /// the 24-bit QP number.
+    #[inline(always)]
+    pub fn set_sop_drop_qpn(&mut self, wqe_opcode: u8, qpn: u32) {
+        self.sop_drop_qpn = U32::new(((wqe_opcode as u32) << 24) | (qpn & 0x00ff_ffff));
+    }
+
+    /// Sets the SRQ number / user index (24 bits).
+    #[inline(always)]
+    pub fn set_srqn_uidx(&mut self, v: u32) {
+        self.srqn_uidx = U32::new(v & 0x00ff_ffff);
+    }
+
+    /// The `op_own` byte for a CQE of this opcode nibble, solicited bit and owner
+    /// bit (the lap parity the consumer expects at this index).
+    #[inline(always)]
+    pub const fn make_op_own(opcode: u8, se: bool, owner: bool) -> u8 {
+        (opcode << 4) | ((se as u8) << 1) | owner as u8
     }
 }
 
@@ -251,6 +255,30 @@ mod tests {
         assert_eq!(offset_of!(Cqe64, op_own), 63);
     }
 
+    /// The writer side composes the bytes the reader decodes: hand-derived from the
+    /// layout table above.
+    #[test]
+    fn write_req_and_err() {
+        let mut c = Cqe64::zeroed();
+        c.set_srqn_uidx(0x0100_0005);
+        c.byte_cnt = U32::new(4096);
+        c.set_sop_drop_qpn(0x09, 0x12_3abc);
+        c.wqe_counter = U16::new(0xfffe);
+        c.op_own = Cqe64::make_op_own(CqeOpcode::Req as u8, false, true);
+        let b = c.as_bytes();
+        assert_eq!(&b[32..36], &[0, 0, 0, 5]);
+        assert_eq!(&b[44..48], &[0, 0, 0x10, 0]);
+        assert_eq!(&b[56..64], &[0x09, 0x12, 0x3a, 0xbc, 0xff, 0xfe, 0, 0x01]);
+        assert_eq!(Cqe64::make_op_own(CqeOpcode::RespSendImm as u8, true, true), 0x33);
+
+        let mut e = Cqe64::zeroed();
+        e.as_err_mut().vendor_err_synd = 0x81;
+        e.as_err_mut().syndrome = 0x15;
+        e.set_sop_drop_qpn(0x0a, 0x108);
+        e.op_own = Cqe64::make_op_own(CqeOpcode::ReqErr as u8, false, false);
+        assert_eq!(&e.as_bytes()[54..64], &[0x81, 0x15, 0x0a, 0, 0x01, 0x08, 0, 0, 0, 0xd0]);
+    }
+
     /// A requester CQE for an RDMA WRITE with immediate, hand-assembled.
     #[test]
     fn decode_req_cqe() {
@@ -268,11 +296,6 @@ mod tests {
         assert_eq!(c.byte_cnt(), 4096);
         assert_eq!(c.wqe_counter(), 0xfffe);
         assert_eq!(c.send_wqe_opcode(), Some(WqeOpcode::RdmaWriteImm));
-        assert_eq!(
-            c.req_completion(),
-            Some((WcOpcode::RdmaWrite, WcFlags::WITH_IMM))
-        );
-        assert_eq!(c.resp_completion(), None);
     }
 
     #[test]
@@ -298,9 +321,5 @@ mod tests {
             (0x42, 3, true, 0x1234, 5)
         );
         assert_eq!(c.imm_inval_pkey(), 0xdead_beef);
-        assert_eq!(
-            c.resp_completion(),
-            Some((WcOpcode::Recv, WcFlags::WITH_IMM | WcFlags::GRH))
-        );
     }
 }

@@ -1,0 +1,39 @@
+//! Command opcodes (`MLX5_CMD_OP_*`): the `opcode` field of every inbox.
+//!
+//! The numbers of the PRM command table (rdma-core's `mlx5_ifc.h` lists them too);
+//! these are the commands DevX experiments and softhca's firmware deal in.
+
+pub const QUERY_HCA_CAP: u16 = 0x100;
+pub const SET_HCA_CAP: u16 = 0x109;
+pub const CREATE_MKEY: u16 = 0x200;
+pub const QUERY_MKEY: u16 = 0x201;
+pub const DESTROY_MKEY: u16 = 0x202;
+pub const QUERY_EQ: u16 = 0x303;
+pub const CREATE_CQ: u16 = 0x400;
+pub const DESTROY_CQ: u16 = 0x401;
+pub const QUERY_CQ: u16 = 0x402;
+pub const MODIFY_CQ: u16 = 0x403;
+pub const CREATE_QP: u16 = 0x500;
+pub const DESTROY_QP: u16 = 0x501;
+pub const RST2INIT_QP: u16 = 0x502;
+pub const INIT2RTR_QP: u16 = 0x503;
+pub const RTR2RTS_QP: u16 = 0x504;
+pub const RTS2RTS_QP: u16 = 0x505;
+pub const SQERR2RTS_QP: u16 = 0x506;
+/// Any state to ERR (`MLX5_CMD_OP_2ERR_QP`).
+pub const QP_2ERR: u16 = 0x507;
+/// Any state to RESET (`MLX5_CMD_OP_2RST_QP`).
+pub const QP_2RST: u16 = 0x50a;
+pub const QUERY_QP: u16 = 0x50b;
+pub const INIT2INIT_QP: u16 = 0x50e;
+pub const QUERY_NIC_VPORT_CONTEXT: u16 = 0x754;
+pub const QUERY_ROCE_ADDRESS: u16 = 0x760;
+pub const ALLOC_PD: u16 = 0x800;
+pub const DEALLOC_PD: u16 = 0x801;
+pub const ALLOC_UAR: u16 = 0x802;
+pub const DEALLOC_UAR: u16 = 0x803;
+pub const ALLOC_TRANSPORT_DOMAIN: u16 = 0x816;
+pub const CREATE_GENERAL_OBJECT: u16 = 0xa00;
+pub const MODIFY_GENERAL_OBJECT: u16 = 0xa01;
+pub const QUERY_GENERAL_OBJECT: u16 = 0xa02;
+pub const DESTROY_GENERAL_OBJECT: u16 = 0xa03;

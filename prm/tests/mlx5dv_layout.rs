@@ -1,0 +1,235 @@
+//! The prm crate's layouts against the installed `<infiniband/mlx5dv.h>`.
+//!
+//! `tests/c/mlx5dv_layout.c` is compiled with the system `cc` and run; it prints the
+//! header's struct sizes and field offsets for every WQE segment and CQE layout prm
+//! defines, the doorbell record / UAR / WQE constants, and the bytes the header's own
+//! `DEVX_SET` / `DEVX_SET64` / `DEVX_GET` produce on a test layout. This test
+//! compares each record with the Rust definitions (`offset_of!` on the zerocopy
+//! structs, the constants, and `prm::layout!` + `ViewMut::set` on the same field
+//! list), so the header is the outside oracle for offsets and for the bit packing.
+//! (rdma-core does not install `mlx5_ifc.h`, so the PRM mailbox offsets are checked
+//! against values written down from it in `src/cmd/tests.rs` instead.)
+//!
+//! Without `cc` or the header the tests print `SKIP: ...` and pass.
+
+use std::collections::BTreeMap;
+use std::mem::{offset_of, size_of};
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::OnceLock;
+
+use prm::bits::{Layout, View, ViewMut};
+use prm::cqe::{Cqe64, ErrCqe};
+use prm::wqe::{AtomicSeg, CtrlSeg, DataSeg, DatagramSeg, EthSeg, InlineHeader, RaddrSeg};
+
+/// The reference program's output as (kind, key) -> value text, or `None` when it
+/// cannot be built here (the reason has been printed).
+fn reference() -> Option<&'static BTreeMap<(String, String), String>> {
+    static OUT: OnceLock<Option<BTreeMap<(String, String), String>>> = OnceLock::new();
+    OUT.get_or_init(build_and_run).as_ref()
+}
+
+fn build_and_run() -> Option<BTreeMap<(String, String), String>> {
+    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/c/mlx5dv_layout.c");
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("mlx5dv_layout");
+    std::fs::create_dir_all(&dir).expect("create temp dir");
+    let exe = dir.join("mlx5dv_layout");
+    let args = ["-std=gnu11", "-O1", "-Wall", "-Werror"];
+    let out = match Command::new("cc").args(args).arg(&src).arg("-o").arg(&exe).output() {
+        Err(e) => {
+            testkit::skip(testkit::Need::Tool, format!("cannot run cc ({e}) (apt-get install gcc libibverbs-dev)"));
+            return None;
+        }
+        Ok(o) => o,
+    };
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        if err.contains("mlx5dv.h") {
+            testkit::skip(testkit::Need::Tool, "infiniband/mlx5dv.h not found (apt-get install libibverbs-dev)");
+            return None;
+        }
+        panic!("compiling {} failed:\n{err}", src.display());
+    }
+    let run = Command::new(&exe).output().expect("run reference program");
+    assert!(run.status.success(), "reference program failed: {}", String::from_utf8_lossy(&run.stderr));
+    let text = String::from_utf8(run.stdout).expect("utf-8 output");
+    Some(
+        text.lines()
+            .map(|l| {
+                let mut w = l.split_whitespace().map(str::to_owned);
+                let (k, key, v) = (w.next().unwrap(), w.next().unwrap(), w.next().unwrap());
+                ((k, key), v)
+            })
+            .collect(),
+    )
+}
+
+fn num(s: &str) -> u64 {
+    match s.strip_prefix("0x") {
+        Some(h) => u64::from_str_radix(h, 16),
+        None => s.parse(),
+    }
+    .unwrap_or_else(|e| panic!("bad number {s:?}: {e}"))
+}
+
+fn value(all: &BTreeMap<(String, String), String>, kind: &str, key: &str) -> String {
+    all.get(&(kind.to_owned(), key.to_owned()))
+        .unwrap_or_else(|| panic!("the reference program printed no {kind} {key}"))
+        .clone()
+}
+
+macro_rules! reference_or_skip {
+    () => {
+        match reference() {
+            Some(r) => r,
+            None => return,
+        }
+    };
+}
+
+#[test]
+fn segment_and_cqe_layouts_match_header() {
+    let all = reference_or_skip!();
+    let sizes: [(&str, usize); 11] = [
+        ("mlx5_wqe_ctrl_seg", size_of::<CtrlSeg>()),
+        ("mlx5_wqe_raddr_seg", size_of::<RaddrSeg>()),
+        ("mlx5_wqe_atomic_seg", size_of::<AtomicSeg>()),
+        ("mlx5_wqe_data_seg", size_of::<DataSeg>()),
+        ("mlx5_wqe_inl_data_seg", size_of::<InlineHeader>()),
+        ("mlx5_wqe_datagram_seg", size_of::<DatagramSeg>()),
+        ("mlx5_wqe_av", size_of::<DatagramSeg>()),
+        ("mlx5_wqe_eth_seg", size_of::<EthSeg>()),
+        ("mlx5_cqe64", size_of::<Cqe64>()),
+        ("mlx5_err_cqe", size_of::<ErrCqe>()),
+        ("mlx5_cqe64", prm::cqe::CQE_SIZE),
+    ];
+    for (name, ours) in sizes {
+        assert_eq!(num(&value(all, "size", name)) as usize, ours, "sizeof(struct {name})");
+    }
+    let offsets: Vec<(&str, usize)> = vec![
+        ("mlx5_wqe_ctrl_seg.opmod_idx_opcode", offset_of!(CtrlSeg, opmod_idx_opcode)),
+        ("mlx5_wqe_ctrl_seg.qpn_ds", offset_of!(CtrlSeg, qpn_ds)),
+        ("mlx5_wqe_ctrl_seg.signature", offset_of!(CtrlSeg, signature)),
+        ("mlx5_wqe_ctrl_seg.fm_ce_se", offset_of!(CtrlSeg, fm_ce_se)),
+        ("mlx5_wqe_ctrl_seg.imm", offset_of!(CtrlSeg, imm)),
+        ("mlx5_wqe_raddr_seg.raddr", offset_of!(RaddrSeg, raddr)),
+        ("mlx5_wqe_raddr_seg.rkey", offset_of!(RaddrSeg, rkey)),
+        ("mlx5_wqe_atomic_seg.swap_add", offset_of!(AtomicSeg, swap_add)),
+        ("mlx5_wqe_atomic_seg.compare", offset_of!(AtomicSeg, compare)),
+        ("mlx5_wqe_data_seg.byte_count", offset_of!(DataSeg, byte_count)),
+        ("mlx5_wqe_data_seg.lkey", offset_of!(DataSeg, lkey)),
+        ("mlx5_wqe_data_seg.addr", offset_of!(DataSeg, addr)),
+        ("mlx5_wqe_av.key", offset_of!(DatagramSeg, key)),
+        ("mlx5_wqe_av.dqp_dct", offset_of!(DatagramSeg, dqp_dct)),
+        ("mlx5_wqe_av.stat_rate_sl", offset_of!(DatagramSeg, stat_rate_sl)),
+        ("mlx5_wqe_av.fl_mlid", offset_of!(DatagramSeg, fl_mlid)),
+        ("mlx5_wqe_av.rlid", offset_of!(DatagramSeg, rlid)),
+        ("mlx5_wqe_av.rmac", offset_of!(DatagramSeg, rmac)),
+        ("mlx5_wqe_av.tclass", offset_of!(DatagramSeg, tclass)),
+        ("mlx5_wqe_av.hop_limit", offset_of!(DatagramSeg, hop_limit)),
+        ("mlx5_wqe_av.grh_gid_fl", offset_of!(DatagramSeg, grh_gid_fl)),
+        ("mlx5_wqe_av.rgid", offset_of!(DatagramSeg, rgid)),
+        ("mlx5_wqe_eth_seg.cs_flags", offset_of!(EthSeg, cs_flags)),
+        ("mlx5_wqe_eth_seg.mss", offset_of!(EthSeg, mss)),
+        ("mlx5_wqe_eth_seg.inline_hdr_sz", offset_of!(EthSeg, inline_hdr_sz)),
+        ("mlx5_wqe_eth_seg.inline_hdr_start", offset_of!(EthSeg, inline_hdr)),
+        ("mlx5_cqe64.wqe_id", offset_of!(Cqe64, wqe_id)),
+        ("mlx5_cqe64.ml_path", offset_of!(Cqe64, ml_path)),
+        ("mlx5_cqe64.slid", offset_of!(Cqe64, slid)),
+        ("mlx5_cqe64.flags_rqpn", offset_of!(Cqe64, flags_rqpn)),
+        ("mlx5_cqe64.hds_ip_ext", offset_of!(Cqe64, hds_ip_ext)),
+        ("mlx5_cqe64.l4_hdr_type_etc", offset_of!(Cqe64, l4_hdr_type_etc)),
+        ("mlx5_cqe64.vlan_info", offset_of!(Cqe64, vlan_info)),
+        ("mlx5_cqe64.srqn_uidx", offset_of!(Cqe64, srqn_uidx)),
+        ("mlx5_cqe64.imm_inval_pkey", offset_of!(Cqe64, imm_inval_pkey)),
+        ("mlx5_cqe64.app", offset_of!(Cqe64, app)),
+        ("mlx5_cqe64.app_op", offset_of!(Cqe64, app_op)),
+        ("mlx5_cqe64.app_info", offset_of!(Cqe64, app_info)),
+        ("mlx5_cqe64.byte_cnt", offset_of!(Cqe64, byte_cnt)),
+        ("mlx5_cqe64.timestamp", offset_of!(Cqe64, timestamp)),
+        ("mlx5_cqe64.sop_drop_qpn", offset_of!(Cqe64, sop_drop_qpn)),
+        ("mlx5_cqe64.wqe_counter", offset_of!(Cqe64, wqe_counter)),
+        ("mlx5_cqe64.signature", offset_of!(Cqe64, signature)),
+        ("mlx5_cqe64.op_own", offset_of!(Cqe64, op_own)),
+        ("mlx5_err_cqe.srqn", offset_of!(ErrCqe, srqn)),
+        ("mlx5_err_cqe.vendor_err_synd", offset_of!(ErrCqe, vendor_err_synd)),
+        ("mlx5_err_cqe.syndrome", offset_of!(ErrCqe, syndrome)),
+        ("mlx5_err_cqe.s_wqe_opcode_qpn", offset_of!(ErrCqe, s_wqe_opcode_qpn)),
+        ("mlx5_err_cqe.wqe_counter", offset_of!(ErrCqe, wqe_counter)),
+        ("mlx5_err_cqe.signature", offset_of!(ErrCqe, signature)),
+        ("mlx5_err_cqe.op_own", offset_of!(ErrCqe, op_own)),
+    ];
+    for (name, ours) in offsets {
+        assert_eq!(num(&value(all, "offset", name)) as usize, ours, "offsetof({name})");
+    }
+}
+
+#[test]
+fn doorbell_uar_and_wqe_constants_match_header() {
+    let all = reference_or_skip!();
+    let consts: [(&str, u64); 13] = [
+        ("MLX5_RCV_DBR", prm::dbrec::RCV_DBR as u64),
+        ("MLX5_SND_DBR", prm::dbrec::SND_DBR as u64),
+        ("MLX5_CQ_DOORBELL", prm::uar::CQ_ARM_OFFSET as u64),
+        ("MLX5_CQ_DB_REQ_NOT_SOL", prm::dbrec::CQ_DB_REQ_NOT_SOL as u64),
+        ("MLX5_CQ_DB_REQ_NOT", prm::dbrec::CQ_DB_REQ_NOT as u64),
+        ("MLX5_SEND_WQE_BB", prm::wqe::WQEBB_SIZE as u64),
+        ("MLX5_SEND_WQE_SHIFT", prm::wqe::WQEBB_SHIFT as u64),
+        ("MLX5_INLINE_SEG", prm::wqe::INLINE_SEG as u64),
+        ("MLX5_INVALID_LKEY", prm::wqe::INVALID_LKEY as u64),
+        ("MLX5_EXTENDED_UD_AV", prm::wqe::EXTENDED_UD_AV as u64),
+        ("MLX5_ETH_WQE_L3_CSUM", prm::wqe::eth::ETH_L3_CSUM as u64),
+        ("MLX5_ETH_WQE_L4_CSUM", prm::wqe::eth::ETH_L4_CSUM as u64),
+        ("MLX5_CQE_OWNER_MASK", 1),
+    ];
+    for (name, ours) in consts {
+        assert_eq!(num(&value(all, "const", name)), ours, "{name}");
+    }
+}
+
+prm::layout! {
+    /// The C program's `mlx5_ifc_pack_test_bits`, field for field.
+    pub struct PackTest = pack_test {
+        a: 0x1,
+        b: 0x3,
+        c: 0x4,
+        d: 0x18,
+        p: 0x20,
+        e: 0x40,
+        f: 0x5,
+        g: 0xb,
+        h: 0x10,
+        i: 0x20,
+    }
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// `layout!` + `ViewMut::set` pack bits exactly as the header's DEVX_SET does.
+#[test]
+fn bit_packing_matches_devx_set() {
+    let all = reference_or_skip!();
+    assert_eq!(num(&value(all, "const", "DEVX_ST_SZ_BYTES(pack_test)")) as usize, PackTest::BYTES);
+    assert_eq!(num(&value(all, "const", "DEVX_BYTE_OFF.e")) as usize, PackTest::e.off() / 8);
+    assert_eq!(num(&value(all, "const", "DEVX_BYTE_OFF.i")) as usize, PackTest::i.off() / 8);
+    let mut b = [0u8; PackTest::BYTES];
+    let mut v = ViewMut::<PackTest>::new(&mut b).unwrap();
+    v.set(PackTest::a, true).set(PackTest::b, 5).set(PackTest::c, 0xf).set(PackTest::d, 0x12_3456);
+    v.set(PackTest::e, 0x0102_0304_0506_0708).set(PackTest::f, 0x1b).set(PackTest::g, 0x5a5);
+    v.set(PackTest::h, 0xbeef).set(PackTest::i, 0xcafe_f00d);
+    assert_eq!(hex(&b), value(all, "devx", "set_all"));
+    let mut v = ViewMut::<PackTest>::new(&mut b).unwrap();
+    v.set(PackTest::b, 0xff).set(PackTest::g, 0xffff);
+    assert_eq!(hex(&b), value(all, "devx", "masked"));
+    let r = View::<PackTest>::new(&b).unwrap();
+    assert_eq!(r.get(PackTest::c) as u64, num(&value(all, "devxget", "c")));
+    assert_eq!(r.get(PackTest::g) as u64, num(&value(all, "devxget", "g")));
+    assert_eq!(r.get(PackTest::d) as u64, num(&value(all, "devxget", "d")));
+
+    let mut b = [0xffu8; PackTest::BYTES];
+    ViewMut::<PackTest>::new(&mut b).unwrap().set(PackTest::d, 0).set(PackTest::f, 2);
+    assert_eq!(hex(&b), value(all, "devx", "clear"));
+    assert_eq!(<PackTest as Layout>::NAME, "pack_test");
+}
