@@ -15,22 +15,6 @@ use conformance::{compare, parse_lines, table};
 
 const BIN: &str = env!("CARGO_BIN_EXE_uverbs-conformance");
 
-fn vm_script() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/vm/rxe-vm.sh")
-}
-
-/// `Ok(())` when `rxe-vm.sh --check` says the VM can run, else the reason it gives.
-fn vm_available() -> Result<(), String> {
-    let out = Command::new(vm_script()).arg("--check").output()
-        .map_err(|e| format!("cannot run {}: {e}", vm_script().display()))?;
-    if out.status.success() {
-        return Ok(());
-    }
-    let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    let reason = text.strip_prefix("rxe-vm: unavailable: ").unwrap_or(&text);
-    let reason = reason.split(" (run tests/vm/rxe-vm.sh --setup)").next().unwrap_or(reason);
-    Err(reason.to_string())
-}
 
 /// What the one guest boot printed: each run's output and exit status, by section.
 struct GuestRun {
@@ -60,9 +44,9 @@ echo "### corpus"; "$1" --device rxe0 --corpus "$2"; echo "### rc $?"
 fn guest_run() -> Result<&'static GuestRun, String> {
     static RUN: OnceLock<Result<GuestRun, String>> = OnceLock::new();
     RUN.get_or_init(|| {
-        vm_available()?;
+        testkit::vm::available()?;
         let corpus = corpus_path();
-        let out = Command::new(vm_script()).args(["--", "sh", "-c", SCRIPT, "sh", BIN]).arg(&corpus).output().expect("run rxe-vm.sh");
+        let out = Command::new(testkit::vm::script()).args(["--", "sh", "-c", SCRIPT, "sh", BIN]).arg(&corpus).output().expect("run rxe-vm.sh");
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
         let mut sections: Vec<(String, String, Option<i32>)> = Vec::new();
         for l in text.lines() {

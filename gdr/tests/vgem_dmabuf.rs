@@ -26,7 +26,6 @@ mod common;
 use std::io::{BufRead, BufReader, Write};
 use std::os::fd::AsFd;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 use common::*;
@@ -541,19 +540,6 @@ fn guest() {
     }
 }
 
-fn vm_script() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/vm/rxe-vm.sh")
-}
-
-/// `Ok(())` when `rxe-vm.sh --check` says the VM can run, else its reason.
-fn vm_available() -> Result<(), String> {
-    let out = Command::new(vm_script()).arg("--check").output().map_err(|e| format!("cannot run {}: {e}", vm_script().display()))?;
-    if out.status.success() {
-        return Ok(());
-    }
-    let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    Err(text.strip_prefix("rxe-vm: unavailable: ").unwrap_or(&text).to_string())
-}
 
 #[test]
 fn dmabuf_mrs_on_softhca_in_the_guest() {
@@ -562,7 +548,7 @@ fn dmabuf_mrs_on_softhca_in_the_guest() {
         Ok("peer") => return peer(),
         _ => {}
     }
-    if let Err(reason) = vm_available() {
+    if let Err(reason) = testkit::vm::available() {
         testkit::skip(testkit::Need::Vm, format!("rxe VM unavailable: {reason} (run tests/vm/rxe-vm.sh --setup)"));
         return;
     }
@@ -570,7 +556,7 @@ fn dmabuf_mrs_on_softhca_in_the_guest() {
     // rxe0 holds UDP port 4791 on every address of the guest's initial network namespace
     // (Linux 6.1's rdma_rxe opens its socket at module load), so the softhca instances
     // run in a network namespace of their own, with only loopback.
-    let out = Command::new(vm_script())
+    let out = Command::new(testkit::vm::script())
         .args(["--", "unshare", "--net", "sh", "-c", "ip link set lo up && exec \"$@\"", "sh", "env"])
         .arg(format!("{ROLE}=guest")).arg(&exe)
         .args(["--exact", "dmabuf_mrs_on_softhca_in_the_guest", "--nocapture", "--test-threads=1"])

@@ -209,3 +209,31 @@ mod tests {
         assert!(vm.is_err(), "a VM skip passed under DOORBELL_REQUIRE_VM=1");
     }
 }
+
+/// The QEMU guest with the real kernel RDMA stack (`tests/vm/rxe-vm.sh`), as every test
+/// that runs something inside it finds and checks it.
+pub mod vm {
+    use std::path::PathBuf;
+    use std::process::Command;
+
+    /// The runner script, from the workspace root (this crate sits one level below it).
+    pub fn script() -> PathBuf {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/vm/rxe-vm.sh")
+    }
+
+    /// `Ok(())` when `rxe-vm.sh --check` says the guest can run here, else the reason it
+    /// gives (without its "run --setup" hint, which the caller's skip line adds).
+    pub fn available() -> Result<(), String> {
+        let out = Command::new(script())
+            .arg("--check")
+            .output()
+            .map_err(|e| format!("cannot run {}: {e}", script().display()))?;
+        if out.status.success() {
+            return Ok(());
+        }
+        let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        let reason = text.strip_prefix("rxe-vm: unavailable: ").unwrap_or(&text);
+        let reason = reason.split(" (run tests/vm/rxe-vm.sh --setup)").next().unwrap_or(reason);
+        Err(reason.to_string())
+    }
+}

@@ -25,19 +25,6 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn vm_script() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/vm/rxe-vm.sh")
-}
-
-/// `Ok(())` when `rxe-vm.sh --check` says the VM can run, else its reason.
-fn vm_available() -> Result<(), String> {
-    let out = Command::new(vm_script()).arg("--check").output().map_err(|e| format!("cannot run {}: {e}", vm_script().display()))?;
-    if out.status.success() {
-        return Ok(());
-    }
-    let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    Err(text.strip_prefix("rxe-vm: unavailable: ").unwrap_or(&text).to_string())
-}
 
 /// Builds `tests/c/<name>.c` where the guest sees it (the target directory, not the
 /// host's /tmp, which the guest does not share), with the headers in `headers` checked
@@ -68,7 +55,7 @@ fn ibv_reg_dmabuf_mr_on_a_vgem_buffer_in_the_guest() {
     else {
         return;
     };
-    if let Err(reason) = vm_available() {
+    if let Err(reason) = testkit::vm::available() {
         testkit::skip(testkit::Need::Vm, format!("rxe VM unavailable: {reason} (run tests/vm/rxe-vm.sh --setup)"));
         return;
     }
@@ -76,7 +63,7 @@ fn ibv_reg_dmabuf_mr_on_a_vgem_buffer_in_the_guest() {
     // rxe0 holds UDP port 4791 on every address of the guest's initial network namespace
     // (Linux 6.1's rdma_rxe opens its socket at module load): the program, and the
     // softhca instance the preload library starts in it, get a namespace of their own.
-    let out = Command::new(vm_script())
+    let out = Command::new(testkit::vm::script())
         .args(["--", "unshare", "--net", "sh", "-c", "ip link set lo up && exec env LD_PRELOAD=\"$1\" \"$2\"", "sh"])
         .arg(&lib).arg(&exe)
         .output().expect("run rxe-vm.sh");
