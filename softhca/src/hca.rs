@@ -152,6 +152,8 @@ pub struct Hca {
     next_file: AtomicU64,
     cap_net_raw: bool,
     dump_fill_mkey: u32,
+    /// The firmware's objects ([`Hca::firmware`]).
+    firmware: Mutex<crate::firmware::Objects>,
 }
 
 /// The capability number of CAP_NET_RAW (linux/capability.h).
@@ -216,6 +218,7 @@ impl Hca {
             next_file: AtomicU64::new(1),
             cap_net_raw: has_cap_net_raw(),
             dump_fill_mkey,
+            firmware: Mutex::default(),
         };
         hca.init_clock();
         tracing::debug!(target: "softhca", addr = %hca.config.addr, name = %hca.config.name, "hca up");
@@ -227,6 +230,11 @@ impl Hca {
     /// Opens a new uverbs file on this HCA (open("/dev/infiniband/uverbsN")).
     pub fn open(self: &Arc<Self>) -> File {
         File::new(self.clone(), self.next_file.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// The HCA's firmware: PRM commands on firmware objects ([`crate::firmware`]).
+    pub fn firmware(&self) -> crate::firmware::Firmware<'_> {
+        crate::firmware::Firmware::new(self, &self.firmware)
     }
 
     /// The instance's configuration.

@@ -15,6 +15,9 @@
 //!
 //! Where things are:
 //! - [`config`]: an instance's address (127.0.0.N by default), identity and GID table.
+//! - [`firmware`]: the PRM command interface (QUERY_HCA_CAP, PD, UAR, CQ, QP with its
+//!   state machine, MKEY) on firmware objects per HCA; stands alone until the verbs
+//!   and DevX are routed through it.
 //! - [`hca`]: one instance ([`Hca`]): device-wide QPN/CQN/MKey tables and number
 //!   allocators shared by both halves.
 //! - [`objects`]: the HCA's view of PDs, MRs, CQs, QPs, AHs, UAR pages and event fds.
@@ -35,6 +38,7 @@
 
 pub mod config;
 pub mod device;
+pub mod firmware;
 pub mod hca;
 pub mod kernel;
 pub mod objects;

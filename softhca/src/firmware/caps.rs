@@ -1,0 +1,105 @@
+//! QUERY_HCA_CAP: the capability pages softhca's firmware answers.
+//!
+//! The values are the ones the kernel half already advertises through QUERY_DEVICE,
+//! QUERY_PORT and mlx5's GET_CONTEXT ([`crate::kernel::mlx5`]'s `caps`), written
+//! here in the PRM's form, so that a DevX user reading the pages and a verbs user
+//! reading the device attributes see the same device: mlx5_ib derives its
+//! `ib_device_attr` from exactly these fields (`mlx5_ib_query_device`), and the test
+//! `caps_agree_with_query_device` recomputes that derivation. Every feature softhca
+//! lacks is zero (libmlx5 and DPDK act on each set bit): XRC, DC, SRQ-based tag
+//! matching, memory windows, CQE compression, CQ moderation and resize, flow tables,
+//! raw packet offloads, device memory, UMR, signature offloads, LAG.
+//!
+//! One exception keeps the two views equal: `log_max_srq`/`log_max_srq_sz` are the
+//! SRQ limits QUERY_DEVICE reports (`max_srq`, `max_srq_wr`), although CREATE_SRQ is
+//! not implemented; changing that is the verbs' decision, not the firmware's.
+//!
+//! `op_mod` selects the page (`type << 1 | current`); softhca has no SET_HCA_CAP, so
+//! the current values are the maximum ones. The NIC flow table page is all zero
+//! (`nic_flow_table` is 0), the RoCE page too (its version and UDP port range sit in
+//! bits `prm` keeps reserved), and the second general page has nothing to report.
+
+use prm::bits::ViewMut;
+use prm::cmd::hca_cap::{cap_type, AtomicCaps, CmdHcaCap, HcaCapUnion, QueryHcaCapIn, QueryHcaCapOut};
+
+use super::status::syndrome;
+use super::{bad_param, internal, Cmd, R};
+use crate::config::Config;
+use crate::kernel::mlx5::caps;
+
+/// `cmd_hca_cap.port_type` of an Ethernet (RoCE) port (`MLX5_CAP_PORT_TYPE_ETH`).
+pub const PORT_TYPE_ETH: u8 = 1;
+/// `atomic_caps.atomic_operations` bits (`MLX5_ATOMIC_OPS_CMP_SWAP`, `_FETCH_ADD`).
+pub const ATOMIC_OPS_CMP_SWAP: u16 = 1 << 0;
+pub const ATOMIC_OPS_FETCH_ADD: u16 = 1 << 1;
+/// `atomic_caps.atomic_size_qp`: 8-byte atomics (`MLX5_ATOMIC_SIZE_QP_8BYTES`).
+pub const ATOMIC_SIZE_QP_8BYTES: u16 = 1 << 3;
+
+/// Writes the general page (`cmd_hca_cap`).
+pub fn write_general(cfg: &Config, p: &mut ViewMut<'_, CmdHcaCap>) {
+    type C = CmdHcaCap;
+    p.set(C::hca_cap_2, true)
+        .set(C::log_max_srq_sz, caps::LOG_MAX_SRQ_SZ as u8)
+        .set(C::log_max_qp_sz, caps::LOG_MAX_QP_SZ as u8)
+        .set(C::log_max_qp, caps::LOG_MAX_QP as u8)
+        .set(C::log_max_srq, caps::LOG_MAX_SRQ as u8)
+        .set(C::log_max_cq_sz, caps::LOG_MAX_CQ_SZ as u8)
+        .set(C::log_max_cq, caps::LOG_MAX_CQ as u8)
+        .set(C::log_max_mkey, caps::LOG_MAX_MKEY as u8)
+        // mlx5_ib reports max_mr_size as ~0: any length.
+        .set(C::log_max_mrw_sz, 64)
+        .set(C::log_max_ra_req_qp, caps::LOG_MAX_RA_REQ_QP as u8)
+        .set(C::log_max_ra_res_qp, caps::LOG_MAX_RA_RES_QP as u8)
+        .set(C::end_pad, true)
+        .set(C::gid_table_size, cfg.gid_tbl_len.min(u16::MAX as u32) as u16)
+        // 0 is 128 entries (mlx5_to_sw_pkey_sz: 128 << value).
+        .set(C::pkey_table_size, (caps::PKEY_TABLE_LEN / 128).trailing_zeros() as u16)
+        .set(C::local_ca_ack_delay, caps::LOCAL_CA_ACK_DELAY)
+        .set(C::port_type, PORT_TYPE_ETH)
+        .set(C::num_ports, 1)
+        .set(C::log_max_msg, caps::LOG_MAX_MSG as u8)
+        .set(C::cqe_version, caps::CQE_VERSION)
+        .set(C::pkv, true)
+        .set(C::qkv, true)
+        .set(C::roce, true)
+        .set(C::atomic, true)
+        .set(C::rc, true)
+        .set(C::uc, true)
+        .set(C::ud, true)
+        .set(C::uar_4k, true)
+        .set(C::uar_sz, 0)
+        .set(C::log_pg_sz, 12)
+        .set(C::bf, cfg.write_combining)
+        .set(C::log_bf_reg_size, caps::LOG_BF_REG_SIZE as u8)
+        .set(C::max_wqe_sz_sq, caps::MAX_WQE_SZ_SQ as u16)
+        .set(C::max_wqe_sz_rq, caps::MAX_WQE_SZ_RQ as u16)
+        .set(C::max_qp_mcg, caps::MAX_QP_MCG)
+        .set(C::log_max_mcg, caps::LOG_MAX_MCG as u8)
+        .set(C::log_max_pd, caps::LOG_MAX_PD as u8);
+}
+
+/// Writes the atomic page: 8-byte compare-and-swap and fetch-and-add on RC QPs,
+/// answered in big-endian (`atomic_req_8B_endianness_mode` 0), which mlx5_ib reports
+/// as `IB_ATOMIC_HCA` — QUERY_DEVICE's `atomic_cap` 1.
+pub fn write_atomic(p: &mut ViewMut<'_, AtomicCaps>) {
+    p.set(AtomicCaps::atomic_req_8B_endianness_mode, 0)
+        .set(AtomicCaps::atomic_operations, ATOMIC_OPS_CMP_SWAP | ATOMIC_OPS_FETCH_ADD)
+        .set(AtomicCaps::atomic_size_qp, ATOMIC_SIZE_QP_8BYTES);
+}
+
+pub(super) fn query_hca_cap(c: &mut Cmd<'_>) -> R<()> {
+    let inp = c.input::<QueryHcaCapIn>()?;
+    if inp.get(QueryHcaCapIn::other_function) {
+        return Err(bad_param(syndrome::OTHER_FUNCTION));
+    }
+    let ty = inp.get(QueryHcaCapIn::op_mod) >> 1;
+    let off = QueryHcaCapOut::capability.off() / 8;
+    let page = c.outbox.get_mut(off..off + HcaCapUnion::BYTES).ok_or_else(internal)?;
+    match ty {
+        cap_type::GENERAL => write_general(c.hca.config(), &mut ViewMut::new(page).map_err(|_| internal())?),
+        cap_type::ATOMIC => write_atomic(&mut ViewMut::new(page).map_err(|_| internal())?),
+        cap_type::ROCE | cap_type::NIC_FLOW_TABLE | cap_type::GENERAL_2 => {}
+        _ => return Err(bad_param(syndrome::BAD_OP_MOD)),
+    }
+    Ok(())
+}

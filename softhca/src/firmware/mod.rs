@@ -1,0 +1,276 @@
+//! softhca's firmware: the PRM command interface a ConnectX has between its driver
+//! and the device.
+//!
+//! A driver (mlx5_core, or a DevX user through mlx5_ib) hands a ConnectX a command
+//! inbox — the opcode, the issuer's `uid` and `op_mod` in a 16-byte header, then the
+//! command's fields as PRM bit layouts ([`prm::cmd`]) — and gets an outbox back: a
+//! status byte, a 32-bit syndrome, and the answer. [`Firmware::exec`] is that, on
+//! firmware objects kept per HCA: PDs, UARs, CQs, QPs with the QP state machine, and
+//! memory keys, each recorded with the uid that created it. What it executes:
+//!
+//! | command | file |
+//! |---|---|
+//! | QUERY_HCA_CAP (general, atomic, RoCE, NIC flow table, cap2 pages; max and current) | [`caps`] |
+//! | ALLOC_PD, DEALLOC_PD | `pd.rs` |
+//! | ALLOC_UAR, DEALLOC_UAR | `uar.rs` |
+//! | CREATE_CQ, DESTROY_CQ | `cq.rs` |
+//! | CREATE_QP, DESTROY_QP, QUERY_QP, RST2INIT, INIT2INIT, INIT2RTR, RTR2RTS, RTS2RTS, SQERR2RTS, 2ERR, 2RST | `qp.rs` |
+//! | CREATE_MKEY, DESTROY_MKEY | `mkey.rs` |
+//!
+//! How it answers what a ConnectX refuses ([`status`] has the statuses, softhca's
+//! syndromes, and the errno Linux's mlx5 command layer makes of each):
+//! - an opcode it does not execute: BAD_OP;
+//! - an inbox shorter than the command, an outbox shorter than the answer:
+//!   BAD_INP_LEN, BAD_OUTP_LEN (an outbox shorter than the 16-byte header cannot
+//!   even hold the status: the [`Outcome`] returned is then the only answer);
+//! - an op_mod the command does not have, a field out of range, a context naming a
+//!   PD/CQ/UAR that does not exist or belongs to another uid: BAD_PARAM;
+//! - a command on an object that does not exist: BAD_RES; on another uid's object:
+//!   BAD_PARAM (the object is left alone);
+//! - a QP transition the QP's state does not have: BAD_RES_STATE, with the rules of
+//!   [`crate::kernel::qp_state`] (the same ones the verbs' MODIFY_QP uses);
+//! - a destroy of an object another one uses (a CQ or UAR a QP uses, a PD under a QP
+//!   or mkey): BAD_RES_STATE, and the object stays.
+//!
+//! Object numbers come from the HCA's own pools (QPN, CQN, PDN, mkey index), the
+//! ones the verbs use, so a firmware object and a verbs object never share a number.
+//!
+//! Not yet: the verbs still create their objects directly (`kernel::methods`), and
+//! nothing in the kernel half calls this module. The next step is the kernel half's
+//! DevX and mlx5_ib's verbs becoming these commands: create_cq/create_qp/modify_qp/
+//! reg_mr build the inboxes mlx5_ib builds and the objects here become the ones the
+//! device half runs, so a DevX QUERY_QP on a verbs QP answers. Until then these
+//! objects carry no memory (UARs are numbers, not device pages; page lists and UMEMs
+//! are not read) and the device half never sees them. QUERY_CQ and MODIFY_CQ wait for
+//! their layouts in `prm`; QUERY_EQN is a uverbs method, not a command.
+
+pub mod caps;
+mod cq;
+mod mkey;
+mod pd;
+mod qp;
+pub mod status;
+mod uar;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use prm::bits::{Layout, View, ViewMut};
+use prm::cmd::header::{MboxIn, MboxOut};
+use prm::cmd::{self as c, opcode as op};
+
+use crate::hca::Hca;
+
+pub use status::Outcome;
+use status::syndrome;
+
+type R<T> = Result<T, Outcome>;
+
+/// One firmware object: who made it, and how many other objects use it.
+#[derive(Debug)]
+struct Obj<T> {
+    uid: u16,
+    /// Objects that name this one (QPs naming a CQ, ...): a destroy waits for 0.
+    users: u32,
+    v: T,
+}
+
+/// The firmware's objects on one HCA.
+#[derive(Debug, Default)]
+pub(crate) struct Objects {
+    pds: BTreeMap<u32, Obj<()>>,
+    uars: BTreeMap<u32, Obj<()>>,
+    cqs: BTreeMap<u32, Obj<cq::CqObj>>,
+    qps: BTreeMap<u32, Obj<qp::QpObj>>,
+    mkeys: BTreeMap<u32, Obj<mkey::MkeyObj>>,
+}
+
+/// How many firmware objects of each kind exist.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub pd: usize,
+    pub uar: usize,
+    pub cq: usize,
+    pub qp: usize,
+    pub mkey: usize,
+}
+
+impl Counts {
+    pub fn total(&self) -> usize {
+        self.pd + self.uar + self.cq + self.qp + self.mkey
+    }
+}
+
+/// The firmware of one HCA ([`Hca::firmware`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Firmware<'a> {
+    hca: &'a Hca,
+    objects: &'a Mutex<Objects>,
+}
+
+/// One command being executed.
+struct Cmd<'a> {
+    hca: &'a Hca,
+    objs: &'a mut Objects,
+    uid: u16,
+    inbox: &'a [u8],
+    outbox: &'a mut [u8],
+}
+
+impl<'a> Cmd<'a> {
+    /// The inbox as `L` (its length was checked against the command's).
+    fn input<L: Layout>(&self) -> R<View<'a, L>> {
+        View::new(self.inbox).map_err(|_| Outcome::err(c::status::BAD_INP_LEN_ERR, syndrome::INBOX_LEN))
+    }
+
+    /// The outbox as `L`.
+    fn output<L: Layout>(&mut self) -> R<ViewMut<'_, L>> {
+        ViewMut::new(self.outbox).map_err(|_| Outcome::err(c::status::BAD_OUTP_LEN_ERR, syndrome::OUTBOX_LEN))
+    }
+}
+
+/// One command the firmware executes.
+struct Entry {
+    opcode: u16,
+    inlen: usize,
+    outlen: usize,
+    /// Whether op_mod is the command's (QUERY_HCA_CAP's page); elsewhere it must be 0.
+    op_mod: bool,
+    run: fn(&mut Cmd<'_>) -> R<()>,
+}
+
+const fn entry(opcode: u16, inlen: usize, outlen: usize, run: fn(&mut Cmd<'_>) -> R<()>) -> Entry {
+    Entry { opcode, inlen, outlen, op_mod: false, run }
+}
+
+/// The command table.
+const COMMANDS: &[Entry] = &[
+    Entry {
+        opcode: op::QUERY_HCA_CAP,
+        inlen: c::hca_cap::QueryHcaCapIn::BYTES,
+        outlen: c::hca_cap::QueryHcaCapOut::BYTES,
+        op_mod: true,
+        run: caps::query_hca_cap,
+    },
+    entry(op::ALLOC_PD, c::pd::AllocPdIn::BYTES, c::pd::AllocPdOut::BYTES, pd::alloc),
+    entry(op::DEALLOC_PD, c::pd::DeallocPdIn::BYTES, c::pd::DeallocPdOut::BYTES, pd::dealloc),
+    entry(op::ALLOC_UAR, c::uar::AllocUarIn::BYTES, c::uar::AllocUarOut::BYTES, uar::alloc),
+    entry(op::DEALLOC_UAR, c::uar::DeallocUarIn::BYTES, c::uar::DeallocUarOut::BYTES, uar::dealloc),
+    entry(op::CREATE_CQ, c::cq::CreateCqIn::BYTES, c::cq::CreateCqOut::BYTES, cq::create),
+    entry(op::DESTROY_CQ, c::cq::DestroyCqIn::BYTES, MboxOut::BYTES, cq::destroy),
+    entry(op::CREATE_QP, c::qp::CreateQpIn::BYTES, c::qp::CreateQpOut::BYTES, qp::create),
+    entry(op::DESTROY_QP, c::qp::DestroyQpIn::BYTES, MboxOut::BYTES, qp::destroy),
+    entry(op::QUERY_QP, c::qp::QueryQpIn::BYTES, c::qp::QueryQpOut::BYTES, qp::query),
+    entry(op::RST2INIT_QP, c::qp::Rst2initQpIn::BYTES, c::qp::Rst2initQpOut::BYTES, qp::modify),
+    entry(op::INIT2INIT_QP, c::qp::Rst2initQpIn::BYTES, c::qp::Rst2initQpOut::BYTES, qp::modify),
+    entry(op::INIT2RTR_QP, c::qp::Init2rtrQpIn::BYTES, c::qp::Init2rtrQpOut::BYTES, qp::modify),
+    entry(op::RTR2RTS_QP, c::qp::Rtr2rtsQpIn::BYTES, c::qp::Rtr2rtsQpOut::BYTES, qp::modify),
+    entry(op::RTS2RTS_QP, c::qp::Rts2rtsQpIn::BYTES, c::qp::Rts2rtsQpOut::BYTES, qp::modify),
+    entry(op::SQERR2RTS_QP, c::qp::Rtr2rtsQpIn::BYTES, c::qp::Rtr2rtsQpOut::BYTES, qp::modify),
+    entry(op::QP_2ERR, c::qp::Qp2errIn::BYTES, MboxOut::BYTES, qp::modify),
+    entry(op::QP_2RST, c::qp::Qp2rstIn::BYTES, MboxOut::BYTES, qp::modify),
+    entry(op::CREATE_MKEY, c::mkey::CreateMkeyIn::BYTES, c::mkey::CreateMkeyOut::BYTES, mkey::create),
+    entry(op::DESTROY_MKEY, c::mkey::DestroyMkeyIn::BYTES, c::mkey::DestroyMkeyOut::BYTES, mkey::destroy),
+];
+
+impl<'a> Firmware<'a> {
+    pub(crate) fn new(hca: &'a Hca, objects: &'a Mutex<Objects>) -> Firmware<'a> {
+        Firmware { hca, objects }
+    }
+
+    /// Executes one command: reads `inbox`, writes the answer into `outbox` (zeroed
+    /// first, then the status and syndrome in its header when it holds one), and
+    /// returns the status and syndrome. Never panics, whatever the bytes.
+    pub fn exec(&self, inbox: &[u8], outbox: &mut [u8]) -> Outcome {
+        outbox.fill(0);
+        let outcome = match self.run(inbox, outbox) {
+            Ok(()) => Outcome::OK,
+            Err(e) => e,
+        };
+        if let Ok(mut hdr) = ViewMut::<MboxOut>::new(outbox) {
+            hdr.set(MboxOut::status, outcome.status).set(MboxOut::syndrome, outcome.syndrome);
+        }
+        outcome
+    }
+
+    fn run(&self, inbox: &[u8], outbox: &mut [u8]) -> R<()> {
+        let hdr = View::<MboxIn>::new(inbox)
+            .map_err(|_| Outcome::err(c::status::BAD_INP_LEN_ERR, syndrome::INBOX_LEN))?;
+        if outbox.len() < MboxOut::BYTES {
+            return Err(Outcome::err(c::status::BAD_OUTP_LEN_ERR, syndrome::OUTBOX_LEN));
+        }
+        let opcode = hdr.get(MboxIn::opcode);
+        let Some(e) = COMMANDS.iter().find(|e| e.opcode == opcode) else {
+            return Err(Outcome::err(c::status::BAD_OP_ERR, syndrome::UNKNOWN_OPCODE));
+        };
+        if inbox.len() < e.inlen {
+            return Err(Outcome::err(c::status::BAD_INP_LEN_ERR, syndrome::INBOX_LEN));
+        }
+        if outbox.len() < e.outlen {
+            return Err(Outcome::err(c::status::BAD_OUTP_LEN_ERR, syndrome::OUTBOX_LEN));
+        }
+        // DESTROY_CQ/QP keep op_mod's bits reserved: zero all the same.
+        if !e.op_mod && hdr.get(MboxIn::op_mod) != 0 {
+            return Err(Outcome::err(c::status::BAD_PARAM_ERR, syndrome::BAD_OP_MOD));
+        }
+        let mut objs = self.objects.lock().unwrap_or_else(|p| p.into_inner());
+        let mut cmd = Cmd { hca: self.hca, objs: &mut objs, uid: hdr.get(MboxIn::uid), inbox, outbox };
+        (e.run)(&mut cmd)
+    }
+
+    /// How many objects of each kind the firmware holds.
+    pub fn counts(&self) -> Counts {
+        let o = self.objects.lock().unwrap_or_else(|p| p.into_inner());
+        Counts { pd: o.pds.len(), uar: o.uars.len(), cq: o.cqs.len(), qp: o.qps.len(), mkey: o.mkeys.len() }
+    }
+}
+
+/// The object `id` a command acts on: BAD_RES if there is none, BAD_PARAM if it is
+/// another uid's.
+fn target<T>(map: &mut BTreeMap<u32, Obj<T>>, id: u32, uid: u16) -> R<&mut Obj<T>> {
+    let o = map.get_mut(&id).ok_or(Outcome::err(c::status::BAD_RES_ERR, syndrome::NO_OBJECT))?;
+    if o.uid != uid {
+        return Err(Outcome::err(c::status::BAD_PARAM_ERR, syndrome::FOREIGN_OBJECT));
+    }
+    Ok(o)
+}
+
+/// Checks that an object a context names exists and is the issuer's (BAD_PARAM with
+/// `syn` otherwise).
+fn check_named<T>(map: &BTreeMap<u32, Obj<T>>, id: u32, uid: u16, syn: u32) -> R<()> {
+    match map.get(&id) {
+        Some(o) if o.uid == uid => Ok(()),
+        _ => Err(Outcome::err(c::status::BAD_PARAM_ERR, syn)),
+    }
+}
+
+/// Adds (`+1`) or drops (`-1`) a use of a named object that was checked to exist.
+fn use_named<T>(map: &mut BTreeMap<u32, Obj<T>>, id: u32, delta: i32) {
+    if let Some(o) = map.get_mut(&id) {
+        o.users = o.users.saturating_add_signed(delta);
+    }
+}
+
+/// Removes the object `id` if the issuer owns it and nothing uses it.
+fn remove<T>(map: &mut BTreeMap<u32, Obj<T>>, id: u32, uid: u16) -> R<Obj<T>> {
+    if target(map, id, uid)?.users != 0 {
+        return Err(Outcome::err(c::status::BAD_RES_STATE_ERR, syndrome::IN_USE));
+    }
+    map.remove(&id).ok_or(Outcome::err(c::status::BAD_RES_ERR, syndrome::NO_OBJECT))
+}
+
+fn exhausted() -> Outcome {
+    Outcome::err(c::status::NO_RES_ERR, syndrome::EXHAUSTED)
+}
+
+fn bad_param(syn: u32) -> Outcome {
+    Outcome::err(c::status::BAD_PARAM_ERR, syn)
+}
+
+/// A firmware bug (a stored context of the wrong size): INT_ERR, never a panic.
+fn internal() -> Outcome {
+    Outcome::err(c::status::INT_ERR, syndrome::INTERNAL)
+}
