@@ -28,7 +28,8 @@
 //! - a command on an object that does not exist: BAD_RES; on another uid's object:
 //!   BAD_PARAM (the object is left alone);
 //! - a QP transition the QP's state does not have: BAD_RES_STATE, with the rules of
-//!   [`crate::kernel::qp_state`] (the same ones the verbs' MODIFY_QP uses);
+//!   [`crate::kernel::qp_state`] (mlx5's per-transition command table, which the
+//!   verbs' MODIFY_QP uses too);
 //! - a destroy of an object another one uses (a CQ or UAR a QP uses, a PD under a QP
 //!   or mkey): BAD_RES_STATE, and the object stays.
 //!
