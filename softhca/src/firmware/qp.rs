@@ -131,10 +131,8 @@ fn copy_ads<T: Value>(dst: &mut ViewMut<'_, Qpc>, src: &View<'_, Qpc>, f: Field<
 fn merge(opcode: u16, ty: QpType, src: &View<'_, Qpc>, stored: &mut [u8]) -> R<()> {
     let path = src.sub(Qpc::primary_address_path);
     let init2rtr = opcode == op::INIT2RTR_QP;
-    if init2rtr {
-        if ty != QpType::Ud && !(q::mtu::MTU_256..=q::mtu::MTU_4096).contains(&src.get(Qpc::mtu)) {
-            return Err(bad_param(syndrome::MTU));
-        }
+    if init2rtr && ty != QpType::Ud && !(q::mtu::MTU_256..=q::mtu::MTU_4096).contains(&src.get(Qpc::mtu)) {
+        return Err(bad_param(syndrome::MTU));
     }
     if matches!(opcode, op::RST2INIT_QP | op::INIT2INIT_QP | op::INIT2RTR_QP)
         && (path.get(Ads::vhca_port_num) > 1 || path.get(Ads::pkey_index) as u32 >= caps::PKEY_TABLE_LEN)

@@ -152,15 +152,18 @@ fn firmware_objects_made_and_destroyed() {
     assert_eq!(fw.counts().total(), 0);
 }
 
+/// (what, inbox, outbox length, status, syndrome, errno).
+type Row = (&'static str, Vec<u8>, usize, u8, u32, Errno);
+
 #[test]
 fn firmware_error_table() {
     let h = Hca::for_tests();
     let s = make_set(&h, 1);
     let before = h.firmware().counts();
-    let mut cap_bad_page = inbox::<QueryHcaCapIn>(op::QUERY_HCA_CAP, 1, |v| {
+    let cap_bad_page = inbox::<QueryHcaCapIn>(op::QUERY_HCA_CAP, 1, |v| {
         v.set(QueryHcaCapIn::op_mod, hc::op_mod(0x11, false));
     });
-    let mut other_fn = inbox::<QueryHcaCapIn>(op::QUERY_HCA_CAP, 1, |v| {
+    let other_fn = inbox::<QueryHcaCapIn>(op::QUERY_HCA_CAP, 1, |v| {
         v.set(QueryHcaCapIn::other_function, true);
     });
     let mut pd_op_mod = plain(op::ALLOC_PD, 1);
@@ -173,11 +176,10 @@ fn firmware_error_table() {
     ViewMut::<CreateCqIn>::new(&mut comp_cq).unwrap().sub_mut(CreateCqIn::cq_context).set(Cqc::cqe_comp_en, true);
     let mut stride = qp_in(1, q::st::RC, s.pd, s.cq, s.uar);
     ViewMut::<CreateQpIn>::new(&mut stride).unwrap().sub_mut(CreateQpIn::qpc).set(Qpc::log_rq_stride, 6);
-    let _ = (&mut cap_bad_page, &mut other_fn);
 
     // (what, inbox, outbox length, status, syndrome, the errno Linux's
     // cmd_status_to_err gives that status)
-    let rows: Vec<(&str, Vec<u8>, usize, u8, u32, Errno)> = vec![
+    let rows: Vec<Row> = vec![
         ("unknown opcode 0x999", plain(0x999, 1), OUT, st::BAD_OP_ERR, syn::UNKNOWN_OPCODE, Errno::EINVAL),
         ("QUERY_CQ (no layout yet)", with_id(op::QUERY_CQ, 1, s.cq), OUT, st::BAD_OP_ERR, syn::UNKNOWN_OPCODE, Errno::EINVAL),
         ("QUERY_HCA_CAP page 0x11", cap_bad_page, OUT, st::BAD_PARAM_ERR, syn::BAD_OP_MOD, Errno::EINVAL),
