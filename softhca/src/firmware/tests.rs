@@ -570,3 +570,49 @@ fn firmware_destroy_inboxes_read_the_right_field() {
     assert_eq!(QueryQpIn::qpn.off(), 0x48);
     assert_eq!(Rst2initQpIn::qpn.off(), 0x48);
 }
+
+#[test]
+fn caps_agree_with_get_context() {
+    use uverbs::sys::ids::{device as dev, object, UVERBS_ATTR_UHW_IN, UVERBS_ATTR_UHW_OUT};
+    use uverbs::sys::ioctl::UVERBS_ATTR_F_MANDATORY as M;
+    use uverbs::sys::mlx5::{AllocUcontextReqV2, AllocUcontextResp};
+    use uverbs::sys::verbs::RDMA_DRIVER_MLX5;
+    use uverbs::sys::{IoctlAttr, IoctlHdr};
+    use uverbs::Endpoint;
+    use zerocopy::{FromBytes, IntoBytes};
+
+    let h = Hca::for_tests();
+    let f = h.open();
+    // libmlx5's request with CQE version 1 (what a stock open sends, DevX aside).
+    let req = AllocUcontextReqV2 { total_num_bfregs: 16, num_low_latency_bfregs: 4, max_cqe_version: 1,
+                                   ..Default::default() };
+    let mut resp = [0u8; 72];
+    let attrs = [
+        IoctlAttr { attr_id: UVERBS_ATTR_UHW_IN, len: 32, flags: M, data: req.as_bytes().as_ptr() as u64, ..Default::default() },
+        IoctlAttr { attr_id: UVERBS_ATTR_UHW_OUT, len: 72, flags: M, data: resp.as_mut_ptr() as u64, ..Default::default() },
+    ];
+    let hdr = IoctlHdr { length: 24 + 32, object_id: object::DEVICE, method_id: dev::GET_CONTEXT, num_attrs: 2,
+                         driver_id: RDMA_DRIVER_MLX5, ..Default::default() };
+    let mut buf = hdr.as_bytes().to_vec();
+    for x in &attrs {
+        buf.extend_from_slice(x.as_bytes());
+    }
+    f.ioctl(buf.as_mut_ptr() as u64).expect("GET_CONTEXT");
+    let r = AllocUcontextResp::read_from_bytes(&resp[..]).unwrap();
+    let out = cap_page(&h, hc::cap_type::GENERAL, true);
+    let g = hc::general(View::<QueryHcaCapOut>::new(&out).unwrap());
+    // mlx5_ib_alloc_ucontext's response (Linux 6.1 drivers/infiniband/hw/mlx5/main.c).
+    assert_eq!(r.qp_tab_size, 1 << g.get(CmdHcaCap::log_max_qp), "qp_tab_size = 1 << log_max_qp");
+    let bf = if g.get(CmdHcaCap::bf) { 1 << g.get(CmdHcaCap::log_bf_reg_size) } else { 0 };
+    assert_eq!(r.bf_reg_size, bf, "bf_reg_size = 1 << log_bf_reg_size");
+    assert_eq!(r.max_sq_desc_sz, g.get(CmdHcaCap::max_wqe_sz_sq), "max_sq_desc_sz");
+    assert_eq!(r.max_rq_desc_sz, g.get(CmdHcaCap::max_wqe_sz_rq), "max_rq_desc_sz");
+    assert_eq!(r.max_send_wqebb, 1 << g.get(CmdHcaCap::log_max_qp_sz), "max_send_wqebb");
+    assert_eq!(r.max_recv_wr, 1 << g.get(CmdHcaCap::log_max_qp_sz), "max_recv_wr");
+    assert_eq!(r.max_srq_recv_wr, 1 << g.get(CmdHcaCap::log_max_srq_sz), "max_srq_recv_wr");
+    assert_eq!(r.num_ports as u8, g.get(CmdHcaCap::num_ports), "num_ports");
+    assert_eq!(r.cqe_version, g.get(CmdHcaCap::cqe_version).min(1), "cqe_version = min(cap, requested 1)");
+    // uar_4k with 4 KiB UARs: one UAR per system page, log_uar_size 12.
+    assert!(g.get(CmdHcaCap::uar_4k));
+    assert_eq!((r.log_uar_size, r.num_uars_per_page), (12 + g.get(CmdHcaCap::uar_sz) as u32, 1));
+}
