@@ -14,7 +14,7 @@ apart, and the ratio within a pair is what carries over.
 $CARGO_TARGET_DIR/release/doorbell or target/release/doorbell; two binaries compare two
 builds. An environment side may be empty or `X=1` (nothing changed).
 
-Example (docs/BENCHMARKS.md, "Two slots per ring lane"):
+Example (docs/benchmarks-history.md, "Two slots per ring lane"):
 
     collective/bench/ab.py 10 --algo ring -b 1M -e 64M -n 10 -w 2 -- DOORBELL_RING_SLOTS=4 --
 """

@@ -11,7 +11,7 @@ Streams the same bytes over loopback two ways, one sender process and one receiv
 
 Prints the rate and the CPU seconds (user + system, both processes) per GB moved. If
 the two cost the same per byte, the gap between doorbell and Open MPI in
-docs/BENCHMARKS.md is in what doorbell does above the socket, not in the transport.
+docs/benchmarks-history.md is in what doorbell does above the socket, not in the transport.
 
     python3 collective/bench/loopback.py [--gib 4] [--rounds 3]
 """

@@ -5,7 +5,7 @@
 //! and receive buffers in that CPU's cache. Pinning the ranks in blocks (ranks 0 and 1 on
 //! the first CPU, 2 and 3 on the second) made 4-rank all-reduces faster in interleaved
 //! runs on the 2-CPU machine: recursive doubling by 6 to 8 % at 8 B to 4 KiB, the ring by
-//! 0 to 18 % from 1 to 16 MiB depending on the hour (docs/BENCHMARKS.md). Blocks keep
+//! 0 to 18 % from 1 to 16 MiB depending on the hour (docs/benchmarks-history.md). Blocks keep
 //! ring neighbours (and recursive doubling's first partners) together on one CPU, where
 //! a message needs no cross-CPU cache traffic; placing ranks round-robin instead was
 //! slower in half of the runs.

@@ -9,7 +9,7 @@
 //! (4 or 8 ranks), and elsewhere the tree, then the ring. The crossovers
 //! ([`DEFAULT_DOUBLING_MAX_BYTES`], [`DEFAULT_HALVING_MIN_BYTES`],
 //! [`DEFAULT_TREE_MAX_BYTES`]) were measured with `doorbell allreduce` on softhca
-//! (docs/BENCHMARKS.md, docs/collectives.md); `DOORBELL_DOUBLING_MAX_BYTES`,
+//! (docs/benchmarks-history.md, docs/collectives.md); `DOORBELL_DOUBLING_MAX_BYTES`,
 //! `DOORBELL_HALVING_MIN_BYTES` and `DOORBELL_TREE_MAX_BYTES` override them and
 //! `DOORBELL_ALGO=ring|tree|doubling|halving` (or `--algo`) forces one.
 
@@ -24,7 +24,7 @@ pub const DEFAULT_TREE_MAX_BYTES: usize = 128 << 10;
 /// Messages up to this many bytes use recursive doubling when the rank count is a
 /// power of two (when not forced): with 4 ranks on softhca, four of five runs of three
 /// interleaved rounds each had it ahead of (or level with) the ring at 256 KiB, and the
-/// ring took over between 256 KiB and 1 MiB (docs/BENCHMARKS.md).
+/// ring took over between 256 KiB and 1 MiB (docs/benchmarks-history.md).
 pub const DEFAULT_DOUBLING_MAX_BYTES: usize = 256 << 10;
 
 /// Messages above this many bytes use halving-doubling on 4 or 8 ranks (when not

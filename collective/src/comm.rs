@@ -47,7 +47,7 @@ pub struct Tuning {
     /// last one (immediate) are longer than the middles and go alone. A message of
     /// 1 + 3 x 15 packets with a short last one takes 4 datagrams; 128 KiB took 4 for
     /// 70 % of the bytes. Halving-doubling got 2 to 6 % faster from 2 MiB up, the ring
-    /// stayed level (docs/BENCHMARKS.md, "Message size").
+    /// stayed level (docs/benchmarks-history.md, "Message size").
     pub slot_bytes: usize,
     /// Slots per stream: messages in flight before the sender needs a credit
     /// (`DOORBELL_SLOTS`); the ring lanes have [`Tuning::ring_slots`].
@@ -55,7 +55,7 @@ pub struct Tuning {
     /// Slots per ring-lane stream (`DOORBELL_RING_SLOTS`). Fewer than the others:
     /// two full slots per lane keep a ring step fed, and the two ranks that share a core
     /// on this project's machines then keep half the bytes in flight in their share of
-    /// its L2 (measured: docs/BENCHMARKS.md, "Two slots per ring lane"). The tree and
+    /// its L2 (measured: docs/benchmarks-history.md, "Two slots per ring lane"). The tree and
     /// recursive doubling want more: with two slots every message needs a credit of
     /// its own, which small calls pay for in latency.
     pub ring_slots: usize,

@@ -4,7 +4,7 @@
 //! Why: in halving-doubling's all-gather every block a rank receives is copied from
 //! its slot into the receive buffer, which is half the bytes of the call (measured on
 //! softhca: skipping those copies made 1, 2 and 4 MiB calls 6, 12 and 11 % faster;
-//! docs/BENCHMARKS.md, "Direct all-gather"). NCCL gets the same effect from user
+//! docs/benchmarks-history.md, "Direct all-gather"). NCCL gets the same effect from user
 //! buffer registration.
 //!
 //! How: the receiver must say, for every call, where its buffer is. At the start of a

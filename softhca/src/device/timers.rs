@@ -26,7 +26,7 @@ pub const SPIN: Duration = Duration::from_micros(0);
 pub const YIELD: Duration = Duration::from_millis(2);
 /// With the doorbell trap: how long the engine keeps stepping (yielding in between)
 /// after the last work before it arms the trap and sleeps (see
-/// `engine::Engine::idle_trapped`). Measurements in docs/BENCHMARKS.md.
+/// `engine::Engine::idle_trapped`). Measurements in docs/benchmarks-history.md.
 pub const GRACE: Duration = Duration::from_micros(200);
 /// A `sched_yield` that keeps the engine off the core longer than this means a thread
 /// that does not yield shares it; the grace period is then skipped for
