@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
 use std::sync::Arc;
 
 use uverbs::cmd::qp::{self as qpcmd, QpArgs};
-use uverbs::sys::mlx5::{CreateQp as Mlx5CreateQp, CreateQpResp as Mlx5CreateQpResp, QP_FLAG_SCATTER_CQE, QP_FLAG_UAR_PAGE_INDEX};
+use uverbs::sys::mlx5::{CreateQp as Mlx5CreateQp, CreateQpResp as Mlx5CreateQpResp, QP_FLAG_UAR_PAGE_INDEX};
 use uverbs::sys::verbs::{self as sysverbs, QpCap as SysQpCap};
 use zerocopy::IntoBytes;
 
@@ -120,7 +120,12 @@ impl Pd {
         let dynamic = ctx.uars.lock().unwrap().is_dynamic();
         let dyn_bfreg = if dynamic { Some(ctx.uars.lock().unwrap().take(&ctx.dev)?) } else { None };
         let uidx = if u.cqe_version == 1 { ctx.alloc_uidx() } else { 0xff_ffff };
-        let mut flags = QP_FLAG_SCATTER_CQE;
+        // No MLX5_QP_FLAG_SCATTER_CQE: with it, a ConnectX puts the data of small receives
+        // (and of small READ/atomic responses) into the CQE instead of the buffer, and the
+        // poller must copy it out (libmlx5 does, for its MLX5_CQE_*_INLINE_SCATTER
+        // opcodes); this provider's poller does not, so asking for it would lose those
+        // bytes on real hardware. softhca never scatters to the CQE either way.
+        let mut flags = 0;
         if dynamic {
             flags |= QP_FLAG_UAR_PAGE_INDEX;
         }
