@@ -114,6 +114,7 @@ fn segment_and_cqe_layouts_match_header() {
         ("mlx5_wqe_ctrl_seg.imm", offset_of!(CtrlSeg, imm)),
         ("mlx5_wqe_raddr_seg.raddr", offset_of!(RaddrSeg, raddr)),
         ("mlx5_wqe_raddr_seg.rkey", offset_of!(RaddrSeg, rkey)),
+        ("mlx5_wqe_raddr_seg.reserved", offset_of!(RaddrSeg, reserved)),
         ("mlx5_wqe_atomic_seg.swap_add", offset_of!(AtomicSeg, swap_add)),
         ("mlx5_wqe_atomic_seg.compare", offset_of!(AtomicSeg, compare)),
         ("mlx5_wqe_data_seg.byte_count", offset_of!(DataSeg, byte_count)),

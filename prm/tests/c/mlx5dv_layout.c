@@ -62,6 +62,7 @@ int main(void)
 	SIZE(mlx5_wqe_raddr_seg);
 	OFF(mlx5_wqe_raddr_seg, raddr);
 	OFF(mlx5_wqe_raddr_seg, rkey);
+	OFF(mlx5_wqe_raddr_seg, reserved);
 	SIZE(mlx5_wqe_atomic_seg);
 	OFF(mlx5_wqe_atomic_seg, swap_add);
 	OFF(mlx5_wqe_atomic_seg, compare);
