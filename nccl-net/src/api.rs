@@ -73,11 +73,18 @@ pub unsafe extern "C" fn init(logger: ncclDebugLogger_t) -> ncclResult_t {
     pin_library();
     let devs = device::all();
     if devs.is_empty() {
+        // init succeeds and devices() answers 0, rather than init failing: NCCL skips
+        // a plugin with no device either way ("Failed to initialize NET plugin"), but
+        // NCCL 2.28.9 calls the plugin's finalize on that path, and its v10
+        // compatibility layer only fills finalize in after a successful v10 init: a
+        // failing init makes NCCL call a NULL finalize (the rank's SIGSEGV in
+        // docs/nccl.md). With a successful init the layer's finalize exists, NCCL
+        // disables the plugin and falls back to its own transports.
         crate::warn!(
-            "no usable device (softhca did not open and no /dev/infiniband device opened{}): the doorbell plugin is off, NCCL uses its other transports",
+            "no usable device (softhca did not open and no /dev/infiniband device opened{}): the doorbell plugin offers 0 devices, NCCL uses its other transports",
             std::env::var(device::DEVICES_ENV).map(|v| format!("; {}={v}", device::DEVICES_ENV)).unwrap_or_default()
         );
-        return NCCL_SYSTEM_ERROR;
+        return NCCL_SUCCESS;
     }
     crate::info!("initialized: {} device(s): {}", devs.len(),
                  devs.iter().map(|d| d.name.to_string_lossy().into_owned()).collect::<Vec<_>>().join(", "));
