@@ -60,6 +60,19 @@ for r in 0 1; do
     pids+=($!)
 done
 rc=0
+# HANG_DUMP_AFTER=N: if a rank is still running N s from now, write every thread's
+# stack of both ranks' workers (cuda-gdb, which the GPU machine has) to rankR.stacks.
+if [ -n "${HANG_DUMP_AFTER:-}" ] && command -v cuda-gdb >/dev/null; then
+    (
+        sleep "$HANG_DUMP_AFTER"
+        for r in 0 1; do
+            w=$(pgrep -P "${pids[$r]}" -f "$script" | head -1)
+            [ -n "$w" ] || continue
+            echo "rank $r (pid $w) still running after $HANG_DUMP_AFTER s: stacks in $out/rank$r.stacks"
+            timeout 90 cuda-gdb -p "$w" -batch -ex "set pagination off" -ex "info threads" -ex "thread apply all bt 25" > "$out/rank$r.stacks" 2>&1
+        done
+    ) &
+fi
 if [ "$mode" = kill ]; then
     sleep "${KILL_AFTER:-20}"
     # torchrun's worker of rank 1: the child of that torchrun running the script.

@@ -50,6 +50,6 @@ for t in "$@"; do
         unshare --uts sh -c 'r=$OMPI_COMM_WORLD_RANK; hostname "host$r" && NCCL_HOSTID="doorbell-host$r" exec "$0" "$@"' \
         "$build/all_reduce_perf" $args > "$out/$tag.txt" 2>&1
     echo "rc $? ($(date -u +%T))"
-    grep -h -E "via NET/" "$dbg"/*.log 2>/dev/null | sed 's/^[^ ]* *//' | sort -u | head -4
+    grep -h -E "Loaded net plugin|via NET/" "$dbg"/*.log 2>/dev/null | sed 's/^[^ ]* *//' | sort -u | head -5
     grep -E "^ +[0-9]+ +[0-9]+ +(float|int)|Avg bus bandwidth|wrong" "$out/$tag.txt" | awk 'NR<=2 || /Avg|wrong/ || $1>=1048576'
 done
