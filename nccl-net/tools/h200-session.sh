@@ -48,7 +48,7 @@ for step in "$@"; do
             SCRIPT=ddp_train.py LABEL=$step timeout 200 bash "$tools/run-allreduce.sh" $mode "$plugin" 2>&1 | tee -a "$sum" ;;
         sweep|sweep-gdr|sweep-socket)
             mode=doorbell; [ "$step" = sweep-gdr ] && mode=doorbell-gdr; [ "$step" = sweep-socket ] && mode=socket
-            HANG_DUMP_AFTER=${HANG_DUMP_AFTER:-80} LABEL=$step timeout 270 bash "$tools/run-allreduce.sh" $mode "$plugin" 2>&1 | tee -a "$sum" ;;
+            HANG_DUMP_AFTER=${HANG_DUMP_AFTER:-60} LABEL=$step timeout 200 bash "$tools/run-allreduce.sh" $mode "$plugin" 2>&1 | tee -a "$sum" ;;
         nodevice)
             OPS=all_reduce SIZES=8,1048576 DTYPES=float32 timeout 120 bash "$tools/run-allreduce.sh" nodevice "$plugin" 2>&1 | tee -a "$sum"
             grep -h -E "Loaded net plugin|no usable device|Failed to initialize|Using network|via NET/|Segmentation|SIGSEGV|signal|double free|CHECK" "$w/nodevice/rank0.log" | sort -u | tee -a "$sum" ;;
