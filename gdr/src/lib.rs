@@ -31,6 +31,7 @@ pub mod exports;
 pub mod peer;
 pub mod pinned;
 pub mod pointer;
+pub mod staging;
 pub mod vgem;
 pub mod nvml;
 pub mod topo;

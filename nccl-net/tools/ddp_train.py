@@ -14,7 +14,8 @@ Prints "DDP PASS" when the parameters are bit-identical and the mean loss of the
 LOG_EVERY steps is below 0.7 times the first's; the exit status is 0 only then.
 
 Environment: STEPS (default 400), BATCH (per rank, default 64), LOG_EVERY (default 25),
-SEED (default 1234), LR (default 0.05).
+SEED (default 1234), OPT (adam, the default, or sgd: momentum 0.9), LR (default 0.002
+for Adam, 0.05 for SGD).
 """
 import hashlib
 import os
@@ -65,7 +66,7 @@ def main():
     batch = int(os.environ.get("BATCH", "64"))
     every = int(os.environ.get("LOG_EVERY", "25"))
     seed = int(os.environ.get("SEED", "1234"))
-    lr = float(os.environ.get("LR", "0.05"))
+    lr = float(os.environ.get("LR", "0.002" if os.environ.get("OPT", "adam") != "sgd" else "0.05"))
 
     x, y = dataset(seed, 8192, dev)
     mine = torch.arange(rank, x.shape[0], world, device=dev)  # this rank's shard
@@ -73,7 +74,10 @@ def main():
     # 0's, so identical parameters at the end also show that broadcast went through.
     torch.manual_seed(seed + 1 + rank)
     model = DDP(Net().to(dev), device_ids=[dev.index])
-    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    if os.environ.get("OPT", "adam") == "sgd":
+        opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    else:
+        opt = torch.optim.Adam(model.parameters(), lr=lr)
     g = torch.Generator(device="cpu").manual_seed(seed + 100 + rank)
 
     window, first, last = [], None, None

@@ -5,7 +5,7 @@
 #
 # Usage: h200-session.sh CARRY STEP...   (CARRY: the folder holding
 #   libnccl-net-doorbell.so, nccl-tests/ (source) and tools/ (this folder's copy))
-# Steps: info, build (nccl-tests, in the background), ddp, ddp-gdr, sweep, sweep-gdr,
+# Steps: info, build (nccl-tests, in the background), ddp, ddp-gdr, sweep, sweep-gdr[N],
 #   nccltests[:T,T...] (transports of run-nccl-tests.sh), nodevice, kill, mps:T,T...
 #   (nccl-tests under CUDA MPS, if the machine has it).
 set -u
@@ -46,8 +46,8 @@ for step in "$@"; do
         ddp|ddp-gdr)
             mode=doorbell; [ "$step" = ddp-gdr ] && mode=doorbell-gdr
             SCRIPT=ddp_train.py LABEL=$step timeout 200 bash "$tools/run-allreduce.sh" $mode "$plugin" 2>&1 | tee -a "$sum" ;;
-        sweep|sweep-gdr|sweep-socket)
-            mode=doorbell; [ "$step" = sweep-gdr ] && mode=doorbell-gdr; [ "$step" = sweep-socket ] && mode=socket
+        sweep|sweep-gdr*|sweep-socket)
+            mode=doorbell; [ "${step#sweep-gdr}" != "$step" ] && mode=doorbell-gdr; [ "$step" = sweep-socket ] && mode=socket
             HANG_DUMP_AFTER=${HANG_DUMP_AFTER:-60} LABEL=$step timeout 200 bash "$tools/run-allreduce.sh" $mode "$plugin" 2>&1 | tee -a "$sum" ;;
         nodevice)
             OPS=all_reduce SIZES=8,1048576 DTYPES=float32 timeout 120 bash "$tools/run-allreduce.sh" nodevice "$plugin" 2>&1 | tee -a "$sum"
