@@ -31,7 +31,6 @@ pub mod exports;
 pub mod peer;
 pub mod pinned;
 pub mod pointer;
-pub mod staging;
 pub mod vgem;
 pub mod nvml;
 pub mod topo;

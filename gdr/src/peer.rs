@@ -189,12 +189,6 @@ impl CudaPeer {
                 return Err(e);
             }
         };
-        if let Some(dev) = retained {
-            // Staging buffers now, at registration, not on the data path (staging.rs).
-            if let Err(e) = crate::staging::prefill(dev, softhca::peer::PEER_SEGMENT) {
-                tracing::warn!(target: "gdr::peer", "{name}: no pinned staging buffers ahead ({e}); they will be allocated when first needed");
-            }
-        }
         Ok(CudaPeer { name, ctx, stream, retained })
     }
 
@@ -263,18 +257,12 @@ impl PeerMemory for CudaPeer {
     /// goes through the driver's own bounce buffer (a CPU copy plus a DMA per chunk), one
     /// from pinned memory is a single DMA by the copy engine, as the NIC's would be.
     ///
-    /// From the pool filled at registration ([`crate::staging`]) when a buffer is free
-    /// there: no CUDA call on the data path; else allocated now.
-    ///
     /// The buffer outlives this peer memory (softhca keeps it for the QP's life), so it
     /// holds its own retain of the primary context ([`crate::pinned::alloc_portable`]):
     /// the pages stay mapped however the program's contexts come and go. Memory of
     /// another context (one the program created and may destroy) gets no pinned staging.
     fn staging_buffer(&self, len: usize) -> Option<HostBuffer> {
         let dev = self.retained?;
-        if let Some(b) = crate::staging::take(dev, len) {
-            return Some(b);
-        }
         match crate::pinned::alloc_portable(dev, len) {
             Ok(b) => Some(b),
             Err(e) => {

@@ -11,11 +11,10 @@ the end every rank all_gathers every other rank's flattened parameters and compa
 them with torch.equal, and prints a SHA-256 of its own parameter bytes.
 
 Prints "DDP PASS" when the parameters are bit-identical and the mean loss of the last
-LOG_EVERY steps is below 0.7 times the first's; the exit status is 0 only then.
+LOG_EVERY steps is below half the first's; the exit status is 0 only then.
 
-Environment: STEPS (default 400), BATCH (per rank, default 64), LOG_EVERY (default 25),
-SEED (default 1234), OPT (adam, the default, or sgd: momentum 0.9), LR (default 0.002
-for Adam, 0.05 for SGD).
+Environment: STEPS (default 300), BATCH (per rank, default 64), LOG_EVERY (default 25),
+SEED (default 1234), LR (default 0.05).
 """
 import hashlib
 import os
@@ -50,10 +49,7 @@ def dataset(seed, n, dev):
     with torch.no_grad():
         for p in teacher.parameters():
             p.copy_(torch.randn(p.shape, generator=g) * 0.2)
-        # Centred and scaled per class over the data set, so that every class is
-        # about as frequent (a random teacher's raw argmax favours one or two).
-        logits = teacher(x)
-        y = ((logits - logits.mean(0)) / logits.std(0)).argmax(1)
+        y = teacher(x).argmax(1)
     return x.to(dev), y.to(dev)
 
 
@@ -62,11 +58,11 @@ def main():
     torch.cuda.set_device(dev)
     dist.init_process_group("nccl", device_id=dev)
     rank, world = dist.get_rank(), dist.get_world_size()
-    steps = int(os.environ.get("STEPS", "400"))
+    steps = int(os.environ.get("STEPS", "300"))
     batch = int(os.environ.get("BATCH", "64"))
     every = int(os.environ.get("LOG_EVERY", "25"))
     seed = int(os.environ.get("SEED", "1234"))
-    lr = float(os.environ.get("LR", "0.002" if os.environ.get("OPT", "adam") != "sgd" else "0.05"))
+    lr = float(os.environ.get("LR", "0.05"))
 
     x, y = dataset(seed, 8192, dev)
     mine = torch.arange(rank, x.shape[0], world, device=dev)  # this rank's shard
@@ -74,10 +70,7 @@ def main():
     # 0's, so identical parameters at the end also show that broadcast went through.
     torch.manual_seed(seed + 1 + rank)
     model = DDP(Net().to(dev), device_ids=[dev.index])
-    if os.environ.get("OPT", "adam") == "sgd":
-        opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
-    else:
-        opt = torch.optim.Adam(model.parameters(), lr=lr)
+    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
     g = torch.Generator(device="cpu").manual_seed(seed + 100 + rank)
 
     window, first, last = [], None, None
@@ -109,10 +102,7 @@ def main():
     print(f"rank {rank}: {flat.numel()} parameters, sha256 {digest}, bit-identical to every rank's: {same}", flush=True)
     flags = torch.tensor([0 if same else 1], device=dev, dtype=torch.int32)
     dist.all_reduce(flags)
-    falling = first is not None and last < 0.7 * first
-    if rank == 0:
-        counts = torch.bincount(y, minlength=10).tolist()
-        print(f"labels per class: {counts}", flush=True)
+    falling = first is not None and last < first / 2
     verdict = "PASS" if flags.item() == 0 and falling else "FAIL"
     if rank == 0:
         print(f"DDP {verdict}: {steps} steps of {batch} per rank in {secs:.1f} s, loss {first:.4f} -> {last:.4f}, "
