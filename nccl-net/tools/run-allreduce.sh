@@ -7,7 +7,9 @@
 #                 fall back), host staging buffers (NCCL's default GDR decision for a
 #                 NIC attached to the CPU)
 #   doorbell-gdr  the same with NCCL_NET_GDR_LEVEL=SYS: GPU memory registered through
-#                 regMrDmaBuf (softhca reaches it through gdr's resolver)
+#                 regMrDmaBuf (softhca reaches it through gdr's resolver); allreduce.py
+#                 hangs this way at its first collective (docs/nccl.md: softhca's CUDA
+#                 copies on NCCL's proxy thread against PyTorch's cuLaunchKernel)
 #   socket        NCCL's own Socket transport, for comparison
 #   nodevice      the plugin offered no device (DOORBELL_NCCL_DEVICES=none): its init
 #                 fails with one warning and NCCL falls back (to NET/Socket here)
