@@ -91,6 +91,10 @@ counters! {
     cq_overruns,
     /// Completion events delivered to completion channels.
     comp_events,
+    /// CQ arm commands taken from doorbell records (each arm store once), and those of
+    /// them ignored as stale (the sequence number of an event already delivered).
+    cq_arms,
+    cq_arms_stale,
     /// Bytes written into local memory by the responder (SEND, WRITE) or requester (READ
     /// responses, atomic results).
     dma_write_bytes,

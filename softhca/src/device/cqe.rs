@@ -134,6 +134,8 @@ pub enum CqError {
 /// An armed request for one completion event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Arm {
+    /// The arm sequence number the command carried (2 bits).
+    pub sn: u8,
     /// Consumer index at arming: the event fires for a CQE at an index at or after it.
     pub ci: u32,
     pub solicited_only: bool,
@@ -147,15 +149,19 @@ pub struct CqCtx {
     pub pi: u32,
     /// Index + 1 of the last solicited or error CQE (for solicited-only arming).
     pub last_solicited: Option<u32>,
-    /// The arm word last seen in the doorbell record.
+    /// The doorbell record's arm word is a mailbox the device empties (it took the
+    /// marker at creation); otherwise arms are sampled (see `super::events`).
+    pub mailbox: bool,
+    /// Sampling only: the arm word last seen in the doorbell record.
     pub arm_word: u32,
-    /// The 8-byte value last seen at the arm register (UAR page + 0x20).
+    /// Sampling only: the 8-byte value last seen at the arm register (UAR page + 0x20).
     pub arm_reg: u64,
-    /// The arm command (`sn << 28 | solicited << 24 | ci`) last acted on, from either
-    /// place: the record and the register carry the same command, and the second sight
-    /// of it must not arm the CQ again (see `super::events::check`).
-    pub accepted_arm: Option<u32>,
     pub armed: Option<Arm>,
+    /// The sequence number of the last event fired: an arm command carrying it is stale.
+    pub fired_sn: Option<u8>,
+    /// The producer index when the last event fired: the CQEs before it are covered by
+    /// an event and fire none again.
+    pub covered: u32,
     /// An overrun happened: the CQ is in error and takes no more CQEs.
     pub overrun: bool,
     /// What `Cq::dev` last showed.
@@ -163,11 +169,22 @@ pub struct CqCtx {
 }
 
 impl CqCtx {
+    /// The device's side of a new CQ. `arm_reg` is the arm register's value now (so an
+    /// earlier arm on a reused page is not taken for one of this CQ's when sampling).
     pub fn new(cq: Arc<Cq>, arm_reg: u64) -> CqCtx {
+        let at = cq.db_addr + 4 * CQ_ARM_DB as u64;
+        // A new CQ is disarmed whatever the record held: the marker goes in (through the
+        // checked copy, so a page the device cannot write is found here, once, and not
+        // by a fault on the engine thread).
+        let mailbox = crate::uaccess::copy_to_user(at, &super::events::ARM_TAKEN.to_be_bytes()).is_ok();
         // SAFETY: the doorbell record was checked mapped at CREATE_CQ and stays while the
         // CQ lives; this runs under the engine lock from the create hook.
-        let arm_word = unsafe { mem::load_be32_acquire(cq.db_addr + 4 * CQ_ARM_DB as u64) };
-        CqCtx { cq, pi: 0, last_solicited: None, arm_word, arm_reg, accepted_arm: None, armed: None, overrun: false, published: (0, None) }
+        let arm_word = unsafe { mem::load_be32_acquire(at) };
+        if !mailbox {
+            tracing::debug!(target: "softhca::events", cqn = cq.cqn, "CQ doorbell record not writable: arm doorbells sampled");
+        }
+        CqCtx { cq, pi: 0, last_solicited: None, mailbox, arm_word, arm_reg, armed: None, fired_sn: None, covered: 0,
+                overrun: false, published: (0, None) }
     }
 
     /// Mirrors the producer index and arming into `Cq::dev` when they changed.
@@ -177,7 +194,7 @@ impl CqCtx {
             self.published = now;
             let mut d = self.cq.dev.lock().unwrap_or_else(|p| p.into_inner());
             d.producer_index = self.pi;
-            d.armed = self.armed.map(|a| (self.arm_word >> 28, a.ci));
+            d.armed = self.armed.map(|a| (a.sn as u32, a.ci));
             d.solicited_only = self.armed.is_some_and(|a| a.solicited_only);
         }
     }

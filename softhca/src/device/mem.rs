@@ -119,3 +119,31 @@ pub unsafe fn atomic_u64(addr: u64, compare: Option<u64>, swap_or_add: u64) -> u
         None => a.fetch_add(swap_or_add, Ordering::SeqCst),
     }
 }
+
+/// Takes the command out of a mailbox word the application writes (a CQ doorbell
+/// record's arm word, see `super::events`): if the word is not `taken`, atomically
+/// replaces it with `taken` and returns what it held (big-endian, converted). The
+/// application's next store of any value, even the same one, is then a change the next
+/// call sees: every store is taken once, none twice. `taken` must read the same in both
+/// byte orders or be given as stored.
+///
+/// The load first keeps the common case (nothing new) a read: the word shares a cache
+/// line with the consumer index the application writes on every poll. The swap is
+/// acquire-release: it pairs with the application's release store of the word (what it
+/// wrote before, the consumer index, is visible after it).
+///
+/// # Safety
+/// `addr` must be a 4-byte aligned, writable word of a doorbell record of a live object
+/// (see the module docs).
+#[inline]
+pub unsafe fn take_u32(addr: u64, taken: u32) -> Option<u32> {
+    // SAFETY: aligned and live per the caller; the application stores to it concurrently
+    // (plain aligned 32-bit stores, atomic on every CPU softhca runs on), which an
+    // atomic view tolerates.
+    let a = unsafe { AtomicU32::from_ptr(addr as *mut u32) };
+    if a.load(Ordering::Acquire) == taken {
+        return None;
+    }
+    let old = a.swap(taken, Ordering::AcqRel);
+    (old != taken).then(|| u32::from_be(old))
+}
