@@ -73,11 +73,15 @@ fn many_cqs_one_uar_armed_from_threads() {
     let dst = b.mem(64 * N, all_access());
     let handles: Vec<u64> = ends.iter().map(|(e, _)| e.scq.user_handle()).collect();
     let events_before = a.hca.device().counters().comp_events;
+    // A lost event is reported by the main thread after the round's barrier, so the
+    // workers stop instead of waiting for a round that never comes.
+    let failed = std::sync::atomic::AtomicBool::new(false);
+    let mut failure = None;
     let armed = Barrier::new(THREADS + 1);
     let round_done = Barrier::new(THREADS + 1);
     std::thread::scope(|s| {
         for (t, chunk) in ends.chunks_mut(PER_THREAD).enumerate() {
-            let (armed, round_done) = (&armed, &round_done);
+            let (armed, round_done, failed) = (&armed, &round_done, &failed);
             let (sge, daddr, rkey) = (src.sge(0, 8), dst.addr(), dst.mr.rkey());
             s.spawn(move || {
                 for round in 0..M {
@@ -98,6 +102,9 @@ fn many_cqs_one_uar_armed_from_threads() {
                     // The main thread has taken this round's N events: acknowledge ours
                     // (the next arm carries the next sequence number).
                     round_done.wait();
+                    if failed.load(std::sync::atomic::Ordering::SeqCst) {
+                        return;
+                    }
                     for (e, _) in chunk.iter_mut() {
                         e.scq.ack_event();
                     }
@@ -108,16 +115,30 @@ fn many_cqs_one_uar_armed_from_threads() {
             armed.wait();
             let mut seen = vec![0usize; N];
             for _ in 0..N {
-                let h = ch.get_event(Some(EVENT_WAIT)).unwrap_or_else(|e| {
-                    panic!("round {round}: an event was lost ({e:?}); seen per CQ: {seen:?}")
-                });
-                let k = handles.iter().position(|&x| x == h).expect("event for one of the CQs");
-                seen[k] += 1;
+                match ch.get_event(Some(EVENT_WAIT)) {
+                    Ok(h) => match handles.iter().position(|&x| x == h) {
+                        Some(k) => seen[k] += 1,
+                        None => failure = Some(format!("round {round}: event for an unknown CQ handle {h:#x}")),
+                    },
+                    Err(e) => failure = Some(format!("round {round}: an event was lost ({e:?}); seen per CQ: {seen:?}")),
+                }
+                if failure.is_some() {
+                    break;
+                }
             }
-            assert!(seen.iter().all(|&n| n == 1), "round {round}: one event per CQ, got {seen:?}");
+            if failure.is_none() && !seen.iter().all(|&n| n == 1) {
+                failure = Some(format!("round {round}: one event per CQ, got {seen:?}"));
+            }
+            failed.store(failure.is_some(), std::sync::atomic::Ordering::SeqCst);
             round_done.wait();
+            if failure.is_some() {
+                break;
+            }
         }
     });
+    if let Some(f) = failure {
+        panic!("{f}");
+    }
     // Every arm store taken once; nothing is armed now and no CQE will come: the
     // device's event count is final.
     arms_taken(&a, (N * M) as u64);

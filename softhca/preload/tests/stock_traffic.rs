@@ -189,3 +189,58 @@ fn perftest_send_lat() {
     let Some(pair) = stock_pair("ib_send_lat", &["-d", "softhca0", "-n", "50"]) else { return };
     check_perftest(&pair, LAT_HEADER, 2, 50, true, LAT_COLS);
 }
+
+// ---------------------------------------------------------------------------------------
+// perftest with `-e`: every test perftest allows with events (it refuses WRITE and
+// duration mode). Each end sleeps in ibv_get_cq_event, re-arms before it polls
+// (`ctx_notify_events`), and polls once per event in the latency tests: a lost event
+// hangs it, an extra one makes it post past its queue depth ("Couldn't post send") or
+// poll an unwritten completion. The CQs of a process arm through one UAR register.
+
+#[test]
+fn perftest_send_bw_events() {
+    let Some(pair) = stock_pair("ib_send_bw", &["-d", "softhca0", "-n", "200", "-s", "4096", "-e"]) else { return };
+    check_perftest(&pair, BW_HEADER, 4096, 200, true, BW_COLS);
+}
+
+#[test]
+fn perftest_send_bw_ud_events() {
+    let Some(pair) = stock_pair("ib_send_bw", &["-d", "softhca0", "-c", "UD", "-n", "200", "-s", "1024", "-e"]) else { return };
+    check_perftest(&pair, BW_HEADER, 1024, 200, true, BW_COLS);
+}
+
+#[test]
+fn perftest_read_bw_events() {
+    let Some(pair) = stock_pair("ib_read_bw", &["-d", "softhca0", "-n", "200", "-s", "4096", "-e"]) else { return };
+    check_perftest(&pair, BW_HEADER, 4096, 200, true, BW_COLS);
+}
+
+#[test]
+fn perftest_atomic_bw_events() {
+    let Some(pair) = stock_pair("ib_atomic_bw", &["-d", "softhca0", "-n", "200", "-e"]) else { return };
+    check_perftest(&pair, BW_HEADER, 8, 200, true, BW_COLS);
+}
+
+#[test]
+fn perftest_send_lat_events() {
+    let Some(pair) = stock_pair("ib_send_lat", &["-d", "softhca0", "-n", "50", "-e"]) else { return };
+    check_perftest(&pair, LAT_HEADER, 2, 50, true, LAT_COLS);
+}
+
+#[test]
+fn perftest_send_lat_ud_events() {
+    let Some(pair) = stock_pair("ib_send_lat", &["-d", "softhca0", "-c", "UD", "-n", "50", "-e"]) else { return };
+    check_perftest(&pair, LAT_HEADER, 2, 50, true, LAT_COLS);
+}
+
+#[test]
+fn perftest_read_lat_events() {
+    let Some(pair) = stock_pair("ib_read_lat", &["-d", "softhca0", "-n", "50", "-e"]) else { return };
+    check_perftest(&pair, LAT_HEADER, 2, 50, false, LAT_COLS);
+}
+
+#[test]
+fn perftest_atomic_lat_events() {
+    let Some(pair) = stock_pair("ib_atomic_lat", &["-d", "softhca0", "-n", "50", "-e"]) else { return };
+    check_perftest(&pair, LAT_HEADER, 8, 50, false, LAT_COLS);
+}
