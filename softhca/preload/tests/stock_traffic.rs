@@ -116,6 +116,22 @@ fn ud_pingpong() {
 }
 
 // ---------------------------------------------------------------------------------------
+// UC: ibv_uc_pingpong (SENDs of 4096 bytes in four 1024-byte packets, no ACKs), stock
+// server and stock client, with busy polling and with events; perftest over UC.
+
+#[test]
+fn uc_pingpong() {
+    let Some(pair) = stock_pair("ibv_uc_pingpong", &["-d", "softhca0", "-g", "3", "-n", "50", "-c"]) else { return };
+    check_pingpong(&pair, 4096, 50, "::ffff:127.0.0.");
+}
+
+#[test]
+fn uc_pingpong_events() {
+    let Some(pair) = stock_pair("ibv_uc_pingpong", &["-d", "softhca0", "-g", "3", "-n", "50", "-c", "-e"]) else { return };
+    check_pingpong(&pair, 4096, 50, "::ffff:127.0.0.");
+}
+
+// ---------------------------------------------------------------------------------------
 // perftest
 
 /// Both ends exited 0; the client (and the server, where perftest prints one) shows a
@@ -243,4 +259,24 @@ fn perftest_read_lat_events() {
 fn perftest_atomic_lat_events() {
     let Some(pair) = stock_pair("ib_atomic_lat", &["-d", "softhca0", "-n", "50", "-e"]) else { return };
     check_perftest(&pair, LAT_HEADER, 8, 50, false, LAT_COLS);
+}
+
+// perftest over UC (SEND and RDMA WRITE, what UC has).
+
+#[test]
+fn perftest_send_bw_uc() {
+    let Some(pair) = stock_pair("ib_send_bw", &["-d", "softhca0", "-c", "UC", "-n", "200", "-s", "4096"]) else { return };
+    check_perftest(&pair, BW_HEADER, 4096, 200, true, BW_COLS);
+}
+
+#[test]
+fn perftest_write_bw_uc() {
+    let Some(pair) = stock_pair("ib_write_bw", &["-d", "softhca0", "-c", "UC", "-n", "200", "-s", "4096"]) else { return };
+    check_perftest(&pair, BW_HEADER, 4096, 200, true, BW_COLS);
+}
+
+#[test]
+fn perftest_send_lat_uc_events() {
+    let Some(pair) = stock_pair("ib_send_lat", &["-d", "softhca0", "-c", "UC", "-n", "50", "-e"]) else { return };
+    check_perftest(&pair, LAT_HEADER, 2, 50, true, LAT_COLS);
 }

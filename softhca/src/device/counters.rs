@@ -95,6 +95,9 @@ counters! {
     /// them ignored as stale (the sequence number of an event already delivered).
     cq_arms,
     cq_arms_stale,
+    /// UC packets dropped by the responder (a PSN gap, or a message it could not take:
+    /// no receive WQE, a bad rkey, a continuation of a dropped message).
+    uc_dropped,
     /// Bytes written into local memory by the responder (SEND, WRITE) or requester (READ
     /// responses, atomic results).
     dma_write_bytes,

@@ -167,7 +167,7 @@ fn dispatch(qps: &mut BTreeMap<u32, QpCtx>, env: &mut Env<'_>, bytes: &[u8], ep:
     tracing::trace!(target: "softhca::rx", opcode = ?bth.opcode, qpn = bth.dest_qpn, psn = bth.psn, len = pkt.payload.len(),
                     ack_req = bth.ack_req, src = %ep.src, "rx");
     let ud = match bth.opcode.transport() {
-        Transport::Rc => false,
+        Transport::Rc | Transport::Uc => false,
         Transport::Ud => true,
         _ => {
             env.counters.rx_no_qp.fetch_add(1, Ordering::Relaxed);
@@ -178,7 +178,8 @@ fn dispatch(qps: &mut BTreeMap<u32, QpCtx>, env: &mut Env<'_>, bytes: &[u8], ep:
         env.counters.rx_no_qp.fetch_add(1, Ordering::Relaxed);
         return;
     };
-    if ud != (q.qp.qp_type == crate::objects::QpType::Ud) {
+    let uc = bth.opcode.transport() == Transport::Uc;
+    if ud != (q.qp.qp_type == crate::objects::QpType::Ud) || uc != (q.qp.qp_type == crate::objects::QpType::Uc) {
         env.counters.rx_no_qp.fetch_add(1, Ordering::Relaxed);
         return;
     }

@@ -67,6 +67,7 @@ pub mod trace;
 pub mod trap;
 pub mod trap_owners;
 pub mod tx;
+mod uc;
 pub mod ud;
 pub mod wqe;
 

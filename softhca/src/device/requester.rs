@@ -318,10 +318,10 @@ impl QpCtx {
             return w;
         }
         let ud = match self.qp.qp_type {
-            QpType::Rc => false,
+            QpType::Rc | QpType::Uc => false,
             QpType::Ud => true,
             _ => {
-                bad(&mut w, syndrome::LOCAL_QP_OP, "only RC and UD QPs execute send WQEs");
+                bad(&mut w, syndrome::LOCAL_QP_OP, "only RC, UC and UD QPs execute send WQEs");
                 return w;
             }
         };
@@ -340,6 +340,9 @@ impl QpCtx {
             Err(WqeError::Length(why)) => bad(&mut w, syndrome::LOCAL_LENGTH, why),
             Err(WqeError::Opcode(_)) => bad(&mut w, syndrome::LOCAL_QP_OP, "unsupported opcode"),
             Err(WqeError::Layout(why)) => bad(&mut w, syndrome::LOCAL_QP_OP, why),
+            Ok((op, _)) if self.qp.qp_type == QpType::Uc && op.is_read_or_atomic() => {
+                bad(&mut w, syndrome::LOCAL_QP_OP, "UC has no RDMA READ or atomics");
+            }
             Ok((op, data)) => {
                 let access = if op.is_read_or_atomic() { Access::LocalWrite } else { Access::LocalRead };
                 if let Data::Sgl(s) = &data {
@@ -389,6 +392,7 @@ impl QpCtx {
             }
             self.req.rnr_until = None;
         }
+        let uc = self.qp.qp_type == QpType::Uc;
         // The payload staging buffer is taken out for the loop, as `emit_request` borrows
         // the WQE from the QP (a move of three words, not a copy).
         let mut out_stage = std::mem::take(&mut self.req.out_stage);
@@ -455,6 +459,14 @@ impl QpCtx {
                     r.arm_probe(env.now);
                     sent += 1;
                     env.work = true;
+                    if uc {
+                        // No acknowledgement comes: a packet sent is a packet done (and the
+                        // WQE complete once its last packet left), with nothing to time
+                        // or retransmit.
+                        self.ack_upto(env, psn::add(p, adv - 1));
+                        let r = &mut self.req;
+                        (r.timer, r.probe, r.rtt_sample) = (None, None, None);
+                    }
                 }
                 Err(Emit::Fail(s)) => {
                     self.req.fail(idx, s);
@@ -465,6 +477,9 @@ impl QpCtx {
             }
         }
         self.req.out_stage = out_stage;
+        if uc {
+            self.retire(env);
+        }
     }
 
     // ---- completing -------------------------------------------------------------------
@@ -898,8 +913,12 @@ fn emit_request(w: &SqWqe, k: u32, p: u32, window_full: bool, q: &QpCtx, peer: S
             }
             step_add(&env.counters.dma_read_bytes, len as u64);
             let last = k + 1 == n;
-            let mut bth = BthRepr::new(send_opcode(n, k, imm.is_some(), write), dqpn, p);
-            bth.ack_req = last || window_full || p % ACK_EVERY == ACK_EVERY - 1;
+            let rc_op = send_opcode(n, k, imm.is_some(), write);
+            let uc = q.qp.qp_type == QpType::Uc;
+            let op = if uc { rc_op.to_uc().unwrap_or(rc_op) } else { rc_op };
+            let mut bth = BthRepr::new(op, dqpn, p);
+            // UC is never acknowledged (its AckReq bit is sent as 0).
+            bth.ack_req = !uc && (last || window_full || p % ACK_EVERY == ACK_EVERY - 1);
             bth.solicited = last && w.solicited;
             let payload: &[u8] = if in_place.is_some() { &[] } else { &env.scratch[..len] };
             let mut pkt = RocePacket::new(bth, payload);

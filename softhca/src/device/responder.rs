@@ -218,6 +218,9 @@ impl QpCtx {
             env.counters.rx_no_qp.fetch_add(1, Relaxed);
             return;
         }
+        if self.qp.qp_type == crate::objects::QpType::Uc {
+            return self.on_uc_request(pkt, env);
+        }
         let p = pkt.bth.psn;
         let d = psn::diff(p, self.resp.epsn);
         if d > 0 {
@@ -259,6 +262,10 @@ impl QpCtx {
 
     /// NAKs PSN `p` (a READ response that could not be served) and moves the QP to ERR.
     fn nak_fatal_at(&mut self, env: &mut Env<'_>, p: u32, code: NakCode, why: &str) {
+        if self.qp.qp_type == crate::objects::QpType::Uc {
+            // UC answers nothing: the message is dropped (see `super::uc`).
+            return self.uc_drop(env, why);
+        }
         env.counters.err_naks_sent.fetch_add(1, Relaxed);
         tracing::debug!(target: "softhca::ack", qpn = self.qp.qpn, psn = p, ?code, why, "NAK");
         let msn = self.resp.msn;
@@ -267,7 +274,20 @@ impl QpCtx {
         self.enter_error(env, Some(ev));
     }
 
+    /// A receive WQE completed in error (a local error of this QP): RC NAKs the request
+    /// and both go to ERR; UC sends nothing but the QP goes to ERR all the same.
+    fn recv_wqe_failed(&mut self, env: &mut Env<'_>, code: NakCode, why: &str) {
+        if self.qp.qp_type == crate::objects::QpType::Uc {
+            tracing::debug!(target: "softhca::responder", qpn = self.qp.qpn, why, "UC receive WQE failed");
+            return self.enter_error(env, Some(event::QP_FATAL));
+        }
+        self.nak_fatal(env, code, why)
+    }
+
     fn rnr(&mut self, env: &mut Env<'_>) {
+        if self.qp.qp_type == crate::objects::QpType::Uc {
+            return self.uc_drop(env, "no receive WQE");
+        }
         // The RNR NAK acknowledges every PSN before it: what is staged of them is written
         // now (a WRITE_WITH_IMM waiting for a receive WQE at its last packet).
         if self.resp.in_stage.flush(env.hca, env.keys, &self.qp.pd).is_err() {
@@ -284,7 +304,7 @@ impl QpCtx {
 
     fn message_done(&mut self, ack_req: bool) {
         self.resp.epsn = psn::add(self.resp.epsn, 1);
-        if ack_req {
+        if ack_req && self.qp.qp_type != crate::objects::QpType::Uc {
             self.resp.ack_pending = true;
         }
     }
@@ -305,7 +325,7 @@ impl QpCtx {
         self.complete(env, false, cqe);
     }
 
-    fn recv_send(&mut self, pkt: &RocePacket<'_>, env: &mut Env<'_>) {
+    pub(super) fn recv_send(&mut self, pkt: &RocePacket<'_>, env: &mut Env<'_>) {
         let op = pkt.bth.opcode;
         let data = pkt.payload;
         if !length_ok(op, data.len(), self.mtu as usize) {
@@ -325,7 +345,7 @@ impl QpCtx {
         if at + data.len() as u64 > mkey::capacity(sges) {
             self.resp.cur = None;
             self.complete_recv_error(env, syndrome::LOCAL_LENGTH);
-            return self.nak_fatal(env, NakCode::InvalidRequest, "SEND longer than the receive buffer");
+            return self.recv_wqe_failed(env, NakCode::InvalidRequest, "SEND longer than the receive buffer");
         }
         let last = op.ends_message();
         let mut r = stage::scatter(env.hca, env.keys, &self.qp.pd, sges, at, data, &mut self.resp.in_stage);
@@ -336,7 +356,7 @@ impl QpCtx {
         if r.is_err() {
             self.resp.cur = None;
             self.complete_recv_error(env, syndrome::LOCAL_PROT);
-            return self.nak_fatal(env, NakCode::RemoteOperationalError, "receive buffer key or memory");
+            return self.recv_wqe_failed(env, NakCode::RemoteOperationalError, "receive buffer key or memory");
         }
         let Some(InMsg::Send { offset, .. }) = &mut self.resp.cur else { return };
         *offset += data.len() as u64;
@@ -352,7 +372,7 @@ impl QpCtx {
         self.message_done(pkt.bth.ack_req);
     }
 
-    fn recv_write(&mut self, pkt: &RocePacket<'_>, env: &mut Env<'_>) {
+    pub(super) fn recv_write(&mut self, pkt: &RocePacket<'_>, env: &mut Env<'_>) {
         let op = pkt.bth.opcode;
         let data = pkt.payload;
         if !length_ok(op, data.len(), self.mtu as usize) {

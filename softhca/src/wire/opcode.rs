@@ -113,7 +113,7 @@ pub enum Position {
     Only,
 }
 
-/// An RC or UD opcode, with its IBA value as discriminant.
+/// An RC, UC or UD opcode, with its IBA value as discriminant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[repr(u8)]
 pub enum Opcode {
@@ -141,6 +141,19 @@ pub enum Opcode {
     // 0x15 is reserved in the RC column.
     RcSendLastWithInvalidate = 0x16,
     RcSendOnlyWithInvalidate = 0x17,
+    // UC: SEND and RDMA WRITE only (no READ, atomics or acknowledges).
+    UcSendFirst = 0x20,
+    UcSendMiddle = 0x21,
+    UcSendLast = 0x22,
+    UcSendLastWithImm = 0x23,
+    UcSendOnly = 0x24,
+    UcSendOnlyWithImm = 0x25,
+    UcRdmaWriteFirst = 0x26,
+    UcRdmaWriteMiddle = 0x27,
+    UcRdmaWriteLast = 0x28,
+    UcRdmaWriteLastWithImm = 0x29,
+    UcRdmaWriteOnly = 0x2a,
+    UcRdmaWriteOnlyWithImm = 0x2b,
     UdSendOnly = 0x64,
     UdSendOnlyWithImm = 0x65,
 }
@@ -156,7 +169,7 @@ struct Info {
 
 impl Opcode {
     /// Every opcode softhca knows, in numeric order.
-    pub const ALL: [Opcode; 25] = [
+    pub const ALL: [Opcode; 37] = [
         Opcode::RcSendFirst,
         Opcode::RcSendMiddle,
         Opcode::RcSendLast,
@@ -180,6 +193,18 @@ impl Opcode {
         Opcode::RcFetchAdd,
         Opcode::RcSendLastWithInvalidate,
         Opcode::RcSendOnlyWithInvalidate,
+        Opcode::UcSendFirst,
+        Opcode::UcSendMiddle,
+        Opcode::UcSendLast,
+        Opcode::UcSendLastWithImm,
+        Opcode::UcSendOnly,
+        Opcode::UcSendOnlyWithImm,
+        Opcode::UcRdmaWriteFirst,
+        Opcode::UcRdmaWriteMiddle,
+        Opcode::UcRdmaWriteLast,
+        Opcode::UcRdmaWriteLastWithImm,
+        Opcode::UcRdmaWriteOnly,
+        Opcode::UcRdmaWriteOnlyWithImm,
         Opcode::UdSendOnly,
         Opcode::UdSendOnlyWithImm,
     ];
@@ -218,6 +243,18 @@ impl Opcode {
             RcFetchAdd => (ExtHeaders::ATOMIC_ETH, false, Only, false),
             RcSendLastWithInvalidate => (ExtHeaders::IETH, true, Last, false),
             RcSendOnlyWithInvalidate => (ExtHeaders::IETH, true, Only, false),
+            UcSendFirst => (NONE, true, First, false),
+            UcSendMiddle => (NONE, true, Middle, false),
+            UcSendLast => (NONE, true, Last, false),
+            UcSendLastWithImm => (IMM, true, Last, false),
+            UcSendOnly => (NONE, true, Only, false),
+            UcSendOnlyWithImm => (IMM, true, Only, false),
+            UcRdmaWriteFirst => (RETH, true, First, false),
+            UcRdmaWriteMiddle => (NONE, true, Middle, false),
+            UcRdmaWriteLast => (NONE, true, Last, false),
+            UcRdmaWriteLastWithImm => (IMM, true, Last, false),
+            UcRdmaWriteOnly => (RETH, true, Only, false),
+            UcRdmaWriteOnlyWithImm => (RETH_IMM, true, Only, false),
             UdSendOnly => (ExtHeaders::DETH, true, Only, false),
             UdSendOnlyWithImm => (DETH_IMM, true, Only, false),
         };
@@ -237,6 +274,24 @@ impl Opcode {
     /// The transport service (top three bits).
     pub const fn transport(self) -> Transport {
         Transport::of_byte(self as u8)
+    }
+
+    /// The UC opcode of an RC SEND or RDMA WRITE opcode (same operation, UC transport
+    /// bits), for the requester of a UC QP; None for anything UC lacks.
+    pub fn to_uc(self) -> Option<Opcode> {
+        if self.transport() != Transport::Rc || self.operation() > 0x0b {
+            return None;
+        }
+        Opcode::try_from(0x20 | self.operation()).ok()
+    }
+
+    /// The RC opcode with the same operation as this UC one (the responder executes a UC
+    /// SEND or WRITE packet as the RC one, minus acknowledgement); other opcodes as they are.
+    pub fn rc_equivalent(self) -> Opcode {
+        if self.transport() != Transport::Uc {
+            return self;
+        }
+        Opcode::try_from(self.operation()).unwrap_or(self)
     }
 
     /// The operation within the transport (low five bits).
@@ -366,7 +421,7 @@ mod tests {
     #[test]
     fn values_match_the_iba_table() {
         // Hand-written from the IBA opcode table (transport bits | operation).
-        let expect: [(u8, Opcode); 25] = [
+        let expect: [(u8, Opcode); 37] = [
             (0x00, Opcode::RcSendFirst),
             (0x01, Opcode::RcSendMiddle),
             (0x02, Opcode::RcSendLast),
@@ -390,6 +445,18 @@ mod tests {
             (0x14, Opcode::RcFetchAdd),
             (0x16, Opcode::RcSendLastWithInvalidate),
             (0x17, Opcode::RcSendOnlyWithInvalidate),
+            (0x20, Opcode::UcSendFirst),
+            (0x21, Opcode::UcSendMiddle),
+            (0x22, Opcode::UcSendLast),
+            (0x23, Opcode::UcSendLastWithImm),
+            (0x24, Opcode::UcSendOnly),
+            (0x25, Opcode::UcSendOnlyWithImm),
+            (0x26, Opcode::UcRdmaWriteFirst),
+            (0x27, Opcode::UcRdmaWriteMiddle),
+            (0x28, Opcode::UcRdmaWriteLast),
+            (0x29, Opcode::UcRdmaWriteLastWithImm),
+            (0x2a, Opcode::UcRdmaWriteOnly),
+            (0x2b, Opcode::UcRdmaWriteOnlyWithImm),
             (0x64, Opcode::UdSendOnly),
             (0x65, Opcode::UdSendOnlyWithImm),
         ];
@@ -402,7 +469,7 @@ mod tests {
     #[test]
     fn unknown_opcodes_are_rejected() {
         for byte in [
-            0x15u8, 0x18, 0x1f, 0x20, 0x24, 0x40, 0x60, 0x63, 0x66, 0x81, 0xa0, 0xff,
+            0x15u8, 0x18, 0x1f, 0x2c, 0x2d, 0x30, 0x40, 0x60, 0x63, 0x66, 0x81, 0xa0, 0xff,
         ] {
             assert_eq!(
                 Opcode::try_from(byte),
@@ -410,9 +477,27 @@ mod tests {
                 "{byte:#x}"
             );
         }
-        // Exactly 25 of 256 byte values are accepted.
+        // Exactly 37 of 256 byte values are accepted.
         let n = (0..=255u8).filter(|b| Opcode::try_from(*b).is_ok()).count();
-        assert_eq!(n, 25);
+        assert_eq!(n, 37);
+    }
+
+    #[test]
+    fn uc_mapping() {
+        use Opcode::*;
+        assert_eq!(RcSendFirst.to_uc(), Some(UcSendFirst));
+        assert_eq!(RcRdmaWriteOnlyWithImm.to_uc(), Some(UcRdmaWriteOnlyWithImm));
+        assert_eq!(RcRdmaReadRequest.to_uc(), None);
+        assert_eq!(RcFetchAdd.to_uc(), None);
+        assert_eq!(UdSendOnly.to_uc(), None);
+        assert_eq!(UcSendLastWithImm.rc_equivalent(), RcSendLastWithImm);
+        assert_eq!(UcRdmaWriteFirst.rc_equivalent(), RcRdmaWriteFirst);
+        assert_eq!(RcSendOnly.rc_equivalent(), RcSendOnly);
+        assert_eq!(UcRdmaWriteOnly.ext_headers(), ExtHeaders::RETH);
+        assert_eq!(UcSendOnlyWithImm.transport(), Transport::Uc);
+        for op in Opcode::ALL.iter().filter(|o| o.transport() == Transport::Uc) {
+            assert!(op.is_request() && !op.has_aeth(), "{op:?}");
+        }
     }
 
     #[test]
