@@ -32,6 +32,8 @@ pub use sizing::{Geometry, QpCap};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum QpType {
     Rc,
+    /// Unreliable Connected: SEND and RDMA WRITE, no acknowledgements.
+    Uc,
     Ud,
 }
 
@@ -111,7 +113,7 @@ impl Pd {
             max_send_wqebb: u.max_send_wqebb,
             max_recv_wr: u.max_recv_wr,
         };
-        let transport = match init.qp_type { QpType::Rc => QpTransport::Rc, QpType::Ud => QpTransport::Ud };
+        let transport = match init.qp_type { QpType::Rc => QpTransport::Rc, QpType::Uc => QpTransport::Uc, QpType::Ud => QpTransport::Ud };
         let ops = init.send_ops.unwrap_or(SendOps::default_for(transport));
         let geo = sizing::compute(&init.cap, transport, ops, &lim, false)
             .map_err(|e| Error::Invalid { op: "create_qp", why: e.0 })?;
@@ -154,7 +156,7 @@ impl Pd {
                 // libmlx5 tells the device the inline size the WQE stride really allows.
                 max_inline_data: geo.max_inline,
             },
-            qp_type: match init.qp_type { QpType::Rc => sysverbs::QPT_RC, QpType::Ud => sysverbs::QPT_UD },
+            qp_type: match init.qp_type { QpType::Rc => sysverbs::QPT_RC, QpType::Uc => sysverbs::QPT_UC, QpType::Ud => sysverbs::QPT_UD },
             sq_sig_all: init.sq_sig_all,
             user_handle: buf.addr(),
             create_flags: 0,
