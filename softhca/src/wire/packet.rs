@@ -516,11 +516,14 @@ mod tests {
             Err(Error::BadOpcode(0x15))
         );
         let mut b = send.clone();
-        b[0] = 0x24; // UC SEND ONLY: not spoken here
+        b[0] = 0x30; // reserved in the UC column (UC has SEND and WRITE only)
         assert_eq!(
             RocePacket::parse(&reseal(b), &ep),
-            Err(Error::BadOpcode(0x24))
+            Err(Error::BadOpcode(0x30))
         );
+        let mut b = send.clone();
+        b[0] = 0x24; // UC SEND ONLY: the same headers as RC's
+        assert_eq!(RocePacket::parse(&reseal(b), &ep).map(|p| p.bth.opcode), Ok(Opcode::UcSendOnly));
         let mut b = send.clone();
         b[1] = (b[1] & 0xf0) | 0x02;
         assert_eq!(
