@@ -44,8 +44,9 @@
 //! CQ overrun (a CQE due while the ring is full, judged by the consumer index in the CQ
 //! doorbell record): the CQE is not written, the CQ goes to error (one CQ_ERR async
 //! event, no further CQEs), and the QP whose completion overran moves to ERR with a
-//! QP_FATAL event. Unsupported here: UC and other QP types (their send WQEs complete
-//! with LOCAL_QP_OP_ERR), SEND_WITH_INVALIDATE, SRQs, memory windows.
+//! QP_FATAL event. UC QPs carry SEND and RDMA WRITE (`uc.rs`: no acknowledgements, a
+//! lost packet loses its message). Unsupported here: other QP types (their send WQEs
+//! complete with LOCAL_QP_OP_ERR), SEND_WITH_INVALIDATE, SRQs, memory windows.
 
 pub mod counters;
 pub mod cqe;
