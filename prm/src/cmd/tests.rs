@@ -26,7 +26,7 @@ fn check<L: Layout>(bits: usize, rows: &[(&str, usize, usize)]) {
     }
 }
 
-fn all_fields() -> [&'static [FieldInfo]; 54] {
+fn all_fields() -> [&'static [FieldInfo]; 57] {
     use cq::*;
     use hca_cap::*;
     use header::*;
@@ -49,6 +49,7 @@ fn all_fields() -> [&'static [FieldInfo]; 54] {
         GeneralObjOutCmdHdr::FIELDS, uctx::Uctx::FIELDS, uctx::CreateUctxIn::FIELDS,
         uctx::CreateUctxOut::FIELDS, uctx::DestroyUctxIn::FIELDS, umem::Mtt::FIELDS, umem::Umem::FIELDS,
         umem::CreateUmemIn::FIELDS, umem::CreateUmemOut::FIELDS, umem::DestroyUmemIn::FIELDS,
+        QueryCqIn::FIELDS, QueryCqOut::FIELDS, ModifyCqIn::FIELDS,
     ]
 }
 
@@ -421,6 +422,16 @@ fn cq_layouts_match_kernel() {
     ]);
     check::<cq::CreateCqOut>(0x80, &[("status", 0, 8), ("syndrome", 0x20, 0x20), ("cqn", 0x48, 0x18)]);
     assert_eq!(find::<cq::CreateCqIn>("cq_context").kind, Kind::Sub("cqc"));
+    // query_cq_in / query_cq_out (context after reserved_at_40[0x40], then
+    // reserved_at_280[0x600] before pas[]) and modify_cq_in (cqn after
+    // reserved_at_40[0x8], the 32-bit field select, the context at 0x80, cq_umem_valid
+    // after reserved_at_280[0x60]).
+    check::<cq::QueryCqIn>(0x80, &[("opcode", 0, 0x10), ("uid", 0x10, 0x10), ("op_mod", 0x30, 0x10), ("cqn", 0x48, 0x18)]);
+    check::<cq::QueryCqOut>(0x880, &[("status", 0, 8), ("syndrome", 0x20, 0x20), ("cq_context", 0x80, 0x200)]);
+    check::<cq::ModifyCqIn>(0x880, &[
+        ("opcode", 0, 0x10), ("uid", 0x10, 0x10), ("op_mod", 0x30, 0x10), ("cqn", 0x48, 0x18),
+        ("modify_field_select", 0x60, 0x20), ("cq_context", 0x80, 0x200), ("cq_umem_valid", 0x2e0, 1),
+    ]);
 }
 
 /// rdma-core providers/mlx5/mlx5_ifc.h: struct mlx5_ifc_mtt_bits (0x40 bits),
