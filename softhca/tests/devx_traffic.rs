@@ -224,7 +224,7 @@ impl DevxEnd {
         self.dbr(QP_DBR + 4, pi as u32 + 1);
         // The doorbell: the control segment's first 8 bytes to the UAR page's BlueFlame
         // register (what libmlx5 writes through its mapping of the page).
-        hca.pages().write_u64(self.uar, prm::uar::BF_OFFSET as usize, u64::from_ne_bytes(ctrl[..8].try_into().unwrap()));
+        hca.pages().write_u64(self.uar, prm::uar::BF_OFFSET, u64::from_ne_bytes(ctrl[..8].try_into().unwrap()));
     }
 
     /// Waits for the next CQE of the DevX CQ: (opcode, byte count, wqe counter).
