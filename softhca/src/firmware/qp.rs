@@ -66,11 +66,6 @@ fn qp_type(st: u8) -> Option<QpType> {
     }
 }
 
-/// One page-list entry: a big-endian 64-bit page address.
-fn first_pas(tail: &[u8]) -> Option<u64> {
-    Some(u64::from_be_bytes(tail.get(..8)?.try_into().ok()?))
-}
-
 /// `rq_type` of a QP without a receive queue (`MLX5_ZERO_LEN_RQ`).
 const RQ_TYPE_ZERO_LEN: u8 = 0x3;
 
@@ -105,8 +100,7 @@ pub(super) fn create(c: &mut Cmd<'_>) -> R<()> {
         umems.push(id);
         umem::resolve(&c.objs.umems, id, c.uid, inp.get(CreateQpIn::wq_umem_offset), wq_len, syndrome::BAD_UMEM)?
     } else {
-        let page = first_pas(inp.tail()).ok_or(bad_param(syndrome::BAD_ADDRESS))?;
-        page + qpc.get(Qpc::page_offset) as u64 * 64
+        umem::pas_addr(inp.tail(), qpc.get(Qpc::log_page_size), qpc.get(Qpc::page_offset) as u64 * 64, wq_len)?
     };
     let dbr = qpc.get(Qpc::dbr_addr);
     let db_addr = if qpc.get(Qpc::dbr_umem_valid) {
