@@ -16,7 +16,7 @@
 use std::os::fd::OwnedFd;
 
 use crate::ioctl::{AttrIdx, Ioctl};
-use crate::sys::ids::{devx, mlx5, object};
+use crate::sys::ids::{mlx5, object};
 use crate::{Device, Result};
 
 /// `MLX5_IB_METHOD_DEVX_OTHER`: a general command (QUERY_HCA_CAP, ALLOC_PD, ...) that
@@ -42,8 +42,8 @@ pub fn query_uar(dev: &Device, user_idx: u32) -> Result<u32> {
 
 pub(crate) fn query_uar_call(user_idx: u32, dev_idx: &mut u32) -> Ioctl<'_> {
     let mut c = Ioctl::new(object::MLX5_DEVX, mlx5::DEVX_QUERY_UAR);
-    c.in_value(devx::ATTR_QUERY_UAR_USER_IDX, user_idx);
-    c.out_struct(devx::ATTR_QUERY_UAR_DEV_IDX, dev_idx);
+    c.in_value(mlx5::ATTR_DEVX_QUERY_UAR_USER_IDX, user_idx);
+    c.out_struct(mlx5::ATTR_DEVX_QUERY_UAR_DEV_IDX, dev_idx);
     c
 }
 
@@ -57,8 +57,8 @@ pub fn query_eqn(dev: &Device, vector: u32) -> Result<u32> {
 
 pub(crate) fn query_eqn_call(vector: u32, eqn: &mut u32) -> Ioctl<'_> {
     let mut c = Ioctl::new(object::MLX5_DEVX, mlx5::DEVX_QUERY_EQN);
-    c.in_value(devx::ATTR_QUERY_EQN_USER_VEC, vector);
-    c.out_struct(devx::ATTR_QUERY_EQN_DEV_EQN, eqn);
+    c.in_value(mlx5::ATTR_DEVX_QUERY_EQN_USER_VEC, vector);
+    c.out_struct(mlx5::ATTR_DEVX_QUERY_EQN_DEV_EQN, eqn);
     c
 }
 
@@ -87,7 +87,7 @@ pub fn obj_destroy(dev: &Device, handle: u32) -> Result<()> {
 
 pub(crate) fn obj_destroy_call(handle: u32) -> Ioctl<'static> {
     let mut c = Ioctl::new(object::MLX5_DEVX_OBJ, mlx5::DEVX_OBJ_DESTROY);
-    c.handle(devx::ATTR_OBJ_DESTROY_HANDLE, handle);
+    c.handle(mlx5::ATTR_DEVX_OBJ_DESTROY_HANDLE, handle);
     c
 }
 
@@ -99,9 +99,9 @@ pub fn obj_modify(dev: &Device, handle: u32, inbox: &[u8], out: &mut [u8]) -> Re
 
 pub(crate) fn obj_modify_call<'a>(handle: u32, inbox: &'a [u8], out: &'a mut [u8]) -> Ioctl<'a> {
     let mut c = Ioctl::new(object::MLX5_DEVX_OBJ, mlx5::DEVX_OBJ_MODIFY);
-    c.handle(devx::ATTR_OBJ_MODIFY_HANDLE, handle);
-    c.in_bytes(devx::ATTR_OBJ_MODIFY_CMD_IN, inbox);
-    c.out_bytes(devx::ATTR_OBJ_MODIFY_CMD_OUT, out);
+    c.handle(mlx5::ATTR_DEVX_OBJ_MODIFY_HANDLE, handle);
+    c.in_bytes(mlx5::ATTR_DEVX_OBJ_MODIFY_CMD_IN, inbox);
+    c.out_bytes(mlx5::ATTR_DEVX_OBJ_MODIFY_CMD_OUT, out);
     c
 }
 
@@ -112,9 +112,9 @@ pub fn obj_query(dev: &Device, handle: u32, inbox: &[u8], out: &mut [u8]) -> Res
 
 pub(crate) fn obj_query_call<'a>(handle: u32, inbox: &'a [u8], out: &'a mut [u8]) -> Ioctl<'a> {
     let mut c = Ioctl::new(object::MLX5_DEVX_OBJ, mlx5::DEVX_OBJ_QUERY);
-    c.handle(devx::ATTR_OBJ_QUERY_HANDLE, handle);
-    c.in_bytes(devx::ATTR_OBJ_QUERY_CMD_IN, inbox);
-    c.out_bytes(devx::ATTR_OBJ_QUERY_CMD_OUT, out);
+    c.handle(mlx5::ATTR_DEVX_OBJ_QUERY_HANDLE, handle);
+    c.in_bytes(mlx5::ATTR_DEVX_OBJ_QUERY_CMD_IN, inbox);
+    c.out_bytes(mlx5::ATTR_DEVX_OBJ_QUERY_CMD_OUT, out);
     c
 }
 
@@ -126,13 +126,13 @@ pub fn obj_async_query(dev: &Device, handle: u32, inbox: &[u8], out_len: u16, wr
 }
 
 pub(crate) fn obj_async_query_call(handle: u32, inbox: &[u8], out_len: u16, wr_id: u64, cmd_fd: i32) -> Ioctl<'_> {
-    let mut c = Ioctl::new(object::MLX5_DEVX_OBJ, devx::OBJ_ASYNC_QUERY);
-    c.handle(devx::ATTR_OBJ_QUERY_ASYNC_HANDLE, handle);
-    c.in_bytes(devx::ATTR_OBJ_QUERY_ASYNC_CMD_IN, inbox);
+    let mut c = Ioctl::new(object::MLX5_DEVX_OBJ, mlx5::DEVX_OBJ_ASYNC_QUERY);
+    c.handle(mlx5::ATTR_DEVX_OBJ_QUERY_ASYNC_HANDLE, handle);
+    c.in_bytes(mlx5::ATTR_DEVX_OBJ_QUERY_ASYNC_CMD_IN, inbox);
     // A CONST_IN in the kernel (u16): 8 bytes inline, as `fill_attr_const_in` sends it.
-    c.in_const(devx::ATTR_OBJ_QUERY_ASYNC_OUT_LEN, out_len as u64);
-    c.in_value(devx::ATTR_OBJ_QUERY_ASYNC_WR_ID, wr_id);
-    c.fd(devx::ATTR_OBJ_QUERY_ASYNC_FD, cmd_fd);
+    c.in_const(mlx5::ATTR_DEVX_OBJ_QUERY_ASYNC_OUT_LEN, out_len as u64);
+    c.in_value(mlx5::ATTR_DEVX_OBJ_QUERY_ASYNC_WR_ID, wr_id);
+    c.fd(mlx5::ATTR_DEVX_OBJ_QUERY_ASYNC_FD, cmd_fd);
     c
 }
 
@@ -163,13 +163,13 @@ pub fn umem_reg(dev: &Device, a: &UmemArgs) -> Result<(u32, u32)> {
 }
 
 pub(crate) fn umem_reg_call<'a>(a: &UmemArgs, id: &'a mut u32) -> (Ioctl<'a>, AttrIdx) {
-    let mut c = Ioctl::new(object::MLX5_DEVX_UMEM, devx::UMEM_REG);
-    let h = c.new_handle(devx::ATTR_UMEM_REG_HANDLE);
-    c.in_value(devx::ATTR_UMEM_REG_ADDR, a.addr);
-    c.in_value(devx::ATTR_UMEM_REG_LEN, a.len);
-    c.in_value(devx::ATTR_UMEM_REG_ACCESS, a.access);
-    c.in_const(devx::ATTR_UMEM_REG_PGSZ_BITMAP, a.pgsz_bitmap);
-    c.out_struct(devx::ATTR_UMEM_REG_OUT_ID, id);
+    let mut c = Ioctl::new(object::MLX5_DEVX_UMEM, mlx5::DEVX_UMEM_REG);
+    let h = c.new_handle(mlx5::ATTR_DEVX_UMEM_REG_HANDLE);
+    c.in_value(mlx5::ATTR_DEVX_UMEM_REG_ADDR, a.addr);
+    c.in_value(mlx5::ATTR_DEVX_UMEM_REG_LEN, a.len);
+    c.in_value(mlx5::ATTR_DEVX_UMEM_REG_ACCESS, a.access);
+    c.in_const(mlx5::ATTR_DEVX_UMEM_REG_PGSZ_BITMAP, a.pgsz_bitmap);
+    c.out_struct(mlx5::ATTR_DEVX_UMEM_REG_OUT_ID, id);
     (c, h)
 }
 
@@ -179,8 +179,8 @@ pub fn umem_dereg(dev: &Device, handle: u32) -> Result<()> {
 }
 
 pub(crate) fn umem_dereg_call(handle: u32) -> Ioctl<'static> {
-    let mut c = Ioctl::new(object::MLX5_DEVX_UMEM, devx::UMEM_DEREG);
-    c.handle(devx::ATTR_UMEM_DEREG_HANDLE, handle);
+    let mut c = Ioctl::new(object::MLX5_DEVX_UMEM, mlx5::DEVX_UMEM_DEREG);
+    c.handle(mlx5::ATTR_DEVX_UMEM_DEREG_HANDLE, handle);
     c
 }
 
@@ -192,8 +192,8 @@ pub fn async_cmd_fd_alloc(dev: &Device) -> Result<OwnedFd> {
 }
 
 pub(crate) fn async_cmd_fd_alloc_call() -> (Ioctl<'static>, AttrIdx) {
-    let mut c = Ioctl::new(devx::OBJ_ASYNC_CMD_FD, devx::ASYNC_CMD_FD_ALLOC);
-    let i = c.new_fd(devx::ATTR_ASYNC_CMD_FD_ALLOC_HANDLE);
+    let mut c = Ioctl::new(object::MLX5_DEVX_ASYNC_CMD_FD, mlx5::DEVX_ASYNC_CMD_FD_ALLOC);
+    let i = c.new_fd(mlx5::ATTR_DEVX_ASYNC_CMD_FD_ALLOC_HANDLE);
     (c, i)
 }
 
