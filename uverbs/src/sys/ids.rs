@@ -278,55 +278,11 @@ pub mod mlx5 {
     }
 }
 
-/// The DevX methods and attributes the `mlx5` module above does not name: QUERY_UAR,
-/// QUERY_EQN, the object MODIFY/QUERY/DESTROY/ASYNC_QUERY attributes, UMEM and the
-/// async command fd (mlx5_user_ioctl_cmds.h).
-pub mod devx {
-    abi_consts! {
-        fn consts;
-        pub const OBJ_ASYNC_CMD_FD: u16 = 0x1004 => "MLX5_IB_OBJECT_DEVX_ASYNC_CMD_FD";
-        pub const OBJ_ASYNC_EVENT_FD: u16 = 0x1005 => "MLX5_IB_OBJECT_DEVX_ASYNC_EVENT_FD";
-
-        pub const ATTR_QUERY_UAR_USER_IDX: u16 = 0x1000 => "MLX5_IB_ATTR_DEVX_QUERY_UAR_USER_IDX";
-        pub const ATTR_QUERY_UAR_DEV_IDX: u16 = 0x1001 => "MLX5_IB_ATTR_DEVX_QUERY_UAR_DEV_IDX";
-        pub const ATTR_QUERY_EQN_USER_VEC: u16 = 0x1000 => "MLX5_IB_ATTR_DEVX_QUERY_EQN_USER_VEC";
-        pub const ATTR_QUERY_EQN_DEV_EQN: u16 = 0x1001 => "MLX5_IB_ATTR_DEVX_QUERY_EQN_DEV_EQN";
-
-        pub const OBJ_ASYNC_QUERY: u16 = 0x1004 => "MLX5_IB_METHOD_DEVX_OBJ_ASYNC_QUERY";
-        pub const ATTR_OBJ_DESTROY_HANDLE: u16 = 0x1000 => "MLX5_IB_ATTR_DEVX_OBJ_DESTROY_HANDLE";
-        pub const ATTR_OBJ_MODIFY_HANDLE: u16 = 0x1000 => "MLX5_IB_ATTR_DEVX_OBJ_MODIFY_HANDLE";
-        pub const ATTR_OBJ_MODIFY_CMD_IN: u16 = 0x1001 => "MLX5_IB_ATTR_DEVX_OBJ_MODIFY_CMD_IN";
-        pub const ATTR_OBJ_MODIFY_CMD_OUT: u16 = 0x1002 => "MLX5_IB_ATTR_DEVX_OBJ_MODIFY_CMD_OUT";
-        pub const ATTR_OBJ_QUERY_HANDLE: u16 = 0x1000 => "MLX5_IB_ATTR_DEVX_OBJ_QUERY_HANDLE";
-        pub const ATTR_OBJ_QUERY_CMD_IN: u16 = 0x1001 => "MLX5_IB_ATTR_DEVX_OBJ_QUERY_CMD_IN";
-        pub const ATTR_OBJ_QUERY_CMD_OUT: u16 = 0x1002 => "MLX5_IB_ATTR_DEVX_OBJ_QUERY_CMD_OUT";
-        pub const ATTR_OBJ_QUERY_ASYNC_HANDLE: u16 = 0x1000 => "MLX5_IB_ATTR_DEVX_OBJ_QUERY_ASYNC_HANDLE";
-        pub const ATTR_OBJ_QUERY_ASYNC_CMD_IN: u16 = 0x1001 => "MLX5_IB_ATTR_DEVX_OBJ_QUERY_ASYNC_CMD_IN";
-        pub const ATTR_OBJ_QUERY_ASYNC_FD: u16 = 0x1002 => "MLX5_IB_ATTR_DEVX_OBJ_QUERY_ASYNC_FD";
-        pub const ATTR_OBJ_QUERY_ASYNC_WR_ID: u16 = 0x1003 => "MLX5_IB_ATTR_DEVX_OBJ_QUERY_ASYNC_WR_ID";
-        pub const ATTR_OBJ_QUERY_ASYNC_OUT_LEN: u16 = 0x1004 => "MLX5_IB_ATTR_DEVX_OBJ_QUERY_ASYNC_OUT_LEN";
-
-        pub const UMEM_REG: u16 = 0x1000 => "MLX5_IB_METHOD_DEVX_UMEM_REG";
-        pub const UMEM_DEREG: u16 = 0x1001 => "MLX5_IB_METHOD_DEVX_UMEM_DEREG";
-        pub const ATTR_UMEM_REG_HANDLE: u16 = 0x1000 => "MLX5_IB_ATTR_DEVX_UMEM_REG_HANDLE";
-        pub const ATTR_UMEM_REG_ADDR: u16 = 0x1001 => "MLX5_IB_ATTR_DEVX_UMEM_REG_ADDR";
-        pub const ATTR_UMEM_REG_LEN: u16 = 0x1002 => "MLX5_IB_ATTR_DEVX_UMEM_REG_LEN";
-        pub const ATTR_UMEM_REG_ACCESS: u16 = 0x1003 => "MLX5_IB_ATTR_DEVX_UMEM_REG_ACCESS";
-        pub const ATTR_UMEM_REG_OUT_ID: u16 = 0x1004 => "MLX5_IB_ATTR_DEVX_UMEM_REG_OUT_ID";
-        pub const ATTR_UMEM_REG_PGSZ_BITMAP: u16 = 0x1005 => "MLX5_IB_ATTR_DEVX_UMEM_REG_PGSZ_BITMAP";
-        pub const ATTR_UMEM_REG_DMABUF_FD: u16 = 0x1006 => "MLX5_IB_ATTR_DEVX_UMEM_REG_DMABUF_FD";
-        pub const ATTR_UMEM_DEREG_HANDLE: u16 = 0x1000 => "MLX5_IB_ATTR_DEVX_UMEM_DEREG_HANDLE";
-
-        pub const ASYNC_CMD_FD_ALLOC: u16 = 0x1000 => "MLX5_IB_METHOD_DEVX_ASYNC_CMD_FD_ALLOC";
-        pub const ATTR_ASYNC_CMD_FD_ALLOC_HANDLE: u16 = 0x1000 => "MLX5_IB_ATTR_DEVX_ASYNC_CMD_FD_ALLOC_HANDLE";
-    }
-}
-
 /// Every id above with the C expression it must equal.
 pub fn id_consts() -> Vec<crate::sys::layout::Const> {
     let mut v = ns_consts();
     for f in [object::consts, device::consts, pd::consts, cq::consts, qp::consts, mr::consts,
-              async_event::consts, mlx5::consts, devx::consts, destroy::consts] {
+              async_event::consts, mlx5::consts, destroy::consts] {
         v.extend(f());
     }
     v
