@@ -234,7 +234,9 @@ fn layouts_match_mlx5_ifc() {
     // rdma-core providers/mlx5/mlx5_ifc.h: struct mlx5_ifc_create_qp_in_bits, 0x880 bits
     check::<qp::CreateQpIn>(0x880, &[
         ("opcode", 0x0, 0x10), ("uid", 0x10, 0x10), ("op_mod", 0x30, 0x10),
-        ("opt_param_mask", 0x80, 0x20), ("qpc", 0xc0, 0x740), ("wq_umem_id", 0x840, 0x20),
+        ("opt_param_mask", 0x80, 0x20), ("qpc", 0xc0, 0x740),
+        // wq_umem_offset: the kernel's include/linux/mlx5/mlx5_ifc.h (reserved in rdma-core's)
+        ("wq_umem_offset", 0x800, 0x40), ("wq_umem_id", 0x840, 0x20),
         ("wq_umem_valid", 0x860, 0x1),
     ]);
     // rdma-core providers/mlx5/mlx5_ifc.h: struct mlx5_ifc_create_qp_out_bits, 0x80 bits
