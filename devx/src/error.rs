@@ -1,0 +1,105 @@
+//! What a DevX call can fail with.
+//!
+//! Linux's DevX answers a command the firmware refused with `EREMOTEIO` and the
+//! outbox copied back, so the status and syndrome reach the caller: [`Error::Firmware`]
+//! carries them, and its message names the status as the PRM does (`BAD_PARAM_ERR`).
+//! The syndrome is the firmware's own number (on a ConnectX only its makers can
+//! decode it; softhca's are listed in its `firmware::status::syndrome`), so it is
+//! printed, not named. Everything the kernel refuses before the firmware runs (a
+//! command not on DevX's list, another context's object, a short mailbox) is
+//! [`Error::Os`] with the kernel's errno.
+
+use nix::errno::Errno;
+use prm::bits::View;
+use prm::cmd::header::MboxOut;
+
+/// A DevX error.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The kernel (or the device underneath) refused the call.
+    #[error("{op}: {errno}")]
+    Os { op: &'static str, errno: Errno },
+    /// The firmware executed the command and answered a failure.
+    #[error("{op}: firmware answered {} (status {status:#04x}, syndrome {syndrome:#010x}) to opcode {opcode:#06x}",
+            prm::cmd::status::name(*status).unwrap_or("an unknown status"))]
+    Firmware { op: &'static str, opcode: u16, status: u8, syndrome: u32 },
+    /// The context was opened without DevX (the device refused the flag).
+    #[error("DevX was not granted to this context (the device refused GET_CONTEXT's DEVX flag)")]
+    NotGranted,
+    /// A mailbox too short for its layout, or a value too wide for its field.
+    #[error("{op}: {why}")]
+    Invalid { op: &'static str, why: String },
+    /// Opening the context or one of its verbs objects failed.
+    #[error(transparent)]
+    Provider(#[from] provider::Error),
+}
+
+impl Error {
+    /// The errno the call returned: `EREMOTEIO` for a firmware failure.
+    pub fn errno(&self) -> Option<Errno> {
+        match self {
+            Error::Os { errno, .. } => Some(*errno),
+            Error::Firmware { .. } => Some(Errno::EREMOTEIO),
+            Error::NotGranted => Some(Errno::EOPNOTSUPP),
+            Error::Invalid { .. } => Some(Errno::EINVAL),
+            Error::Provider(_) => None,
+        }
+    }
+
+    /// The PRM status of a firmware failure.
+    pub fn status(&self) -> Option<u8> {
+        match self {
+            Error::Firmware { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+
+    /// The syndrome of a firmware failure.
+    pub fn syndrome(&self) -> Option<u32> {
+        match self {
+            Error::Firmware { syndrome, .. } => Some(*syndrome),
+            _ => None,
+        }
+    }
+
+    /// Turns a failed DevX ioctl into an error: `EREMOTEIO` with an outbox that
+    /// carries a status becomes [`Error::Firmware`].
+    pub(crate) fn from_call(op: &'static str, inbox: &[u8], out: &[u8], errno: Errno) -> Error {
+        if errno == Errno::EREMOTEIO {
+            if let Ok(v) = View::<MboxOut>::new(out) {
+                if v.get(MboxOut::status) != 0 {
+                    return Error::Firmware {
+                        op,
+                        opcode: opcode_of(inbox),
+                        status: v.get(MboxOut::status),
+                        syndrome: v.get(MboxOut::syndrome),
+                    };
+                }
+            }
+        }
+        Error::Os { op, errno }
+    }
+}
+
+/// The opcode of an inbox (0 when it is too short to have one).
+pub fn opcode_of(inbox: &[u8]) -> u16 {
+    if inbox.len() >= 2 { u16::from_be_bytes([inbox[0], inbox[1]]) } else { 0 }
+}
+
+/// A DevX result.
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// Checks an outbox that came back with success from the kernel: a real kernel
+/// returns `EREMOTEIO` for any nonzero status, but a status in a successful answer is
+/// still a failure, so it is checked here too.
+pub(crate) fn check_out(op: &'static str, inbox: &[u8], out: &[u8]) -> Result<()> {
+    match View::<MboxOut>::new(out) {
+        Ok(v) if v.get(MboxOut::status) != 0 => Err(Error::Firmware {
+            op,
+            opcode: opcode_of(inbox),
+            status: v.get(MboxOut::status),
+            syndrome: v.get(MboxOut::syndrome),
+        }),
+        _ => Ok(()),
+    }
+}
