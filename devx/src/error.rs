@@ -103,3 +103,27 @@ pub(crate) fn check_out(op: &'static str, inbox: &[u8], out: &[u8]) -> Result<()
         _ => Ok(()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn eremoteio_with_a_status_is_a_firmware_error_named_by_the_prm() {
+        // mbox_out: status @0 (8 bits), syndrome @0x20 (32 bits)
+        let mut out = [0u8; 16];
+        out[0] = 0x03;
+        out[4..8].copy_from_slice(&0x0300_0001u32.to_be_bytes());
+        let inbox = [0x05, 0x02, 0, 0];
+        let e = Error::from_call("op", &inbox, &out, Errno::EREMOTEIO);
+        assert_eq!((e.status(), e.syndrome(), e.errno()), (Some(3), Some(0x0300_0001), Some(Errno::EREMOTEIO)));
+        let msg = e.to_string();
+        assert!(msg.contains("BAD_PARAM_ERR") && msg.contains("0x03000001") && msg.contains("0x0502"), "{msg}");
+        // Another errno, or EREMOTEIO without a status, stays the kernel's errno.
+        assert!(matches!(Error::from_call("op", &inbox, &out, Errno::EINVAL), Error::Os { errno: Errno::EINVAL, .. }));
+        assert!(matches!(Error::from_call("op", &inbox, &[0u8; 16], Errno::EREMOTEIO), Error::Os { .. }));
+        // A status in a "successful" answer is still a failure.
+        assert!(check_out("op", &inbox, &out).is_err());
+        assert!(check_out("op", &inbox, &[0u8; 16]).is_ok());
+    }
+}

@@ -11,6 +11,9 @@ pub mod cq;
 pub mod mkey;
 pub mod qp;
 
+#[cfg(test)]
+mod tests;
+
 use prm::bits::{Layout, ViewMut};
 use prm::cmd::header::MboxIn;
 
