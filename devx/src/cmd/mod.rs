@@ -10,6 +10,7 @@ pub mod caps;
 pub mod cq;
 pub mod mkey;
 pub mod qp;
+pub mod table;
 
 #[cfg(test)]
 mod tests;
