@@ -101,3 +101,14 @@ impl Drop for Obj {
         }
     }
 }
+
+impl DevxContext {
+    /// `mlx5dv_devx_qp_query`: a query command (QUERY_QP) on a QP made by
+    /// `ibv_create_qp` (the provider's [`provider::Qp`]): DEVX_OBJ_QUERY accepts any
+    /// uverbs object's handle, and a verbs QP is the same firmware object.
+    pub fn query_verbs_qp(&self, qp: &provider::Qp, inbox: &[u8], out: &mut [u8]) -> Result<()> {
+        devxcmd::obj_query(self.device(), qp.handle(), inbox, out)
+            .map_err(|e| Error::from_call("devx qp_query", inbox, out, e))?;
+        check_out("devx qp_query", inbox, out)
+    }
+}
