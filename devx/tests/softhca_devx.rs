@@ -1,0 +1,119 @@
+//! DevX end to end on softhca, through this crate's safe API: the context is granted
+//! DevX, capability pages agree with what the verbs queries of the same device say,
+//! UMEMs refuse deregistration while in use, the errors of the kernel's checks and of
+//! the firmware come back as Linux and a ConnectX give them, and QUERY_QP answers for
+//! a QP made by `ibv_create_qp`.
+//!
+//! Expected values come from outside the code under test: the verbs answers
+//! (QUERY_DEVICE, QUERY_PORT, GET_CONTEXT) of the same device, Linux's DevX
+//! (`drivers/infiniband/hw/mlx5/devx.c`: a command off its lists is EINVAL, a
+//! mailbox under the header's 16 bytes fails the attribute's minimum size, EINVAL,
+//! a firmware failure is EREMOTEIO with the outbox) and the PRM status table.
+
+#[path = "../../softhca/tests/common/mod.rs"]
+mod common;
+
+use common::{connect, Host, Opts};
+use devx::cmd::cq::{create_cq_in, CqParams, UmemRef};
+use devx::cmd::outbox;
+use devx::cmd::qp::{query_qp_in, queried_qpc};
+use devx::umem::access;
+use devx::{DevxContext, Error};
+use nix::errno::Errno;
+use prm::cmd::cq::CreateCqOut;
+use prm::cmd::hca_cap::{cap_type, CmdHcaCap};
+use prm::cmd::qp::{state, Qpc, QueryQpOut};
+use prm::cmd::status;
+
+fn devx_on(h: &Host) -> DevxContext {
+    DevxContext::new(h.ctx.clone()).expect("softhca grants DevX (GET_CONTEXT accepts the DEVX flag)")
+}
+
+#[test]
+fn caps_agree_with_the_verbs_queries() {
+    let h = Host::new([127, 61, 0, 1]);
+    let d = devx_on(&h);
+    let g = d.query_hca_cap(cap_type::GENERAL, false).unwrap();
+    let g = g.view::<CmdHcaCap>().unwrap();
+    let attr = h.ctx.device_attr().base;
+    let port = h.ctx.query_port(1).unwrap().legacy_resp;
+    assert_eq!(g.get(CmdHcaCap::num_ports) as u8, attr.phys_port_cnt);
+    assert!(1u64 << g.get(CmdHcaCap::log_max_qp) >= attr.max_qp as u64);
+    assert!(1u64 << g.get(CmdHcaCap::log_max_qp_sz) >= attr.max_qp_wr as u64);
+    assert!(1u64 << g.get(CmdHcaCap::log_max_cq_sz) >= attr.max_cqe as u64);
+    assert_eq!(g.get(CmdHcaCap::gid_table_size) as u32, port.gid_tbl_len);
+    assert_eq!(g.get(CmdHcaCap::cqe_version), h.ctx.ucontext().cqe_version);
+    assert!(g.get(CmdHcaCap::rc) && g.get(CmdHcaCap::ud) && g.get(CmdHcaCap::roce));
+    // The current values are a page too.
+    d.query_hca_cap(cap_type::GENERAL, true).unwrap();
+}
+
+#[test]
+fn a_umem_in_use_refuses_deregistration() {
+    let h = Host::new([127, 61, 0, 2]);
+    let d = devx_on(&h);
+    let uar = d.alloc_uar(false).unwrap();
+    let eqn = d.query_eqn(0).unwrap();
+    let buf = d.reg_umem(64 * 64, access::LOCAL_WRITE).unwrap();
+    let dbr = d.reg_umem(64, access::LOCAL_WRITE).unwrap();
+    let mut out = outbox::<CreateCqOut>();
+    let cq = d.create_obj(&create_cq_in(&CqParams { log_cq_size: 6, cqe_128: false, uar_page: uar.page_id(),
+        c_eqn: eqn as u8, buf: UmemRef { id: buf.id(), offset: 0 }, dbr: UmemRef { id: dbr.id(), offset: 0 } }), &mut out)
+        .unwrap();
+    assert_ne!(cq.id(), 0);
+    let (buf, e) = buf.dereg().expect_err("the CQ still names the UMEM");
+    assert_eq!(e.errno(), Some(Errno::EBUSY), "{e}");
+    drop(cq);
+    buf.dereg().map_err(|(_, e)| e).expect("free once the CQ is gone");
+    dbr.dereg().map_err(|(_, e)| e).unwrap();
+}
+
+fn os_errno(r: devx::Result<()>) -> Errno {
+    match r {
+        Err(Error::Os { errno, .. }) => errno,
+        other => panic!("wanted a kernel errno, got {other:?}"),
+    }
+}
+
+#[test]
+fn error_table() {
+    let h = Host::new([127, 61, 0, 3]);
+    let d = devx_on(&h);
+    let mut out = [0u8; 0x1010];
+
+    // Not a command DevX lets through as a general command: EINVAL before the firmware.
+    let mut bad = [0u8; 16];
+    bad[0..2].copy_from_slice(&0x7ffu16.to_be_bytes());
+    assert_eq!(os_errno(d.general_cmd(&bad, &mut out)), Errno::EINVAL, "unknown opcode");
+    let cq_in = create_cq_in(&CqParams { log_cq_size: 6, cqe_128: false, uar_page: 0, c_eqn: 0,
+                                          buf: UmemRef::default(), dbr: UmemRef::default() });
+    assert_eq!(os_errno(d.general_cmd(&cq_in, &mut out)), Errno::EINVAL, "a create as a general command");
+
+    // Mailboxes shorter than the 16-byte headers the attributes require.
+    let cap_in = devx::cmd::caps::query_hca_cap_in(cap_type::GENERAL, false);
+    assert_eq!(os_errno(d.general_cmd(&cap_in[..8], &mut out)), Errno::EINVAL, "short inbox");
+    assert_eq!(os_errno(d.general_cmd(&cap_in, &mut out[..8])), Errno::EINVAL, "short outbox");
+
+    // A capability page the device does not have: the firmware's refusal, EREMOTEIO.
+    let e = d.query_hca_cap(0x7f, false).expect_err("no such page");
+    assert_eq!((e.errno(), e.status()), (Some(Errno::EREMOTEIO), Some(status::BAD_PARAM_ERR)), "{e}");
+    assert!(e.to_string().contains("BAD_PARAM_ERR"), "{e}");
+}
+
+#[test]
+fn query_qp_on_a_verbs_qp() {
+    let (a, b) = (Host::new([127, 61, 0, 4]), Host::new([127, 61, 0, 5]));
+    let o = Opts::default();
+    let (ea, eb) = connect(&a, &b, &o);
+    let d = devx_on(&a);
+    let mut out = outbox::<QueryQpOut>();
+    d.query_verbs_qp(&ea.qp, &query_qp_in(ea.qp.qpn()), &mut out).unwrap();
+    let q = queried_qpc(&out).unwrap();
+    assert_eq!(q.get(Qpc::state), state::RTS);
+    assert_eq!(q.get(Qpc::remote_qpn), eb.qp.qpn());
+    assert_eq!(q.get(Qpc::mtu), o.mtu);
+    assert_eq!(q.get(Qpc::pd), a.pd.pdn());
+    // The inbox must name the QP the handle is: another QPN is refused (EINVAL).
+    let e = d.query_verbs_qp(&ea.qp, &query_qp_in(ea.qp.qpn() ^ 1), &mut out).unwrap_err();
+    assert_eq!(e.errno(), Some(Errno::EINVAL), "{e}");
+}
