@@ -203,8 +203,7 @@ layout! {
         opt_param_mask: 0x20,
         reserved_at_a0: [0x20],
         qpc: Qpc,
-        /// Byte offset of the WQ buffer in the UMEM `wq_umem_id` (the kernel's
-        /// `mlx5_ifc_create_qp_in_bits`; rdma-core's copy keeps it reserved).
+        /// Where the WQ buffer starts in the UMEM `wq_umem_id`.
         wq_umem_offset: 0x40,
         wq_umem_id: 0x20,
         wq_umem_valid: 0x1,

@@ -50,13 +50,16 @@ mod cq;
 mod mkey;
 mod pd;
 mod qp;
+mod qpc;
 pub mod status;
 mod uar;
+pub mod uctx;
+mod umem;
 
 #[cfg(test)]
 mod tests;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 
 use prm::bits::{Layout, View, ViewMut};
@@ -82,11 +85,26 @@ struct Obj<T> {
 /// The firmware's objects on one HCA.
 #[derive(Debug, Default)]
 pub(crate) struct Objects {
-    pds: BTreeMap<u32, Obj<()>>,
+    pds: BTreeMap<u32, Obj<std::sync::Arc<crate::objects::Pd>>>,
     uars: BTreeMap<u32, Obj<()>>,
     cqs: BTreeMap<u32, Obj<cq::CqObj>>,
     qps: BTreeMap<u32, Obj<qp::QpObj>>,
     mkeys: BTreeMap<u32, Obj<mkey::MkeyObj>>,
+    umems: BTreeMap<u32, Obj<umem::UmemObj>>,
+    /// DevX user contexts (their uids).
+    uctxs: BTreeSet<u16>,
+}
+
+impl Objects {
+    /// Whether any object belongs to `uid`.
+    fn owned_by(&self, uid: u16) -> bool {
+        self.pds.values().any(|o| o.uid == uid)
+            || self.uars.values().any(|o| o.uid == uid)
+            || self.cqs.values().any(|o| o.uid == uid)
+            || self.qps.values().any(|o| o.uid == uid)
+            || self.mkeys.values().any(|o| o.uid == uid)
+            || self.umems.values().any(|o| o.uid == uid)
+    }
 }
 
 /// How many firmware objects of each kind exist.
@@ -97,11 +115,13 @@ pub struct Counts {
     pub cq: usize,
     pub qp: usize,
     pub mkey: usize,
+    pub umem: usize,
+    pub uctx: usize,
 }
 
 impl Counts {
     pub fn total(&self) -> usize {
-        self.pd + self.uar + self.cq + self.qp + self.mkey
+        self.pd + self.uar + self.cq + self.qp + self.mkey + self.umem + self.uctx
     }
 }
 
@@ -162,6 +182,14 @@ const COMMANDS: &[Entry] = &[
     entry(op::DEALLOC_UAR, c::uar::DeallocUarIn::BYTES, c::uar::DeallocUarOut::BYTES, uar::dealloc),
     entry(op::CREATE_CQ, c::cq::CreateCqIn::BYTES, c::cq::CreateCqOut::BYTES, cq::create),
     entry(op::DESTROY_CQ, c::cq::DestroyCqIn::BYTES, MboxOut::BYTES, cq::destroy),
+    entry(op::QUERY_CQ, c::cq::QueryCqIn::BYTES, c::cq::QueryCqOut::BYTES, cq::query),
+    Entry {
+        opcode: op::MODIFY_CQ,
+        inlen: c::cq::ModifyCqIn::BYTES,
+        outlen: MboxOut::BYTES,
+        op_mod: true,
+        run: cq::modify,
+    },
     entry(op::CREATE_QP, c::qp::CreateQpIn::BYTES, c::qp::CreateQpOut::BYTES, qp::create),
     entry(op::DESTROY_QP, c::qp::DestroyQpIn::BYTES, MboxOut::BYTES, qp::destroy),
     entry(op::QUERY_QP, c::qp::QueryQpIn::BYTES, c::qp::QueryQpOut::BYTES, qp::query),
@@ -175,6 +203,10 @@ const COMMANDS: &[Entry] = &[
     entry(op::QP_2RST, c::qp::Qp2rstIn::BYTES, MboxOut::BYTES, qp::modify),
     entry(op::CREATE_MKEY, c::mkey::CreateMkeyIn::BYTES, c::mkey::CreateMkeyOut::BYTES, mkey::create),
     entry(op::DESTROY_MKEY, c::mkey::DestroyMkeyIn::BYTES, c::mkey::DestroyMkeyOut::BYTES, mkey::destroy),
+    entry(op::CREATE_UCTX, c::uctx::CreateUctxIn::BYTES, c::uctx::CreateUctxOut::BYTES, uctx::create),
+    entry(op::DESTROY_UCTX, c::uctx::DestroyUctxIn::BYTES, MboxOut::BYTES, uctx::destroy),
+    entry(op::CREATE_UMEM, c::umem::CreateUmemIn::BYTES, c::umem::CreateUmemOut::BYTES, umem::create),
+    entry(op::DESTROY_UMEM, c::umem::DestroyUmemIn::BYTES, MboxOut::BYTES, umem::destroy),
 ];
 
 impl<'a> Firmware<'a> {
@@ -225,7 +257,15 @@ impl<'a> Firmware<'a> {
     /// How many objects of each kind the firmware holds.
     pub fn counts(&self) -> Counts {
         let o = self.objects.lock().unwrap_or_else(|p| p.into_inner());
-        Counts { pd: o.pds.len(), uar: o.uars.len(), cq: o.cqs.len(), qp: o.qps.len(), mkey: o.mkeys.len() }
+        Counts {
+            pd: o.pds.len(),
+            uar: o.uars.len(),
+            cq: o.cqs.len(),
+            qp: o.qps.len(),
+            mkey: o.mkeys.len(),
+            umem: o.umems.len(),
+            uctx: o.uctxs.len(),
+        }
     }
 }
 
@@ -255,12 +295,18 @@ fn use_named<T>(map: &mut BTreeMap<u32, Obj<T>>, id: u32, delta: i32) {
     }
 }
 
-/// Removes the object `id` if the issuer owns it and nothing uses it.
+/// Removes the object `id` if the issuer owns it and nothing uses it (RES_BUSY
+/// otherwise: see the module doc).
 fn remove<T>(map: &mut BTreeMap<u32, Obj<T>>, id: u32, uid: u16) -> R<Obj<T>> {
     if target(map, id, uid)?.users != 0 {
-        return Err(Outcome::err(c::status::BAD_RES_STATE_ERR, syndrome::IN_USE));
+        return Err(busy());
     }
     map.remove(&id).ok_or(Outcome::err(c::status::BAD_RES_ERR, syndrome::NO_OBJECT))
+}
+
+/// A destroy of an object another one still uses.
+fn busy() -> Outcome {
+    Outcome::err(c::status::RES_BUSY, syndrome::IN_USE)
 }
 
 fn exhausted() -> Outcome {
