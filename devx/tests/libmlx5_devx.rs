@@ -1,0 +1,66 @@
+//! Stock libmlx5's DevX on softhca: `tests/c/devx_rc.c`, built here with
+//! `cc ... -libverbs -lmlx5` and run under libdoorbell_preload.so, opens the device
+//! with MLX5DV_CONTEXT_FLAGS_DEVX, queries the general capability page through
+//! mlx5dv_devx_general_cmd, makes a CQ and an RC QP with mlx5dv_devx_obj_create over
+//! mlx5dv_devx_umem_reg memory and a mlx5dv_devx_alloc_uar page, moves the QP to RTS
+//! with PRM commands, writes its WQEs and polls its CQEs itself against a verbs QP of
+//! the same device (SEND both ways, RDMA WRITE, data compared), and queries the verbs
+//! QP with mlx5dv_devx_qp_query. Every check is the C program's "CHECK name PASS" line.
+//!
+//! SKIP when cc, the headers or the libraries are missing.
+
+#[path = "../../softhca/preload/tests/common/mod.rs"]
+mod common;
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// Every check the program makes, in order.
+const CHECKS: &[&str] = &[
+    "mlx5dv_is_supported", "open_devx", "query_hca_cap", "caps_match_query_device", "devx_cq_qp_created",
+    "devx_send_cqe", "verbs_recv", "send_data", "devx_recv_cqe", "recv_data", "verbs_send", "devx_write_cqe",
+    "write_data", "qp_query_verbs_qp", "obj_query_devx_qp", "umem_busy", "destroy_qp", "destroy_cq", "umem_dereg",
+];
+
+fn build() -> Option<PathBuf> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let src = dir.join("tests/c/devx_rc.c");
+    // rc_pair.h: the CHECK-line reporting and the verbs RC connect of the other stock tests.
+    let inc = dir.join("../softhca/preload/tests/c");
+    let out_dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("libmlx5_devx");
+    std::fs::create_dir_all(&out_dir).expect("temp dir");
+    let exe = out_dir.join("devx_rc");
+    let out = match Command::new("cc")
+        .args(["-std=gnu11", "-O1", "-Wall", "-Werror", "-Wno-unused-function"])
+        .arg("-I").arg(&inc)
+        .arg(&src).arg("-o").arg(&exe)
+        .args(["-libverbs", "-lmlx5"])
+        .output()
+    {
+        Ok(o) => o,
+        Err(e) => {
+            testkit::skip(testkit::Need::Tool, format!("cannot run cc ({e}) (apt-get install gcc libibverbs-dev)"));
+            return None;
+        }
+    };
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        if err.contains("mlx5dv.h") || err.contains("verbs.h") || err.contains("cannot find -l") {
+            testkit::skip(testkit::Need::Tool, format!("rdma-core development files missing (apt-get install libibverbs-dev ibverbs-providers)\n{err}"));
+            return None;
+        }
+        panic!("compiling {} failed:\n{err}", src.display());
+    }
+    Some(exe)
+}
+
+#[test]
+fn stock_libmlx5_devx_rc_qp_against_a_verbs_qp() {
+    let Some(exe) = build() else { return };
+    let done = common::spawn(common::stock(&exe, &[]), "devx_rc").wait_until(Instant::now() + Duration::from_secs(120));
+    let passed: Vec<&str> = done.stdout.lines().filter_map(|l| l.strip_prefix("CHECK ")?.strip_suffix(" PASS")).collect();
+    let failed: Vec<&str> = done.stdout.lines().filter(|l| l.starts_with("CHECK ") && !l.ends_with(" PASS")).collect();
+    assert!(failed.is_empty() && done.ok(), "failed checks {failed:?}\n{}", done.report());
+    assert_eq!(passed, CHECKS, "{}", done.report());
+}
