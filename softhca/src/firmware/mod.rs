@@ -93,6 +93,9 @@ pub(crate) struct Objects {
     umems: BTreeMap<u32, Obj<umem::UmemObj>>,
     /// DevX user contexts (their uids).
     uctxs: BTreeSet<u16>,
+    /// The device's own user context for whitelisted commands of contexts opened
+    /// without DevX (mlx5_ib's `devx_whitelist_uid`); not counted in [`Counts`].
+    whitelist: Option<u16>,
 }
 
 impl Objects {
@@ -254,6 +257,34 @@ impl<'a> Firmware<'a> {
         (e.run)(&mut cmd)
     }
 
+    /// The whitelist uid (`mlx5_ib_devx_init`): one user context of the device, made
+    /// on first use, under which contexts without DevX may still run QUERY_HCA_CAP and
+    /// the vport queries (`devx_get_uid`).
+    pub fn whitelist_uid(&self) -> Option<u16> {
+        if let Some(u) = self.objects.lock().unwrap_or_else(|p| p.into_inner()).whitelist {
+            return Some(u);
+        }
+        let mut inb = vec![0u8; c::uctx::CreateUctxIn::BYTES];
+        ViewMut::<MboxIn>::new(&mut inb).ok()?.set(MboxIn::opcode, op::CREATE_UCTX);
+        let mut out = [0u8; c::uctx::CreateUctxOut::BYTES];
+        if !self.exec(&inb, &mut out).is_ok() {
+            return None;
+        }
+        let uid = View::<c::uctx::CreateUctxOut>::new(&out).ok()?.get(c::uctx::CreateUctxOut::uid);
+        let mut o = self.objects.lock().unwrap_or_else(|p| p.into_inner());
+        match o.whitelist {
+            // Another thread won the race: give this one back.
+            Some(w) => {
+                o.uctxs.remove(&uid);
+                Some(w)
+            }
+            None => {
+                o.whitelist = Some(uid);
+                Some(uid)
+            }
+        }
+    }
+
     /// How many objects of each kind the firmware holds.
     pub fn counts(&self) -> Counts {
         let o = self.objects.lock().unwrap_or_else(|p| p.into_inner());
@@ -264,7 +295,7 @@ impl<'a> Firmware<'a> {
             qp: o.qps.len(),
             mkey: o.mkeys.len(),
             umem: o.umems.len(),
-            uctx: o.uctxs.len(),
+            uctx: o.uctxs.len() - usize::from(o.whitelist.is_some()),
         }
     }
 }
