@@ -40,7 +40,7 @@ struct mlx5_ifc_query_hca_cap_in_bits {
 struct mlx5_ifc_cmd_hca_cap_bits {
 	u8 reserved_at_0[0x9b]; u8 log_max_qp[0x5];
 	u8 reserved_at_a0[0x28]; u8 log_max_cq_sz[0x8];
-	u8 reserved_at_d0[0x7730];
+	u8 reserved_at_d0[0x7f30]; /* the page is the 0x8000-bit capability union */
 };
 
 struct mlx5_ifc_query_hca_cap_out_bits {
@@ -419,7 +419,9 @@ int main(void)
 	void *cap = DEVX_ADDR_OF(query_hca_cap_out, cout, capability);
 	printf("INFO log_max_qp=%u log_max_cq_sz=%u max_qp=%d max_cqe=%d\n", DEVX_GET(cmd_hca_cap, cap, log_max_qp),
 	       DEVX_GET(cmd_hca_cap, cap, log_max_cq_sz), da.max_qp, da.max_cqe);
-	check("query_hca_cap", r == 0 && DEVX_GET(query_hca_cap_out, cout, status) == 0, strerror(r ? errno : 0));
+	printf("INFO query_hca_cap: r=%d status=%#x syndrome=%#x\n", r, DEVX_GET(query_hca_cap_out, cout, status),
+	       DEVX_GET(query_hca_cap_out, cout, syndrome));
+	check("query_hca_cap", r == 0 && DEVX_GET(query_hca_cap_out, cout, status) == 0, "failed");
 	check("caps_match_query_device",
 	      (1ull << DEVX_GET(cmd_hca_cap, cap, log_max_qp)) >= (unsigned long long)da.max_qp &&
 	      (1ull << DEVX_GET(cmd_hca_cap, cap, log_max_cq_sz)) >= (unsigned long long)da.max_cqe,
