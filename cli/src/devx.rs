@@ -105,9 +105,13 @@ fn caps(a: &CapsArgs) -> Result<()> {
             Ok(page) => {
                 println!("\n{name} (op_mod {op_mod:#x}):");
                 match layout {
-                    Some(l) => print_fields(&table::flatten(l), page.bytes(), |f| {
-                        a.verbose || *name != "general" || COMMON.contains(&f.path.as_str())
-                    }, a.verbose),
+                    Some(l) => {
+                        // The general page: the common fields (zeros too: a zero there is
+                        // news), -v everything; the other pages are short: all of them.
+                        let common = *name == "general" && !a.verbose;
+                        print_fields(&table::flatten(l), page.bytes(), |f| !common || COMMON.contains(&f.path.as_str()),
+                                     a.verbose || common || *name != "general")
+                    }
                     None => print_dwords(page.bytes()),
                 }
             }
@@ -120,7 +124,7 @@ fn print_fields(fields: &[Flat], b: &[u8], show: impl Fn(&Flat) -> bool, zeros: 
     let w = fields.iter().map(|f| f.path.len()).max().unwrap_or(0);
     for f in fields.iter().filter(|f| show(f)) {
         let Some(v) = table::get_bits(b, f.bit_off, f.bits) else { continue };
-        if v == 0 && !zeros && f.bits > 1 && !COMMON.contains(&f.path.as_str()) {
+        if v == 0 && !zeros {
             continue;
         }
         println!("  {:<w$}  {:>10}  ({v:#x})", f.path, v);
@@ -200,13 +204,27 @@ fn cmd(a: &CmdArgs) -> Result<()> {
     let mut out = vec![0u8; out_len];
     let name = info.map(|c| c.name).unwrap_or("command");
     let r = d.general_cmd(&inb, &mut out);
-    let status = out[0];
-    let syndrome = u32::from_be_bytes(out[4..8].try_into().unwrap());
-    println!("{name} (opcode {:#06x}, op_mod {:#x}): status {status:#04x} {}, syndrome {syndrome:#010x}",
-             devx::error::opcode_of(&inb), u16::from_be_bytes([inb[6], inb[7]]),
-             prm::cmd::status::name(status).unwrap_or("(unknown status)"));
+    let (opcode, op_mod) = (devx::error::opcode_of(&inb), u16::from_be_bytes([inb[6], inb[7]]));
+    match &r {
+        // The kernel refused it: nothing reached the firmware, the outbox is untouched.
+        Err(devx::Error::Os { .. }) => bail!("{name} (opcode {opcode:#06x}, op_mod {op_mod:#x}): {}", r.unwrap_err()),
+        _ => {
+            let status = out[0];
+            let syndrome = u32::from_be_bytes(out[4..8].try_into().unwrap());
+            println!("{name} (opcode {opcode:#06x}, op_mod {op_mod:#x}): status {status:#04x} {}, syndrome {syndrome:#010x}",
+                     prm::cmd::status::name(status).unwrap_or("(unknown status)"));
+        }
+    }
     if let Err(e) = r {
         bail!("{e}");
+    }
+    // QUERY_HCA_CAP's page is a union: decode it by the page op_mod asked for.
+    if opcode == prm::cmd::opcode::QUERY_HCA_CAP {
+        match PAGES.iter().find(|p| p.1 == op_mod >> 1) {
+            Some((_, _, Some(l))) => print_fields(&table::flatten(l), &out[0x10..], |_| true, a.verbose),
+            _ => print_dwords(&out[0x10..]),
+        }
+        return Ok(());
     }
     match info {
         Some(c) => print_fields(&table::flatten(c.outbox), &out, |f| f.path != "status" && f.path != "syndrome", a.verbose),
