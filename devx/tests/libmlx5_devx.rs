@@ -64,3 +64,49 @@ fn stock_libmlx5_devx_rc_qp_against_a_verbs_qp() {
     assert!(failed.is_empty() && done.ok(), "failed checks {failed:?}\n{}", done.report());
     assert_eq!(passed, CHECKS, "{}", done.report());
 }
+
+/// (attribute id, optional) of each attribute of a built call, from its bytes
+/// (`ib_uverbs_attr`: u16 attr_id @0, u16 flags @4, MANDATORY = 1; after the 24-byte header).
+fn shape(bytes: &[u8]) -> Vec<(u16, bool)> {
+    let n = u16::from_ne_bytes([bytes[6], bytes[7]]) as usize;
+    (0..n)
+        .map(|i| {
+            let o = 24 + 16 * i;
+            (u16::from_ne_bytes([bytes[o], bytes[o + 1]]), u16::from_ne_bytes([bytes[o + 4], bytes[o + 5]]) & 1 == 0)
+        })
+        .collect()
+}
+
+/// The attributes of the first traced ioctl of `method` (the preload's trace line:
+/// `ioctl fd=N OBJ.METHOD [id=v, id out N B, id? ...]`): (id, optional), or None.
+fn traced(stderr: &str, method: &str) -> Option<Vec<(u16, bool)>> {
+    let line = stderr.lines().find(|l| l.contains(&format!(" {method} [")))?;
+    let list = &line[line.find(" [")? + 2..line.find("] driver")?];
+    Some(list.split(", ").map(|item| {
+        let end = item.find(['=', ' ', '?']).unwrap_or(item.len());
+        let id = u16::from_str_radix(item[..end].trim_start_matches("0x"), 16).expect("a hex attribute id");
+        (id, item[end..].starts_with('?'))
+    }).collect())
+}
+
+/// What stock libmlx5 sends for mlx5dv_devx_umem_reg and mlx5dv_devx_query_eqn (seen
+/// through the preload's trace of the C program) has the attributes, in the order and
+/// with the optional flags, that doorbell's uverbs::cmd::devx builds.
+#[test]
+fn devx_ioctls_as_stock_libmlx5_sends_them() {
+    let Some(exe) = build() else { return };
+    let mut cmd = common::stock(&exe, &[]);
+    cmd.env("DOORBELL_PRELOAD_TRACE", "1");
+    let done = common::spawn(cmd, "devx_rc (traced)").wait_until(Instant::now() + Duration::from_secs(120));
+    let mut id = 0u32;
+    let a = uverbs::cmd::devx::UmemArgs { addr: 0x1000, len: 0x1000, access: 1, pgsz_bitmap: uverbs::cmd::devx::UMEM_PGSZ_ANY };
+    let (ours, _) = uverbs::cmd::devx::umem_reg_call(&a, &mut id);
+    let theirs = traced(&done.stderr, "MLX5_DEVX_UMEM.METHOD_0x1000").unwrap_or_else(|| panic!("no UMEM_REG traced\n{}", done.report()));
+    assert_eq!(shape(ours.as_bytes()), theirs, "UMEM_REG");
+    let line = done.stderr.lines().find(|l| l.contains("MLX5_DEVX_UMEM.METHOD_0x1000 [")).unwrap();
+    assert!(line.contains("0x1005?=0xfffffffffffff000"), "libmlx5's default page-size bitmap: {line}");
+    let mut eqn = 0u32;
+    let ours = uverbs::cmd::devx::query_eqn_call(0, &mut eqn);
+    let theirs = traced(&done.stderr, "MLX5_DEVX.DEVX_QUERY_EQN").expect("QUERY_EQN traced");
+    assert_eq!(shape(ours.as_bytes()), theirs, "QUERY_EQN");
+}

@@ -25,7 +25,9 @@ pub fn general_cmd(dev: &Device, inbox: &[u8], out: &mut [u8]) -> Result<()> {
     general_cmd_call(inbox, out).run(dev)
 }
 
-pub(crate) fn general_cmd_call<'a>(inbox: &'a [u8], out: &'a mut [u8]) -> Ioctl<'a> {
+#[doc(hidden)]
+/// The call built but not run: tests compare its bytes with libmlx5's.
+pub fn general_cmd_call<'a>(inbox: &'a [u8], out: &'a mut [u8]) -> Ioctl<'a> {
     let mut c = Ioctl::new(object::MLX5_DEVX, mlx5::DEVX_OTHER);
     c.in_bytes(mlx5::ATTR_DEVX_OTHER_CMD_IN, inbox);
     c.out_bytes(mlx5::ATTR_DEVX_OTHER_CMD_OUT, out);
@@ -40,7 +42,9 @@ pub fn query_uar(dev: &Device, user_idx: u32) -> Result<u32> {
     Ok(dev_idx)
 }
 
-pub(crate) fn query_uar_call(user_idx: u32, dev_idx: &mut u32) -> Ioctl<'_> {
+#[doc(hidden)]
+/// The call built but not run: tests compare its bytes with libmlx5's.
+pub fn query_uar_call(user_idx: u32, dev_idx: &mut u32) -> Ioctl<'_> {
     let mut c = Ioctl::new(object::MLX5_DEVX, mlx5::DEVX_QUERY_UAR);
     c.in_value(mlx5::ATTR_DEVX_QUERY_UAR_USER_IDX, user_idx);
     c.out_struct(mlx5::ATTR_DEVX_QUERY_UAR_DEV_IDX, dev_idx);
@@ -55,7 +59,9 @@ pub fn query_eqn(dev: &Device, vector: u32) -> Result<u32> {
     Ok(eqn)
 }
 
-pub(crate) fn query_eqn_call(vector: u32, eqn: &mut u32) -> Ioctl<'_> {
+#[doc(hidden)]
+/// The call built but not run: tests compare its bytes with libmlx5's.
+pub fn query_eqn_call(vector: u32, eqn: &mut u32) -> Ioctl<'_> {
     let mut c = Ioctl::new(object::MLX5_DEVX, mlx5::DEVX_QUERY_EQN);
     c.in_value(mlx5::ATTR_DEVX_QUERY_EQN_USER_VEC, vector);
     c.out_struct(mlx5::ATTR_DEVX_QUERY_EQN_DEV_EQN, eqn);
@@ -72,7 +78,9 @@ pub fn obj_create(dev: &Device, inbox: &[u8], out: &mut [u8]) -> Result<u32> {
     Ok(c.handle_out(h))
 }
 
-pub(crate) fn obj_create_call<'a>(inbox: &'a [u8], out: &'a mut [u8]) -> (Ioctl<'a>, AttrIdx) {
+#[doc(hidden)]
+/// The call built but not run: tests compare its bytes with libmlx5's.
+pub fn obj_create_call<'a>(inbox: &'a [u8], out: &'a mut [u8]) -> (Ioctl<'a>, AttrIdx) {
     let mut c = Ioctl::new(object::MLX5_DEVX_OBJ, mlx5::DEVX_OBJ_CREATE);
     let h = c.new_handle(mlx5::ATTR_DEVX_OBJ_CREATE_HANDLE);
     c.in_bytes(mlx5::ATTR_DEVX_OBJ_CREATE_CMD_IN, inbox);
@@ -85,7 +93,9 @@ pub fn obj_destroy(dev: &Device, handle: u32) -> Result<()> {
     obj_destroy_call(handle).run(dev)
 }
 
-pub(crate) fn obj_destroy_call(handle: u32) -> Ioctl<'static> {
+#[doc(hidden)]
+/// The call built but not run: tests compare its bytes with libmlx5's.
+pub fn obj_destroy_call(handle: u32) -> Ioctl<'static> {
     let mut c = Ioctl::new(object::MLX5_DEVX_OBJ, mlx5::DEVX_OBJ_DESTROY);
     c.handle(mlx5::ATTR_DEVX_OBJ_DESTROY_HANDLE, handle);
     c
@@ -97,7 +107,9 @@ pub fn obj_modify(dev: &Device, handle: u32, inbox: &[u8], out: &mut [u8]) -> Re
     obj_modify_call(handle, inbox, out).run(dev)
 }
 
-pub(crate) fn obj_modify_call<'a>(handle: u32, inbox: &'a [u8], out: &'a mut [u8]) -> Ioctl<'a> {
+#[doc(hidden)]
+/// The call built but not run: tests compare its bytes with libmlx5's.
+pub fn obj_modify_call<'a>(handle: u32, inbox: &'a [u8], out: &'a mut [u8]) -> Ioctl<'a> {
     let mut c = Ioctl::new(object::MLX5_DEVX_OBJ, mlx5::DEVX_OBJ_MODIFY);
     c.handle(mlx5::ATTR_DEVX_OBJ_MODIFY_HANDLE, handle);
     c.in_bytes(mlx5::ATTR_DEVX_OBJ_MODIFY_CMD_IN, inbox);
@@ -110,7 +122,9 @@ pub fn obj_query(dev: &Device, handle: u32, inbox: &[u8], out: &mut [u8]) -> Res
     obj_query_call(handle, inbox, out).run(dev)
 }
 
-pub(crate) fn obj_query_call<'a>(handle: u32, inbox: &'a [u8], out: &'a mut [u8]) -> Ioctl<'a> {
+#[doc(hidden)]
+/// The call built but not run: tests compare its bytes with libmlx5's.
+pub fn obj_query_call<'a>(handle: u32, inbox: &'a [u8], out: &'a mut [u8]) -> Ioctl<'a> {
     let mut c = Ioctl::new(object::MLX5_DEVX_OBJ, mlx5::DEVX_OBJ_QUERY);
     c.handle(mlx5::ATTR_DEVX_OBJ_QUERY_HANDLE, handle);
     c.in_bytes(mlx5::ATTR_DEVX_OBJ_QUERY_CMD_IN, inbox);
@@ -125,7 +139,9 @@ pub fn obj_async_query(dev: &Device, handle: u32, inbox: &[u8], out_len: u16, wr
     obj_async_query_call(handle, inbox, out_len, wr_id, cmd_fd).run(dev)
 }
 
-pub(crate) fn obj_async_query_call(handle: u32, inbox: &[u8], out_len: u16, wr_id: u64, cmd_fd: i32) -> Ioctl<'_> {
+#[doc(hidden)]
+/// The call built but not run: tests compare its bytes with libmlx5's.
+pub fn obj_async_query_call(handle: u32, inbox: &[u8], out_len: u16, wr_id: u64, cmd_fd: i32) -> Ioctl<'_> {
     let mut c = Ioctl::new(object::MLX5_DEVX_OBJ, mlx5::DEVX_OBJ_ASYNC_QUERY);
     c.handle(mlx5::ATTR_DEVX_OBJ_QUERY_ASYNC_HANDLE, handle);
     c.in_bytes(mlx5::ATTR_DEVX_OBJ_QUERY_ASYNC_CMD_IN, inbox);
@@ -162,14 +178,19 @@ pub fn umem_reg(dev: &Device, a: &UmemArgs) -> Result<(u32, u32)> {
     Ok((handle, id))
 }
 
-pub(crate) fn umem_reg_call<'a>(a: &UmemArgs, id: &'a mut u32) -> (Ioctl<'a>, AttrIdx) {
+#[doc(hidden)]
+/// The call built but not run: tests compare its bytes with libmlx5's.
+pub fn umem_reg_call<'a>(a: &UmemArgs, id: &'a mut u32) -> (Ioctl<'a>, AttrIdx) {
+    // libmlx5 44's order (seen in a DOORBELL_PRELOAD_TRACE of mlx5dv_devx_umem_reg):
+    // the new handle last, the page-size bitmap optional (kernels before 5.13 lack it).
     let mut c = Ioctl::new(object::MLX5_DEVX_UMEM, mlx5::DEVX_UMEM_REG);
-    let h = c.new_handle(mlx5::ATTR_DEVX_UMEM_REG_HANDLE);
     c.in_value(mlx5::ATTR_DEVX_UMEM_REG_ADDR, a.addr);
     c.in_value(mlx5::ATTR_DEVX_UMEM_REG_LEN, a.len);
     c.in_value(mlx5::ATTR_DEVX_UMEM_REG_ACCESS, a.access);
-    c.in_const(mlx5::ATTR_DEVX_UMEM_REG_PGSZ_BITMAP, a.pgsz_bitmap);
+    let p = c.in_const(mlx5::ATTR_DEVX_UMEM_REG_PGSZ_BITMAP, a.pgsz_bitmap);
+    c.optional(p);
     c.out_struct(mlx5::ATTR_DEVX_UMEM_REG_OUT_ID, id);
+    let h = c.new_handle(mlx5::ATTR_DEVX_UMEM_REG_HANDLE);
     (c, h)
 }
 
@@ -178,7 +199,9 @@ pub fn umem_dereg(dev: &Device, handle: u32) -> Result<()> {
     umem_dereg_call(handle).run(dev)
 }
 
-pub(crate) fn umem_dereg_call(handle: u32) -> Ioctl<'static> {
+#[doc(hidden)]
+/// The call built but not run: tests compare its bytes with libmlx5's.
+pub fn umem_dereg_call(handle: u32) -> Ioctl<'static> {
     let mut c = Ioctl::new(object::MLX5_DEVX_UMEM, mlx5::DEVX_UMEM_DEREG);
     c.handle(mlx5::ATTR_DEVX_UMEM_DEREG_HANDLE, handle);
     c
@@ -191,7 +214,9 @@ pub fn async_cmd_fd_alloc(dev: &Device) -> Result<OwnedFd> {
     super::owned_fd(c.fd_out(i))
 }
 
-pub(crate) fn async_cmd_fd_alloc_call() -> (Ioctl<'static>, AttrIdx) {
+#[doc(hidden)]
+/// The call built but not run: tests compare its bytes with libmlx5's.
+pub fn async_cmd_fd_alloc_call() -> (Ioctl<'static>, AttrIdx) {
     let mut c = Ioctl::new(object::MLX5_DEVX_ASYNC_CMD_FD, mlx5::DEVX_ASYNC_CMD_FD_ALLOC);
     let i = c.new_fd(mlx5::ATTR_DEVX_ASYNC_CMD_FD_ALLOC_HANDLE);
     (c, i)
@@ -297,15 +322,16 @@ mod tests {
         let a = UmemArgs { addr: 0x7f00_1234_5000, len: 0x3000, access: 1 | 2 | 4, pgsz_bitmap: UMEM_PGSZ_ANY };
         let (c, _) = umem_reg_call(&a, &mut id);
         let (hdr, attrs) = shape(&c);
-        // MLX5_IB_OBJECT_DEVX_UMEM 0x1002, UMEM_REG 0x1000: HANDLE, ADDR (u64), LEN (u64),
-        // ACCESS (u32), PGSZ_BITMAP 0x1005 (u64 const), OUT_ID 0x1004 (u32 out)
+        // MLX5_IB_OBJECT_DEVX_UMEM 0x1002, UMEM_REG 0x1000: ADDR 0x1001 (u64), LEN 0x1002
+        // (u64), ACCESS 0x1003 (u32), PGSZ_BITMAP 0x1005 (u64 const, optional), OUT_ID
+        // 0x1004 (u32 out), HANDLE 0x1000 (new) -- libmlx5 44's order in a trace
         assert_eq!(hdr, (24 + 96, 0x1002, 0x1000, 6));
-        assert_eq!(attrs, vec![(0x1000, 0, 1, 0), (0x1001, 8, 1, 0), (0x1002, 8, 1, 0), (0x1003, 4, 1, 0),
-                               (0x1005, 8, 1, 0), (0x1004, 4, 1, 0)]);
-        assert_eq!((data(&c, 1), data(&c, 2), data(&c, 3)), (0x7f00_1234_5000, 0x3000, 7));
+        assert_eq!(attrs, vec![(0x1001, 8, 1, 0), (0x1002, 8, 1, 0), (0x1003, 4, 1, 0),
+                               (0x1005, 8, 0, 0), (0x1004, 4, 1, 0), (0x1000, 0, 1, 0)]);
+        assert_eq!((data(&c, 0), data(&c, 1), data(&c, 2)), (0x7f00_1234_5000, 0x3000, 7));
         // libmlx5: UINT64_MAX & ~(MLX5_ADAPTER_PAGE_SIZE - 1), adapter page 4096
-        assert_eq!(data(&c, 4), 0xffff_ffff_ffff_f000);
-        assert_eq!(data(&c, 5), &id as *const u32 as u64);
+        assert_eq!(data(&c, 3), 0xffff_ffff_ffff_f000);
+        assert_eq!(data(&c, 4), &id as *const u32 as u64);
 
         let c = umem_dereg_call(3);
         let (hdr, attrs) = shape(&c);
