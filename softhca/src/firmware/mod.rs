@@ -285,6 +285,35 @@ impl<'a> Firmware<'a> {
         }
     }
 
+    /// ALLOC_PD for the kernel half's verbs (`mlx5_ib_alloc_pd`): the PD the firmware
+    /// made, the one its QPs and the verbs' share. The errno is mlx5_cmd_exec's.
+    pub(crate) fn alloc_pd(&self, uid: u16) -> Result<std::sync::Arc<crate::objects::Pd>, nix::errno::Errno> {
+        let mut inb = vec![0u8; c::pd::AllocPdIn::BYTES];
+        ViewMut::<MboxIn>::new(&mut inb).map_err(|_| nix::errno::Errno::EINVAL)?
+            .set(MboxIn::opcode, op::ALLOC_PD).set(MboxIn::uid, uid);
+        let mut out = [0u8; c::pd::AllocPdOut::BYTES];
+        let o = self.exec(&inb, &mut out);
+        if let Some(e) = o.errno() {
+            return Err(e);
+        }
+        let pdn = View::<c::pd::AllocPdOut>::new(&out).map_err(|_| nix::errno::Errno::EINVAL)?.get(c::pd::AllocPdOut::pd);
+        let objs = self.objects.lock().unwrap_or_else(|p| p.into_inner());
+        objs.pds.get(&pdn).map(|o| o.v.clone()).ok_or(nix::errno::Errno::EIO)
+    }
+
+    /// DEALLOC_PD for the kernel half (`mlx5_cmd_dealloc_pd`).
+    pub(crate) fn dealloc_pd(&self, pdn: u32, uid: u16) -> Result<(), nix::errno::Errno> {
+        let mut inb = vec![0u8; c::pd::DeallocPdIn::BYTES];
+        ViewMut::<c::pd::DeallocPdIn>::new(&mut inb).map_err(|_| nix::errno::Errno::EINVAL)?
+            .set(c::pd::DeallocPdIn::opcode, op::DEALLOC_PD).set(c::pd::DeallocPdIn::uid, uid)
+            .set(c::pd::DeallocPdIn::pd, pdn);
+        let mut out = [0u8; c::pd::DeallocPdOut::BYTES];
+        match self.exec(&inb, &mut out).errno() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
     /// How many objects of each kind the firmware holds.
     pub fn counts(&self) -> Counts {
         let o = self.objects.lock().unwrap_or_else(|p| p.into_inner());

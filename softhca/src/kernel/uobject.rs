@@ -269,7 +269,12 @@ impl FileState {
                 if busy(pd.usecnt()) {
                     return Err(Errno::EBUSY);
                 }
-                hca.free_pdn(pd.pdn);
+                // DEALLOC_PD in the firmware: refused while a DevX object uses it.
+                let uid = self.ctx.as_ref().map_or(0, |c| c.devx_uid);
+                match hca.firmware().dealloc_pd(pd.pdn, uid) {
+                    Err(e) if why != Why::Abort => return Err(e),
+                    _ => {}
+                }
             }
             Uobj::Cq(cq) => {
                 if busy(cq.usecnt()) {
