@@ -6,7 +6,7 @@ use provider::Context;
 use uverbs::cmd::devx as devxcmd;
 use uverbs::Device;
 
-use crate::error::{check_out, Error, Result};
+use crate::error::{check_out, trace_cmd, Error, Result};
 
 /// A device context with DevX: every command it sends carries its uid, and every
 /// object it creates is its own. Cloning shares it.
@@ -44,9 +44,11 @@ impl DevxContext {
     /// QUERY_QP by number...). `out` must be as long as the command's outbox; a
     /// firmware failure is [`Error::Firmware`], with the outbox left in `out`.
     pub fn general_cmd(&self, inbox: &[u8], out: &mut [u8]) -> Result<()> {
-        devxcmd::general_cmd(self.device(), inbox, out)
-            .map_err(|e| Error::from_call("devx general command", inbox, out, e))?;
-        check_out("devx general command", inbox, out)
+        let r = devxcmd::general_cmd(self.device(), inbox, out)
+            .map_err(|e| Error::from_call("devx general command", inbox, out, e))
+            .and_then(|()| check_out("devx general command", inbox, out));
+        trace_cmd("general", inbox, out, &r);
+        r
     }
 
     /// `mlx5dv_devx_query_eqn`: the EQ number for `cqc.c_eqn` of completion vector

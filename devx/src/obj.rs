@@ -4,7 +4,7 @@ use prm::cmd::opcode;
 use uverbs::cmd::devx as devxcmd;
 
 use crate::context::DevxContext;
-use crate::error::{check_out, opcode_of, Error, Result};
+use crate::error::{check_out, opcode_of, trace_cmd, Error, Result};
 
 /// A firmware object (CQ, QP, mkey, PD, ...) created with `mlx5dv_devx_obj_create`.
 /// Dropping it runs the destroy command the kernel derived from the create inbox.
@@ -32,9 +32,11 @@ impl DevxContext {
     /// Creates a firmware object from its create inbox; `out` receives the outbox
     /// (its length is the outbox length the kernel and firmware see).
     pub fn create_obj(&self, inbox: &[u8], out: &mut [u8]) -> Result<Obj> {
-        let handle = devxcmd::obj_create(self.device(), inbox, out)
-            .map_err(|e| Error::from_call("devx obj_create", inbox, out, e))?;
-        check_out("devx obj_create", inbox, out)?;
+        let r = devxcmd::obj_create(self.device(), inbox, out)
+            .map_err(|e| Error::from_call("devx obj_create", inbox, out, e))
+            .and_then(|h| check_out("devx obj_create", inbox, out).map(|()| h));
+        trace_cmd("obj_create", inbox, out, &r);
+        let handle = r?;
         let create_opcode = opcode_of(inbox);
         let id = id_of(create_opcode, out);
         tracing::debug!(target: "devx", opcode = format_args!("{create_opcode:#x}"), handle, id, "object created");
@@ -60,16 +62,20 @@ impl Obj {
 
     /// `mlx5dv_devx_obj_query`: a query command on this object.
     pub fn query(&self, inbox: &[u8], out: &mut [u8]) -> Result<()> {
-        devxcmd::obj_query(self.devx.device(), self.handle, inbox, out)
-            .map_err(|e| Error::from_call("devx obj_query", inbox, out, e))?;
-        check_out("devx obj_query", inbox, out)
+        let r = devxcmd::obj_query(self.devx.device(), self.handle, inbox, out)
+            .map_err(|e| Error::from_call("devx obj_query", inbox, out, e))
+            .and_then(|()| check_out("devx obj_query", inbox, out));
+        trace_cmd("obj_query", inbox, out, &r);
+        r
     }
 
     /// `mlx5dv_devx_obj_modify`: a modify command (a QP transition...) on this object.
     pub fn modify(&self, inbox: &[u8], out: &mut [u8]) -> Result<()> {
-        devxcmd::obj_modify(self.devx.device(), self.handle, inbox, out)
-            .map_err(|e| Error::from_call("devx obj_modify", inbox, out, e))?;
-        check_out("devx obj_modify", inbox, out)
+        let r = devxcmd::obj_modify(self.devx.device(), self.handle, inbox, out)
+            .map_err(|e| Error::from_call("devx obj_modify", inbox, out, e))
+            .and_then(|()| check_out("devx obj_modify", inbox, out));
+        trace_cmd("obj_modify", inbox, out, &r);
+        r
     }
 
     /// Destroys the object now, returning the error a drop could only log: a CQ a
@@ -107,8 +113,10 @@ impl DevxContext {
     /// `ibv_create_qp` (the provider's [`provider::Qp`]): DEVX_OBJ_QUERY accepts any
     /// uverbs object's handle, and a verbs QP is the same firmware object.
     pub fn query_verbs_qp(&self, qp: &provider::Qp, inbox: &[u8], out: &mut [u8]) -> Result<()> {
-        devxcmd::obj_query(self.device(), qp.handle(), inbox, out)
-            .map_err(|e| Error::from_call("devx qp_query", inbox, out, e))?;
-        check_out("devx qp_query", inbox, out)
+        let r = devxcmd::obj_query(self.device(), qp.handle(), inbox, out)
+            .map_err(|e| Error::from_call("devx qp_query", inbox, out, e))
+            .and_then(|()| check_out("devx qp_query", inbox, out));
+        trace_cmd("qp_query", inbox, out, &r);
+        r
     }
 }
