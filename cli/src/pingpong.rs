@@ -86,7 +86,7 @@ pub struct Args {
 
 /// The QP and CQ of the test: the provider's verbs objects, or a DevX RC QP.
 enum Rc {
-    Verbs { qp: provider::Qp, cq: provider::Cq },
+    Verbs { qp: Box<provider::Qp>, cq: provider::Cq },
     Devx(Box<devx::rc::RcQp>),
 }
 
@@ -260,7 +260,7 @@ pub fn run(a: &Args) -> Result<()> {
             .create_qp(&QpInit { send_cq: &cq, recv_cq: &cq, cap, qp_type: QpType::Rc, sq_sig_all: false, send_ops: None })
             .context("couldn't create QP")?;
         qp.to_init(a.ib_port, Access::empty()).context("failed to modify QP to INIT")?;
-        Rc::Verbs { qp, cq }
+        Rc::Verbs { qp: Box::new(qp), cq }
     };
     let inline = matches!(&rc, Rc::Verbs { qp, .. } if qp.cap().max_inline_data as usize >= size);
 

@@ -104,6 +104,26 @@ pub(crate) fn check_out(op: &'static str, inbox: &[u8], out: &[u8]) -> Result<()
     }
 }
 
+/// One line per command at debug level (target `devx`): what was sent, what the
+/// firmware (or the kernel) answered. `RUST_LOG=devx=debug` shows a run's commands.
+pub(crate) fn trace_cmd<T>(op: &'static str, inbox: &[u8], out: &[u8], r: &Result<T>) {
+    if !tracing::enabled!(target: "devx", tracing::Level::DEBUG) {
+        return;
+    }
+    let opcode = opcode_of(inbox);
+    let name = crate::cmd::table::command(opcode).map(|c| c.name).unwrap_or("?");
+    let op_mod = if inbox.len() >= 8 { u16::from_be_bytes([inbox[6], inbox[7]]) } else { 0 };
+    match r {
+        Ok(_) => tracing::debug!(target: "devx", op, cmd = name, opcode = format_args!("{opcode:#x}"), op_mod,
+                                 inlen = inbox.len(), outlen = out.len(), "status OK"),
+        Err(Error::Firmware { status, syndrome, .. }) => tracing::debug!(target: "devx", op, cmd = name,
+            opcode = format_args!("{opcode:#x}"), op_mod, status = prm::cmd::status::name(*status).unwrap_or("?"),
+            syndrome = format_args!("{syndrome:#x}"), "firmware refused (EREMOTEIO)"),
+        Err(e) => tracing::debug!(target: "devx", op, cmd = name, opcode = format_args!("{opcode:#x}"), op_mod,
+                                  error = %e, "kernel refused"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -125,25 +145,5 @@ mod tests {
         // A status in a "successful" answer is still a failure.
         assert!(check_out("op", &inbox, &out).is_err());
         assert!(check_out("op", &inbox, &[0u8; 16]).is_ok());
-    }
-}
-
-/// One line per command at debug level (target `devx`): what was sent, what the
-/// firmware (or the kernel) answered. `RUST_LOG=devx=debug` shows a run's commands.
-pub(crate) fn trace_cmd<T>(op: &'static str, inbox: &[u8], out: &[u8], r: &Result<T>) {
-    if !tracing::enabled!(target: "devx", tracing::Level::DEBUG) {
-        return;
-    }
-    let opcode = opcode_of(inbox);
-    let name = crate::cmd::table::command(opcode).map(|c| c.name).unwrap_or("?");
-    let op_mod = if inbox.len() >= 8 { u16::from_be_bytes([inbox[6], inbox[7]]) } else { 0 };
-    match r {
-        Ok(_) => tracing::debug!(target: "devx", op, cmd = name, opcode = format_args!("{opcode:#x}"), op_mod,
-                                 inlen = inbox.len(), outlen = out.len(), "status OK"),
-        Err(Error::Firmware { status, syndrome, .. }) => tracing::debug!(target: "devx", op, cmd = name,
-            opcode = format_args!("{opcode:#x}"), op_mod, status = prm::cmd::status::name(*status).unwrap_or("?"),
-            syndrome = format_args!("{syndrome:#x}"), "firmware refused (EREMOTEIO)"),
-        Err(e) => tracing::debug!(target: "devx", op, cmd = name, opcode = format_args!("{opcode:#x}"), op_mod,
-                                  error = %e, "kernel refused"),
     }
 }

@@ -232,9 +232,13 @@ mod tests {
 
     use super::*;
 
-    /// (attr_id, len, flags, elem_id) of each attribute, and the header's
-    /// (length, object_id, method_id, num_attrs).
-    fn shape(c: &Ioctl<'_>) -> ((u16, u16, u16, u16), Vec<(u16, u16, u16, u8)>) {
+    /// The header's (length, object_id, method_id, num_attrs).
+    type Hdr = (u16, u16, u16, u16);
+    /// One attribute's (attr_id, len, flags, elem_id).
+    type Attr = (u16, u16, u16, u8);
+
+    /// The header and each attribute of a built call.
+    fn shape(c: &Ioctl<'_>) -> (Hdr, Vec<Attr>) {
         let b = c.as_bytes();
         let u16_at = |o: usize| u16::from_ne_bytes([b[o], b[o + 1]]);
         let hdr = (u16_at(0), u16_at(2), u16_at(4), u16_at(6));
