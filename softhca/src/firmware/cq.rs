@@ -34,6 +34,28 @@ pub(super) struct CqObj {
     /// The context as created (what QUERY_CQ answers, with the live counters).
     cqc: Vec<u8>,
     pub(super) cq: Arc<objects::Cq>,
+    /// Made by the verbs ([`super::Firmware::register_verbs_cq`]): destroyed with its
+    /// uverbs object, never by a command.
+    pub(super) verbs: bool,
+}
+
+/// The context of a CQ the verbs made, in the PRM's form.
+pub(super) fn verbs_cqc(cq: &objects::Cq) -> Vec<u8> {
+    let mut b = vec![0u8; Cqc::BYTES];
+    if let Ok(mut v) = prm::bits::ViewMut::<Cqc>::new(&mut b) {
+        v.set(Cqc::cqe_sz, if cq.cqe_size == 128 { cqe_sz::BYTES_128 } else { cqe_sz::BYTES_64 })
+            .set(Cqc::log_cq_size, cq.entries.trailing_zeros() as u8)
+            .set(Cqc::uar_page, cq.uar_page)
+            .set(Cqc::c_eqn, cq.comp_vector as u8)
+            .set(Cqc::dbr_addr, cq.db_addr);
+    }
+    b
+}
+
+/// Enters a verbs CQ (`mlx5_ib_create_cq`'s CREATE_CQ) in the table.
+pub(super) fn register(objs: &mut super::Objects, cq: &Arc<objects::Cq>, uid: u16) {
+    let v = CqObj { uar: cq.uar_page, umems: Vec::new(), cqc: verbs_cqc(cq), cq: cq.clone(), verbs: true };
+    objs.cqs.insert(cq.cqn, Obj { uid, users: 0, v });
 }
 
 /// One page-list entry: a big-endian 64-bit page address.
@@ -116,7 +138,7 @@ pub(super) fn create(c: &mut Cmd<'_>) -> R<()> {
         _live: Live::new(c.hca.live_counts(), Kind::Cq),
     });
     c.hca.insert_cq(&cq);
-    let v = CqObj { uar, umems, cqc: cqc.as_bytes()[..Cqc::BYTES].to_vec(), cq };
+    let v = CqObj { uar, umems, cqc: cqc.as_bytes()[..Cqc::BYTES].to_vec(), cq, verbs: false };
     c.objs.cqs.insert(cqn, Obj { uid: c.uid, users: 0, v });
     c.output::<CreateCqOut>()?.set(CreateCqOut::cqn, cqn);
     Ok(())
@@ -124,6 +146,11 @@ pub(super) fn create(c: &mut Cmd<'_>) -> R<()> {
 
 pub(super) fn destroy(c: &mut Cmd<'_>) -> R<()> {
     let cqn = c.input::<DestroyCqIn>()?.get(DestroyCqIn::cqn);
+    if c.objs.cqs.get(&cqn).is_some_and(|o| o.v.verbs) {
+        // A verbs CQ goes with its uverbs object (the verbs' DESTROY_CQ).
+        target(&mut c.objs.cqs, cqn, c.uid)?;
+        return Err(super::busy());
+    }
     let cq = remove(&mut c.objs.cqs, cqn, c.uid)?.v;
     use_named(&mut c.objs.uars, cq.uar, -1);
     for &u in &cq.umems {

@@ -301,6 +301,33 @@ impl<'a> Firmware<'a> {
         objs.pds.get(&pdn).map(|o| o.v.clone()).ok_or(nix::errno::Errno::EIO)
     }
 
+    /// The verbs' CREATE_CQ (mlx5_ib issues it with the context's uid): the kernel half
+    /// made `cq`; the firmware knows it from now on (QUERY_CQ, a DevX QP naming it).
+    pub(crate) fn register_verbs_cq(&self, cq: &std::sync::Arc<crate::objects::Cq>, uid: u16) {
+        cq::register(&mut self.objects.lock().unwrap_or_else(|p| p.into_inner()), cq, uid);
+    }
+
+    /// The verbs' DESTROY_CQ: EBUSY (RES_BUSY) while a DevX QP still uses the CQ.
+    pub(crate) fn unregister_verbs_cq(&self, cqn: u32) -> Result<(), nix::errno::Errno> {
+        let mut o = self.objects.lock().unwrap_or_else(|p| p.into_inner());
+        if o.cqs.get(&cqn).is_some_and(|c| c.users > 0) {
+            return Err(nix::errno::Errno::EBUSY);
+        }
+        o.cqs.remove(&cqn);
+        Ok(())
+    }
+
+    /// The verbs' CREATE_QP: `qp` becomes a firmware QP too, so DEVX_OBJ_QUERY with
+    /// QUERY_QP on a verbs QP answers its live state.
+    pub(crate) fn register_verbs_qp(&self, qp: &std::sync::Arc<crate::objects::Qp>, uid: u16) {
+        qp::register(&mut self.objects.lock().unwrap_or_else(|p| p.into_inner()), qp, uid);
+    }
+
+    /// The verbs' DESTROY_QP.
+    pub(crate) fn unregister_verbs_qp(&self, qpn: u32) {
+        qp::unregister(&mut self.objects.lock().unwrap_or_else(|p| p.into_inner()), qpn);
+    }
+
     /// DEALLOC_PD for the kernel half (`mlx5_cmd_dealloc_pd`).
     pub(crate) fn dealloc_pd(&self, pdn: u32, uid: u16) -> Result<(), nix::errno::Errno> {
         let mut inb = vec![0u8; c::pd::DeallocPdIn::BYTES];

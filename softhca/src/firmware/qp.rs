@@ -182,6 +182,56 @@ pub(super) fn create(c: &mut Cmd<'_>) -> R<()> {
     Ok(())
 }
 
+/// Enters a verbs QP (`mlx5_ib_create_qp`'s CREATE_QP) in the table, counting its uses
+/// of the firmware's PD and CQs.
+pub(super) fn register(objs: &mut super::Objects, qp: &Arc<objects::Qp>, uid: u16) {
+    let st = match qp.qp_type {
+        QpType::Rc => q::st::RC,
+        QpType::Uc => q::st::UC,
+        _ => q::st::UD,
+    };
+    let mut b = vec![0u8; Qpc::BYTES];
+    if let Ok(mut v) = ViewMut::<Qpc>::new(&mut b) {
+        v.set(Qpc::st, st)
+            .set(Qpc::pd, qp.pd.pdn)
+            .set(Qpc::cqn_snd, qp.send_cq.cqn)
+            .set(Qpc::cqn_rcv, qp.recv_cq.cqn)
+            .set(Qpc::uar_page, qp.uar_page)
+            .set(Qpc::user_index, qp.uidx)
+            .set(Qpc::log_sq_size, qp.sq_wqe_count.max(1).trailing_zeros() as u8)
+            .set(Qpc::no_sq, qp.sq_wqe_count == 0)
+            .set(Qpc::log_rq_size, qp.rq_wqe_count.max(1).trailing_zeros() as u8)
+            .set(Qpc::log_rq_stride, qp.rq_wqe_shift.saturating_sub(4) as u8)
+            .set(Qpc::rq_type, if qp.rq_wqe_count == 0 { RQ_TYPE_ZERO_LEN } else { 0 })
+            .set(Qpc::dbr_addr, qp.db_addr);
+    }
+    use_named(&mut objs.pds, qp.pd.pdn, 1);
+    use_named(&mut objs.cqs, qp.send_cq.cqn, 1);
+    use_named(&mut objs.cqs, qp.recv_cq.cqn, 1);
+    let v = QpObj {
+        ty: qp.qp_type,
+        state: QpState::Reset,
+        pd: qp.pd.pdn,
+        cqn_snd: qp.send_cq.cqn,
+        cqn_rcv: qp.recv_cq.cqn,
+        uar: qp.uar_page,
+        umems: Vec::new(),
+        qpc: b,
+        qp: qp.clone(),
+        verbs: true,
+    };
+    objs.qps.insert(qp.qpn, Obj { uid, users: 0, v });
+}
+
+/// Takes a verbs QP out of the table (its uverbs object is being destroyed).
+pub(super) fn unregister(objs: &mut super::Objects, qpn: u32) {
+    if let Some(o) = objs.qps.remove(&qpn) {
+        use_named(&mut objs.pds, o.v.pd, -1);
+        use_named(&mut objs.cqs, o.v.cqn_snd, -1);
+        use_named(&mut objs.cqs, o.v.cqn_rcv, -1);
+    }
+}
+
 pub(super) fn destroy(c: &mut Cmd<'_>) -> R<()> {
     let qpn = c.input::<DestroyQpIn>()?.get(DestroyQpIn::qpn);
     if c.objs.qps.get(&qpn).is_some_and(|o| o.v.verbs) {

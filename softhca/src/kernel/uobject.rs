@@ -280,9 +280,14 @@ impl FileState {
                 if busy(cq.usecnt()) {
                     return Err(Errno::EBUSY);
                 }
+                match hca.firmware().unregister_verbs_cq(cq.cqn) {
+                    Err(e) if why != Why::Abort => return Err(e),
+                    _ => {}
+                }
                 hca.remove_cq(cq);
             }
             Uobj::Qp(qp) => {
+                hca.firmware().unregister_verbs_qp(qp.qpn);
                 hca.remove_qp(qp);
                 qp.pd.usecnt.fetch_sub(1, Ordering::SeqCst);
                 qp.send_cq.usecnt.fetch_sub(1, Ordering::SeqCst);
