@@ -14,6 +14,7 @@
 //! * [`Umem`]: user memory registered for the firmware to use by id (queue buffers,
 //!   doorbell records), deregistered on drop, `EBUSY` while an object uses it;
 //! * [`Uar`]: a UAR page for DevX objects (the `uar_page` of a CQ or QP context);
+//! * [`AsyncCmdFd`]: asynchronous queries ([`Obj::query_async`]) and their answers;
 //! * [`cmd`]: typed builders of the inboxes (QUERY_HCA_CAP pages, CREATE_CQ,
 //!   CREATE_QP, the QP state transitions, QUERY_QP, CREATE_MKEY) over `prm` layouts;
 //! * [`Error`]: errno, and for a firmware refusal (`EREMOTEIO`) the outbox's PRM
@@ -23,6 +24,7 @@
 //! DevX UAR, PRM transitions) and moves data with the provider's WQE writer and CQE
 //! reader.
 
+pub mod async_cmd;
 pub mod cmd;
 pub mod context;
 pub mod error;
@@ -31,6 +33,7 @@ pub mod rc;
 pub mod uar;
 pub mod umem;
 
+pub use async_cmd::AsyncCmdFd;
 pub use context::DevxContext;
 pub use error::{Error, Result};
 pub use obj::Obj;

@@ -45,6 +45,10 @@ impl DevxContext {
 }
 
 impl Obj {
+    pub(crate) fn device(&self) -> &uverbs::Device {
+        self.devx.device()
+    }
+
     /// The uverbs handle.
     pub fn handle(&self) -> u32 {
         self.handle

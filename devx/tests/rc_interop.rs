@@ -23,11 +23,23 @@ fn pattern(seed: u8) -> Vec<u8> {
 
 #[test]
 fn devx_rc_qp_with_a_verbs_qp() {
-    let (a, b) = (Host::new([127, 62, 0, 1]), Host::new([127, 62, 0, 2]));
+    traffic(&Host::new([127, 62, 0, 1]), &Host::new([127, 62, 0, 2]));
+}
+
+/// The same on a context with static UARs: the DevX UAR is then a dynamic bfreg page
+/// (mmap ALLOC_WC + DEVX_QUERY_UAR) and the doorbells go there.
+#[test]
+fn devx_rc_qp_on_a_static_uar_context() {
+    let a = Host::at([127, 62, 0, 3], |c| c.dynamic_uars = false);
+    assert!(a.ctx.ucontext().tot_bfregs > 0);
+    traffic(&a, &Host::new([127, 62, 0, 4]));
+}
+
+fn traffic(a: &Host, b: &Host) {
     let o = Opts::default();
     let d = DevxContext::new(a.ctx.clone()).expect("DevX granted");
     let mut rc = RcQp::new(&d, &a.pd, RcConfig::default()).expect("DevX RC QP");
-    let eb = End::new(&b, &o);
+    let eb = End::new(b, &o);
     let (pa, pb) = (0x1234, 0x5678);
     rc.connect(&Peer { qpn: eb.qp.qpn(), psn: pb, gid: b.gid() }, &ConnectParams { psn: pa, ..Default::default() })
         .expect("RST2INIT, INIT2RTR, RTR2RTS");

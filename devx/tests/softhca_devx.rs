@@ -117,3 +117,77 @@ fn query_qp_on_a_verbs_qp() {
     let e = d.query_verbs_qp(&ea.qp, &query_qp_in(ea.qp.qpn() ^ 1), &mut out).unwrap_err();
     assert_eq!(e.errno(), Some(Errno::EINVAL), "{e}");
 }
+
+fn devx_cq(d: &DevxContext, uar_page: u32, log: u8) -> (devx::Obj, devx::Umem, devx::Umem) {
+    let eqn = d.query_eqn(0).unwrap();
+    let buf = d.reg_umem(64 << log, access::LOCAL_WRITE).unwrap();
+    let dbr = d.reg_umem(64, access::LOCAL_WRITE).unwrap();
+    let mut out = outbox::<CreateCqOut>();
+    let cq = d.create_obj(&create_cq_in(&CqParams { log_cq_size: log, cqe_128: false, uar_page, c_eqn: eqn as u8,
+        buf: UmemRef { id: buf.id(), offset: 0 }, dbr: UmemRef { id: dbr.id(), offset: 0 } }), &mut out).unwrap();
+    (cq, buf, dbr)
+}
+
+/// mlx5dv_devx_obj_query_async: two QUERY_CQs in flight, answered on the async
+/// command fd with their wr_ids and the CQ's context (log_cq_size and uar_page as
+/// created).
+#[test]
+fn async_query_answers_on_the_command_fd() {
+    use prm::cmd::cq::{Cqc, QueryCqIn, QueryCqOut};
+    use prm::bits::{Layout, View, ViewMut};
+    let h = Host::new([127, 61, 0, 6]);
+    let d = devx_on(&h);
+    let uar = d.alloc_uar(false).unwrap();
+    let (cq, _buf, _dbr) = devx_cq(&d, uar.page_id(), 7);
+    let fd = d.async_cmd_fd().unwrap();
+    // query_cq_in: opcode 0x402 @0, cqn @0x48 (24 bits)
+    let mut inb = vec![0u8; QueryCqIn::BYTES];
+    ViewMut::<QueryCqIn>::new(&mut inb).unwrap().set(QueryCqIn::opcode, 0x402).set(QueryCqIn::cqn, cq.id());
+    cq.query_async(&fd, &inb, QueryCqOut::BYTES as u16, 0xabc).unwrap();
+    cq.query_async(&fd, &inb, QueryCqOut::BYTES as u16, 0xdef).unwrap();
+    let mut seen = Vec::new();
+    for _ in 0..2 {
+        let (wr_id, out) = fd.read(QueryCqOut::BYTES, Some(std::time::Duration::from_secs(10))).unwrap();
+        let c = View::<QueryCqOut>::new(&out).unwrap().sub(QueryCqOut::cq_context);
+        assert_eq!((c.get(Cqc::log_cq_size), c.get(Cqc::uar_page)), (7, uar.page_id()));
+        seen.push(wr_id);
+    }
+    seen.sort();
+    assert_eq!(seen, [0xabc, 0xdef]);
+    // The inbox must name the object the handle is (devx.c: EINVAL).
+    ViewMut::<QueryCqIn>::new(&mut inb).unwrap().set(QueryCqIn::cqn, cq.id() + 1);
+    let e = cq.query_async(&fd, &inb, QueryCqOut::BYTES as u16, 1).unwrap_err();
+    assert_eq!(e.errno(), Some(Errno::EINVAL), "{e}");
+}
+
+/// A UAR for DevX on a context with dynamic UARs is a UAR object whose page_id the
+/// firmware accepts as a CQ's uar_page; a page index that is no UAR of the device is
+/// refused at CREATE_CQ (EREMOTEIO, BAD_PARAM_ERR).
+#[test]
+fn devx_uar_is_the_cq_uar_page() {
+    let h = Host::new([127, 61, 0, 7]);
+    let d = devx_on(&h);
+    let uar = d.alloc_uar(true).unwrap();
+    assert!(!uar.base().is_null());
+    let (cq, _b, _d) = devx_cq(&d, uar.page_id(), 6);
+    assert_ne!(cq.id(), 0);
+    let buf = d.reg_umem(4096, access::LOCAL_WRITE).unwrap();
+    let dbr = d.reg_umem(64, access::LOCAL_WRITE).unwrap();
+    let mut out = outbox::<CreateCqOut>();
+    let e = d.create_obj(&create_cq_in(&CqParams { log_cq_size: 6, cqe_128: false, uar_page: 0xff_fff0, c_eqn: 3,
+        buf: UmemRef { id: buf.id(), offset: 0 }, dbr: UmemRef { id: dbr.id(), offset: 0 } }), &mut out).unwrap_err();
+    assert_eq!((e.errno(), e.status()), (Some(Errno::EREMOTEIO), Some(status::BAD_PARAM_ERR)), "{e}");
+}
+
+/// With static UARs (tot_bfregs > 0, as a library that does not ask for dynamic UARs
+/// gets them), the DevX UAR is the context's first static page and its device index
+/// comes from DEVX_QUERY_UAR; a CQ takes it as uar_page.
+#[test]
+fn devx_uar_on_a_static_uar_context() {
+    let h = Host::at([127, 61, 0, 8], |c| c.dynamic_uars = false);
+    assert!(h.ctx.ucontext().tot_bfregs > 0, "the context has static UARs");
+    let d = devx_on(&h);
+    let uar = d.alloc_uar(false).unwrap();
+    let (cq, _b, _d) = devx_cq(&d, uar.page_id(), 6);
+    assert_ne!(cq.id(), 0);
+}
