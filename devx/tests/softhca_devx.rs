@@ -134,7 +134,7 @@ fn devx_cq(d: &DevxContext, uar_page: u32, log: u8) -> (devx::Obj, devx::Umem, d
 #[test]
 fn async_query_answers_on_the_command_fd() {
     use prm::cmd::cq::{Cqc, QueryCqIn, QueryCqOut};
-    use prm::bits::{Layout, View, ViewMut};
+    use prm::bits::{View, ViewMut};
     let h = Host::new([127, 61, 0, 6]);
     let d = devx_on(&h);
     let uar = d.alloc_uar(false).unwrap();
