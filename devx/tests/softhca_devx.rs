@@ -191,3 +191,55 @@ fn devx_uar_on_a_static_uar_context() {
     let (cq, _b, _d) = devx_cq(&d, uar.page_id(), 6);
     assert_ne!(cq.id(), 0);
 }
+
+/// The rest of the error table, through the safe API: a field out of range
+/// (the firmware's BAD_PARAM_ERR, EREMOTEIO), a destroy of an object in use (the
+/// kernel runs DESTROY_CQ with mlx5_cmd_exec, so RES_BUSY becomes EBUSY, and the
+/// object stays), and another context's handle (not in this file's table).
+#[test]
+fn error_table_objects() {
+    use devx::cmd::qp::{create_qp_in, QpKind, QpParams};
+    use prm::cmd::qp::CreateQpOut;
+    let h = Host::new([127, 61, 0, 9]);
+    let d = devx_on(&h);
+    let uar = d.alloc_uar(false).unwrap();
+
+    // log_cq_size 31: beyond log_max_cq_sz.
+    let buf = d.reg_umem(4096, access::LOCAL_WRITE).unwrap();
+    let dbr = d.reg_umem(64, access::LOCAL_WRITE).unwrap();
+    let e = d.create_obj(&create_cq_in(&CqParams { log_cq_size: 31, cqe_128: false, uar_page: uar.page_id(), c_eqn: 3,
+        buf: UmemRef { id: buf.id(), offset: 0 }, dbr: UmemRef { id: dbr.id(), offset: 0 } }), &mut outbox::<CreateCqOut>())
+        .unwrap_err();
+    assert_eq!((e.errno(), e.status()), (Some(Errno::EREMOTEIO), Some(status::BAD_PARAM_ERR)), "{e}");
+
+    // A CQ a QP uses cannot be destroyed.
+    let (cq, _b, _d) = devx_cq(&d, uar.page_id(), 6);
+    let wq = d.reg_umem(8192, access::LOCAL_WRITE).unwrap();
+    let qdbr = d.reg_umem(64, access::LOCAL_WRITE).unwrap();
+    let qp = d.create_obj(&create_qp_in(&QpParams { kind: QpKind::Rc, pd: h.pd.pdn(), cqn_snd: cq.id(), cqn_rcv: cq.id(),
+        uar_page: uar.page_id(), user_index: 0, log_sq_size: 4, log_rq_size: 4, log_rq_stride: 0,
+        wq: UmemRef { id: wq.id(), offset: 0 }, dbr: UmemRef { id: qdbr.id(), offset: 0 } }), &mut outbox::<CreateQpOut>())
+        .unwrap();
+    let (cq, e) = cq.destroy().expect_err("the QP uses the CQ");
+    assert_eq!(e.errno(), Some(Errno::EBUSY), "{e}");
+    drop(qp);
+    cq.destroy().map_err(|(_, e)| e).expect("free once the QP is gone");
+
+    // Another context's object: handles are per file, so a handle this file never
+    // made is unknown here (ib_uverbs' idr lookup: ENOENT), whatever the other file
+    // holds under that number.
+    let other = DevxContext::new(provider::Context::from_device(
+        uverbs::Device::from_endpoint(Box::new(h.hca.open()), "softhca0")).unwrap()).unwrap();
+    let other_uar = other.alloc_uar(false).unwrap();
+    let mut theirs = Vec::new();
+    for _ in 0..40 {
+        theirs.push(devx_cq(&other, other_uar.page_id(), 6));
+    }
+    let last = theirs.last().unwrap().0.handle();
+    let mut q = vec![0u8; 16];
+    q[0..2].copy_from_slice(&0x402u16.to_be_bytes());
+    q[8..12].copy_from_slice(&theirs.last().unwrap().0.id().to_be_bytes());
+    let mut out = [0u8; 0x100];
+    let r = uverbs::cmd::devx::obj_query(d.device(), last, &q, &mut out);
+    assert_eq!(r, Err(Errno::ENOENT), "handle {last} of another file");
+}
