@@ -5,45 +5,63 @@
 //! inbox — the opcode, the issuer's `uid` and `op_mod` in a 16-byte header, then the
 //! command's fields as PRM bit layouts ([`prm::cmd`]) — and gets an outbox back: a
 //! status byte, a 32-bit syndrome, and the answer. [`Firmware::exec`] is that, on
-//! firmware objects kept per HCA: PDs, UARs, CQs, QPs with the QP state machine, and
-//! memory keys, each recorded with the uid that created it. What it executes:
+//! firmware objects kept per HCA, each recorded with the uid that created it. What it
+//! executes:
 //!
 //! | command | file |
 //! |---|---|
 //! | QUERY_HCA_CAP (general, atomic, RoCE, NIC flow table, cap2 pages; max and current) | [`caps`] |
+//! | CREATE_UCTX, DESTROY_UCTX (DevX user contexts: uids) | [`uctx`] |
+//! | CREATE_UMEM, DESTROY_UMEM (user memory by page list) | `umem.rs` |
 //! | ALLOC_PD, DEALLOC_PD | `pd.rs` |
-//! | ALLOC_UAR, DEALLOC_UAR | `uar.rs` |
-//! | CREATE_CQ, DESTROY_CQ | `cq.rs` |
-//! | CREATE_QP, DESTROY_QP, QUERY_QP, RST2INIT, INIT2INIT, INIT2RTR, RTR2RTS, RTS2RTS, SQERR2RTS, 2ERR, 2RST | `qp.rs` |
+//! | ALLOC_UAR, DEALLOC_UAR (device pages) | `uar.rs` |
+//! | CREATE_CQ, DESTROY_CQ, QUERY_CQ, MODIFY_CQ | `cq.rs` |
+//! | CREATE_QP, DESTROY_QP, QUERY_QP, RST2INIT, INIT2INIT, INIT2RTR, RTR2RTS, RTS2RTS, SQERR2RTS, 2ERR, 2RST | `qp.rs`, `qpc.rs` |
 //! | CREATE_MKEY, DESTROY_MKEY | `mkey.rs` |
+//!
+//! Firmware objects are the device's objects. A CQ or QP carries memory: its ring and
+//! doorbell record (in a UMEM, or at the page list's address) are resolved, checked
+//! mapped, and handed to the device half as the [`crate::objects::Cq`] /
+//! [`crate::objects::Qp`] it runs; every QP transition turns the merged context into
+//! [`crate::objects::QpAttrs`] and tells the device half. A PD is the
+//! [`crate::objects::Pd`] keys are checked against; a UAR is a device page. The kernel
+//! half's verbs use the same tables: ALLOC_PD runs here under the context's uid, and
+//! verbs CQs and QPs are entered with their uid ([`Firmware::register_verbs_qp`]), so
+//! DevX's QUERY_QP on a verbs QP answers its live state and a DevX QP may use a verbs PD.
+//! The kernel half's DevX ([`crate::kernel::methods`]'s `devx.rs`) stamps each
+//! context's uid into its commands.
 //!
 //! How it answers what a ConnectX refuses ([`status`] has the statuses, softhca's
 //! syndromes, and the errno Linux's mlx5 command layer makes of each):
 //! - an opcode it does not execute: BAD_OP;
 //! - an inbox shorter than the command, an outbox shorter than the answer:
 //!   BAD_INP_LEN, BAD_OUTP_LEN (an outbox shorter than the 16-byte header cannot
-//!   even hold the status: the [`Outcome`] returned is then the only answer);
+//!   even hold the status: the [`Outcome`] returned is then the only answer); an inbox
+//!   longer than the command is accepted, its tail ignored unless it is a page list;
 //! - an op_mod the command does not have, a field out of range, a context naming a
-//!   PD/CQ/UAR that does not exist or belongs to another uid: BAD_PARAM;
+//!   PD/CQ/UMEM that does not exist or belongs to another uid, a ring softhca cannot
+//!   reach: BAD_PARAM (a UAR page may be any context's: see `uar.rs`);
 //! - a command on an object that does not exist: BAD_RES; on another uid's object:
 //!   BAD_PARAM (the object is left alone);
 //! - a QP transition the QP's state does not have: BAD_RES_STATE, with the rules of
 //!   [`crate::kernel::qp_state`] (mlx5's per-transition command table, which the
 //!   verbs' MODIFY_QP uses too);
-//! - a destroy of an object another one uses (a CQ or UAR a QP uses, a PD under a QP
-//!   or mkey): BAD_RES_STATE, and the object stays.
+//! - a destroy of an object another one uses (a CQ, PD or UMEM under a QP, a UMEM under
+//!   a CQ, a uid that still owns objects): RES_BUSY, and the object stays. Linux's
+//!   `cmd_status_to_err` makes that EBUSY, the errno DEVX_UMEM_DEREG of a UMEM in use
+//!   gives and the one an RDMA user expects from every destroy of a busy object.
+//!   (The PRM's RES_BUSY is "resource busy"; BAD_RES_STATE would be EINVAL.)
+//!
+//! The uid in a header is not checked against the live user contexts: the kernel
+//! writes it, so a DevX user cannot choose it; commands with uid 0 are the kernel's.
 //!
 //! Object numbers come from the HCA's own pools (QPN, CQN, PDN, mkey index), the
 //! ones the verbs use, so a firmware object and a verbs object never share a number.
 //!
-//! Not yet: the verbs still create their objects directly (`kernel::methods`), and
-//! nothing in the kernel half calls this module. The next step is the kernel half's
-//! DevX and mlx5_ib's verbs becoming these commands: create_cq/create_qp/modify_qp/
-//! reg_mr build the inboxes mlx5_ib builds and the objects here become the ones the
-//! device half runs, so a DevX QUERY_QP on a verbs QP answers. Until then these
-//! objects carry no memory (UARs are numbers, not device pages; page lists and UMEMs
-//! are not read) and the device half never sees them. QUERY_CQ and MODIFY_CQ wait for
-//! their layouts in `prm`; QUERY_EQN is a uverbs method, not a command.
+//! Not yet: the verbs' CREATE_CQ/CREATE_QP/MODIFY_QP are not built as mailboxes (the
+//! kernel half makes the objects and enters them here), so QUERY_QP on a verbs QP
+//! answers from its attributes and DevX may not modify or destroy it (BAD_RES_STATE,
+//! RES_BUSY); mkeys carry no memory (reg_mr keeps its own MRs); DevX events.
 
 pub mod caps;
 mod cq;

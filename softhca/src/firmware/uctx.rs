@@ -8,7 +8,7 @@
 //! A DESTROY_UCTX while objects of the uid still exist is refused with RES_BUSY, as a
 //! destroy of any object in use is (the kernel destroys a context's objects first).
 
-use prm::cmd::uctx::{cap, CreateUctxIn, CreateUctxOut, DestroyUctxIn, Uctx};
+use prm::cmd::uctx::{CreateUctxIn, CreateUctxOut, DestroyUctxIn, Uctx};
 
 use super::status::syndrome;
 use super::{bad_param, busy, exhausted, Cmd, Outcome, R};
@@ -20,8 +20,9 @@ pub const LOG_MAX_UMEM: u8 = 20;
 
 pub(super) fn create(c: &mut Cmd<'_>) -> R<()> {
     let caps = c.input::<CreateUctxIn>()?.sub(CreateUctxIn::uctx).get(Uctx::cap);
-    // uctx_cap is 0: neither raw transmit nor internal device resources are granted.
-    if caps & (cap::RAW_TX | cap::INTERNAL_DEV_RES) != 0 || caps != 0 {
+    // uctx_cap is 0: neither raw transmit (cap::RAW_TX) nor internal device resources
+    // (cap::INTERNAL_DEV_RES) can be granted, nor anything else.
+    if caps != 0 {
         return Err(bad_param(syndrome::UCTX_CAP));
     }
     let max = 1u32 << LOG_MAX_UCTX;
