@@ -89,9 +89,10 @@ fn traced(stderr: &str, method: &str) -> Option<Vec<(u16, bool)>> {
     }).collect())
 }
 
-/// What stock libmlx5 sends for mlx5dv_devx_umem_reg and mlx5dv_devx_query_eqn (seen
-/// through the preload's trace of the C program) has the attributes, in the order and
-/// with the optional flags, that doorbell's uverbs::cmd::devx builds.
+/// What stock libmlx5 sends for mlx5dv_devx_umem_reg/dereg, mlx5dv_devx_query_eqn and
+/// mlx5dv_devx_obj_create/modify/query/destroy (seen through the preload's trace of the
+/// C program) has the attributes, in the order and with the optional flags, that
+/// doorbell's uverbs::cmd::devx builds.
 #[test]
 fn devx_ioctls_as_stock_libmlx5_sends_them() {
     let Some(exe) = build() else { return };
@@ -109,4 +110,22 @@ fn devx_ioctls_as_stock_libmlx5_sends_them() {
     let ours = uverbs::cmd::devx::query_eqn_call(0, &mut eqn);
     let theirs = traced(&done.stderr, "MLX5_DEVX.DEVX_QUERY_EQN").expect("QUERY_EQN traced");
     assert_eq!(shape(ours.as_bytes()), theirs, "QUERY_EQN");
+
+    // The DEVX_OBJ methods (create 0x1000, destroy 0x1001, modify 0x1002, query 0x1003)
+    // and UMEM_DEREG (0x1001).
+    use uverbs::cmd::devx as c;
+    let (inb, mut out) = ([0u8; 16], [0u8; 16]);
+    let (create, _) = c::obj_create_call(&inb, &mut out);
+    let mut out2 = [0u8; 16];
+    let mut out3 = [0u8; 16];
+    for (method, ours) in [
+        ("MLX5_DEVX_OBJ.METHOD_0x1000", shape(create.as_bytes())),
+        ("MLX5_DEVX_OBJ.METHOD_0x1001", shape(c::obj_destroy_call(1).as_bytes())),
+        ("MLX5_DEVX_OBJ.METHOD_0x1002", shape(c::obj_modify_call(1, &inb, &mut out2).as_bytes())),
+        ("MLX5_DEVX_OBJ.METHOD_0x1003", shape(c::obj_query_call(1, &inb, &mut out3).as_bytes())),
+        ("MLX5_DEVX_UMEM.METHOD_0x1001", shape(c::umem_dereg_call(1).as_bytes())),
+    ] {
+        let theirs = traced(&done.stderr, method).unwrap_or_else(|| panic!("no {method} traced\n{}", done.report()));
+        assert_eq!(ours, theirs, "{method}");
+    }
 }
