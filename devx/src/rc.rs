@@ -37,7 +37,10 @@ use crate::error::{Error, Result};
 use crate::umem::access;
 use crate::{DevxContext, Obj, Uar, Umem};
 
-/// The sizes of a DevX RC QP.
+/// `MLX5_QP_OPTPAR_Q_KEY`: the transition's `q_key` is to be taken.
+const OPTPAR_Q_KEY: u32 = 1 << 5;
+
+/// The sizes of a DevX RC QP (or, with [`RcQp::new_ud`], a UD one).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RcConfig {
     /// log2 of the send queue's WQEBBs.
@@ -127,6 +130,17 @@ fn log2_ceil(n: u32) -> u8 {
 impl RcQp {
     /// Creates the CQ and the QP (in RESET) on `pd`'s protection domain.
     pub fn new(devx: &DevxContext, pd: &Pd, cfg: RcConfig) -> Result<RcQp> {
+        RcQp::create(devx, pd, cfg, QpKind::Rc)
+    }
+
+    /// The same queues as a UD QP (send WRs then carry a [`provider::wqe::UdDest`];
+    /// receive buffers start with the 40-byte GRH area). Move it to RTS with
+    /// [`RcQp::activate_ud`].
+    pub fn new_ud(devx: &DevxContext, pd: &Pd, cfg: RcConfig) -> Result<RcQp> {
+        RcQp::create(devx, pd, cfg, QpKind::Ud)
+    }
+
+    fn create(devx: &DevxContext, pd: &Pd, cfg: RcConfig, kind: QpKind) -> Result<RcQp> {
         let uar = devx.alloc_uar(false)?;
         let eqn = devx.query_eqn(0)?;
 
@@ -159,7 +173,7 @@ impl RcQp {
         let mut out = outbox::<CreateQpOut>();
         let qp = devx.create_obj(
             &create_qp_in(&QpParams {
-                kind: QpKind::Rc,
+                kind,
                 pd: pd.pdn(),
                 cqn_snd: cq.id(),
                 cqn_rcv: cq.id(),
@@ -247,6 +261,34 @@ impl RcQp {
             &rtr2rts_in(qpn, &Rtr2Rts { next_send_psn: p.psn, retry_count: p.retry_count, rnr_retry: p.rnr_retry,
                                         ack_timeout: p.ack_timeout, log_sra_max: p.log_rd_atomic }),
             &mut out,
+        )?;
+        Ok(())
+    }
+
+    /// A UD QP's RESET -> INIT (port, `qkey`) -> RTR -> RTS (`psn`), with the PRM
+    /// commands. As mlx5_ib's `__mlx5_ib_modify_qp` does for a UD QP, every context
+    /// carries MTU 4096 and a 4 KiB largest message (`log_msg_max` 12): a UD QP has no
+    /// path MTU of its own, and without them the device would cut datagrams at 256.
+    pub fn activate_ud(&mut self, qkey: u32, psn: u32) -> Result<()> {
+        use prm::bits::ViewMut;
+        use prm::cmd::qp::{Init2rtrQpIn, Qpc, Rst2initQpIn};
+        let qpn = self.qpn();
+        let mut b = rst2init_in(qpn, &Rst2Init { port: self.cfg.port, pkey_index: 0, remote_read: false,
+                                                 remote_write: false, remote_atomic: false, qkey });
+        ViewMut::<Rst2initQpIn>::new(&mut b).expect("built with this layout's size").sub_mut(Rst2initQpIn::qpc)
+            .set(Qpc::mtu, mtu::MTU_4096).set(Qpc::log_msg_max, 12);
+        self.qp.modify(&b, &mut outbox::<Rst2initQpOut>())?;
+        let mut b = crate::cmd::inbox::<Init2rtrQpIn>(prm::cmd::opcode::INIT2RTR_QP, 0);
+        let mut v = ViewMut::<Init2rtrQpIn>::new(&mut b).expect("built with this layout's size");
+        // The Q_Key again, flagged in opt_param_mask (MLX5_QP_OPTPAR_Q_KEY), as mlx5_ib
+        // sends it when the verbs' INIT->RTR carries IB_QP_QKEY: a firmware may take
+        // the field from any transition that carries it.
+        v.set(Init2rtrQpIn::qpn, qpn).set(Init2rtrQpIn::opt_param_mask, OPTPAR_Q_KEY);
+        v.sub_mut(Init2rtrQpIn::qpc).set(Qpc::mtu, mtu::MTU_4096).set(Qpc::log_msg_max, 12).set(Qpc::q_key, qkey);
+        self.qp.modify(&b, &mut outbox::<Init2rtrQpOut>())?;
+        self.qp.modify(
+            &rtr2rts_in(qpn, &Rtr2Rts { next_send_psn: psn, retry_count: 0, rnr_retry: 0, ack_timeout: 0, log_sra_max: 0 }),
+            &mut outbox::<Rtr2rtsQpOut>(),
         )?;
         Ok(())
     }

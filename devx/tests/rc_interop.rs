@@ -98,3 +98,57 @@ fn traffic(a: &Host, b: &Host) {
         assert_eq!(mb.buf.read_u64(0), i);
     }
 }
+
+/// The DevX QP as UD (CREATE_QP with st UD, RST2INIT with the Q_Key, INIT2RTR, RTR2RTS)
+/// against a verbs UD QP: datagrams both ways, the 40-byte GRH area in front of the
+/// payload, the sender's QPN in the receive completion, the payload checked.
+#[test]
+fn devx_ud_qp_with_a_verbs_ud_qp() {
+    use provider::wqe::{DatagramSeg, UdDest};
+    use provider::{QpAttr, QpInit, QpState, QpType};
+    let (a, b) = (Host::new([127, 62, 0, 5]), Host::new([127, 62, 0, 6]));
+    let d = DevxContext::new(a.ctx.clone()).expect("DevX granted");
+    let mut ud = RcQp::new_ud(&d, &a.pd, RcConfig::default()).expect("DevX UD QP");
+    ud.activate_ud(0x1111, 5).expect("UD to RTS");
+    assert_eq!(ud.state().unwrap(), state::RTS);
+
+    let o = Opts::default();
+    let mut scq = b.ctx.create_cq(64, None).unwrap();
+    let mut rcq = b.ctx.create_cq(64, None).unwrap();
+    let vqp = b.pd.create_qp(&QpInit { send_cq: &scq, recv_cq: &rcq, cap: o.cap, qp_type: QpType::Ud, sq_sig_all: false,
+                                        send_ops: None }).unwrap();
+    vqp.modify(&QpAttr { state: Some(QpState::Init), pkey_index: Some(0), port: Some(1), qkey: Some(0x2222), ..Default::default() }).unwrap();
+    vqp.modify(&QpAttr { state: Some(QpState::Rtr), ..Default::default() }).unwrap();
+    vqp.modify(&QpAttr { state: Some(QpState::Rts), sq_psn: Some(7), ..Default::default() }).unwrap();
+    let mut vqp = vqp;
+    // An address vector to a RoCEv2 IPv4-mapped GID (source GID index 3, hop limit 64).
+    let av = |gid: [u8; 16]| DatagramSeg::from_raw(0, 0, 1, 0, 0, 0xc000, [0; 6], 3, 64, (1 << 30) | (3 << 20), gid);
+    let limit = Duration::from_secs(30);
+    let ma = a.mem(8192, all_access());
+    let mb = b.mem(8192, all_access());
+
+    // DevX UD -> verbs UD.
+    let to_b = av(b.gid());
+    ma.buf.write(0, &pattern(5)[..1000]);
+    vqp.post_recv(1, &[mb.sge(0, 40 + 1000)]).unwrap();
+    let sgl = [ma.sge(0, 1000)];
+    ud.post_send(9, &SendWr::new(SendOp::Send, Payload::Sgl(&sgl)).to_ud(UdDest { av: &to_b, remote_qpn: vqp.qpn(), qkey: 0x2222 }))
+        .unwrap();
+    let wc = ud.poll_wait(limit).expect("send completion");
+    assert_eq!((wc.status, wc.wr_id), (WcStatus::Success, 9), "{wc:?}");
+    let r = wait(&mut rcq, 1)[0];
+    assert_eq!((r.status, r.byte_len, r.src_qp), (WcStatus::Success, 1040, ud.qpn()), "{r:?}");
+    assert_eq!(&mb.buf.read()[40..1040], &pattern(5)[..1000]);
+
+    // verbs UD -> DevX UD.
+    let to_a = av(a.gid());
+    mb.buf.write(4096, &pattern(6)[..700]);
+    ud.post_recv(3, &[ma.sge(4096, 40 + 700)]).unwrap();
+    let sgl = [mb.sge(4096, 700)];
+    vqp.post_send(4, &SendWr::new(SendOp::Send, Payload::Sgl(&sgl)).signaled()
+        .to_ud(UdDest { av: &to_a, remote_qpn: ud.qpn(), qkey: 0x1111 })).unwrap();
+    let wc = ud.poll_wait(limit).expect("recv completion");
+    assert_eq!((wc.status, wc.opcode, wc.wr_id, wc.byte_len, wc.src_qp), (WcStatus::Success, WcOpcode::Recv, 3, 740, vqp.qpn()), "{wc:?}");
+    assert_eq!(&ma.buf.read()[4096 + 40..4096 + 740], &pattern(6)[..700]);
+    assert_eq!(wait(&mut scq, 1)[0].status, WcStatus::Success);
+}
