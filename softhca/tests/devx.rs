@@ -391,6 +391,9 @@ fn devx_error_table() {
     let mut tunneled = cq_inbox(0, 0, 8, 1, 1);
     tunneled[4..6].copy_from_slice(&1u16.to_be_bytes());
     let uar = uar_page(&dev);
+    let mut modify_cq = with_id(op::MODIFY_CQ, x.cqn, prm::cmd::cq::ModifyCqIn::BYTES);
+    ViewMut::<prm::cmd::cq::ModifyCqIn>::new(&mut modify_cq).unwrap()
+        .set(prm::cmd::cq::ModifyCqIn::modify_field_select, prm::cmd::cq::modify_select::PERIOD);
     let rows: Vec<(&str, Got, Got)> = vec![
         // devx.c's own checks: EINVAL before the firmware sees anything.
         ("OTHER of an opcode not on the general list (CREATE_CQ)",
@@ -428,6 +431,10 @@ fn devx_error_table() {
          (Err(Errno::EREMOTEIO), (st::BAD_PARAM_ERR, softhca::firmware::status::syndrome::BAD_PD))),
         ("INIT2RTR of a QP in RESET", st_of(obj_cmd(&dev, true, x.qp_h, &transition(op::INIT2RTR_QP, x.qpn, 1), 16)),
          (Err(Errno::EREMOTEIO), (st::BAD_RES_STATE_ERR, softhca::firmware::status::syndrome::QP_STATE))),
+        ("OTHER of an opcode in the general range softhca lacks (0xc00)", st_of(other(&dev, &with_id(0xc00, 0, 16), 16)),
+         (Err(Errno::EREMOTEIO), (st::BAD_OP_ERR, softhca::firmware::status::syndrome::UNKNOWN_OPCODE))),
+        ("MODIFY_CQ moderation (cq_moderation is 0)", st_of(obj_cmd(&dev, true, x.cq_h, &modify_cq, 16)),
+         (Err(Errno::EREMOTEIO), (st::BAD_PARAM_ERR, softhca::firmware::status::syndrome::CQ_FEATURE))),
     ];
     for (what, got, want) in rows {
         assert_eq!(got, want, "{what}");
@@ -443,6 +450,12 @@ fn devx_error_table() {
     assert_eq!(umem_reg(&dev, 0x1000, 0, ACCESS_LOCAL_WRITE).unwrap_err(), Errno::EINVAL, "no pages");
     assert_eq!(umem_reg(&dev, 0x1000, 4096, ACCESS_LOCAL_WRITE).unwrap_err(), Errno::EFAULT, "unmapped");
     assert_eq!(query_eqn(&dev, 99), Err(Errno::ENOENT), "no such completion vector");
+    // QUERY_UAR maps static-UAR contexts' bfregs; a dynamic-UAR context has none.
+    let mut dev_idx = 0u32;
+    let mut c = Ioctl::new(object::MLX5_DEVX, ids::DEVX_QUERY_UAR);
+    c.in_value(ids::ATTR_DEVX_QUERY_UAR_USER_IDX, 0u32);
+    c.out_struct(ids::ATTR_DEVX_QUERY_UAR_DEV_IDX, &mut dev_idx);
+    assert_eq!(c.run(&dev), Err(Errno::EINVAL), "QUERY_UAR without static bfregs");
     // Nothing a refusal touched changed.
     drop(dev);
     drop(other_ctx);
@@ -498,11 +511,52 @@ fn devx_query_on_a_verbs_qp() {
     let (r, out) = obj_cmd(&dev, false, cq_h, &with_id(op::QUERY_CQ, cqn, QueryCqIn::BYTES), QueryCqOut::BYTES);
     assert_eq!(r, Ok(()));
     assert_eq!(View::<QueryCqOut>::new(&out).unwrap().sub(QueryCqOut::cq_context).get(Cqc::log_cq_size), 6);
-    // The verbs objects are not DevX's to modify or destroy.
+    // DevX may move a verbs QP (as mlx5dv's LAG and UDP-port helpers do), and the verbs
+    // then see the firmware's state.
     let (r, out) = obj_cmd(&dev, true, qr.handle, &transition(op::RST2INIT_QP, qr.qpn, 0), 16);
-    assert_eq!((r, status(&out).0), (Err(Errno::EREMOTEIO), st::BAD_RES_STATE_ERR));
+    assert_eq!(r, Ok(()), "{:?}", status(&out));
+    assert_eq!(h.qp(qr.qpn).unwrap().state(), QpState::Init);
+    let (r, out) = obj_cmd(&dev, true, qr.handle, &transition(op::RTR2RTS_QP, qr.qpn, 0), 16);
+    assert_eq!((r, status(&out).0), (Err(Errno::EREMOTEIO), st::BAD_RES_STATE_ERR), "INIT has no RTR2RTS");
     drop(dev);
     assert_eq!(h.firmware().counts().total(), 0);
+}
+
+#[test]
+fn devx_async_query_answers_on_the_cmd_fd() {
+    let h = hca();
+    let dev = open(&h, true);
+    let (_pd_h, pdn) = alloc_pdn(&dev);
+    let x = devx_qp(&dev, pdn);
+    let mut c = Ioctl::new(object::MLX5_DEVX_ASYNC_CMD_FD, ids::DEVX_ASYNC_CMD_FD_ALLOC);
+    let fi = c.new_fd(ids::ATTR_DEVX_ASYNC_CMD_FD_ALLOC_HANDLE);
+    c.run(&dev).unwrap();
+    let fd = c.fd_out(fi);
+    let query = with_id(op::QUERY_QP, x.qpn, QueryQpIn::BYTES);
+    let mut c = Ioctl::new(object::MLX5_DEVX_OBJ, ids::DEVX_OBJ_ASYNC_QUERY);
+    c.handle(ids::ATTR_DEVX_OBJ_QUERY_ASYNC_HANDLE, x.qp_h);
+    c.in_bytes(ids::ATTR_DEVX_OBJ_QUERY_ASYNC_CMD_IN, &query);
+    c.in_const(ids::ATTR_DEVX_OBJ_QUERY_ASYNC_OUT_LEN, QueryQpOut::BYTES as u64);
+    c.fd(ids::ATTR_DEVX_OBJ_QUERY_ASYNC_FD, fd);
+    c.in_value(ids::ATTR_DEVX_OBJ_QUERY_ASYNC_WR_ID, 0xfeed_u64);
+    assert_eq!(c.run(&dev), Ok(()));
+    // One record: struct mlx5_ib_uapi_devx_async_cmd_hdr (wr_id) and the outbox.
+    let mut rec = vec![0u8; 8 + QueryQpOut::BYTES + 64];
+    let n = nix::unistd::read(fd, &mut rec).unwrap();
+    assert_eq!(n, 8 + QueryQpOut::BYTES);
+    assert_eq!(u64::from_ne_bytes(rec[..8].try_into().unwrap()), 0xfeed);
+    assert_eq!(status(&rec[8..]), (st::OK, 0));
+    let qpc = View::<QueryQpOut>::new(&rec[8..]).unwrap().sub(QueryQpOut::qpc);
+    assert_eq!((qpc.get(Qpc::state), qpc.get(Qpc::pd)), (q::state::RST, pdn));
+    // Another object's number on this handle: EINVAL, nothing queued.
+    let mut c = Ioctl::new(object::MLX5_DEVX_OBJ, ids::DEVX_OBJ_ASYNC_QUERY);
+    c.handle(ids::ATTR_DEVX_OBJ_QUERY_ASYNC_HANDLE, x.cq_h);
+    c.in_bytes(ids::ATTR_DEVX_OBJ_QUERY_ASYNC_CMD_IN, &query);
+    c.in_const(ids::ATTR_DEVX_OBJ_QUERY_ASYNC_OUT_LEN, QueryQpOut::BYTES as u64);
+    c.fd(ids::ATTR_DEVX_OBJ_QUERY_ASYNC_FD, fd);
+    c.in_value(ids::ATTR_DEVX_OBJ_QUERY_ASYNC_WR_ID, 1u64);
+    assert_eq!(c.run(&dev), Err(Errno::EINVAL));
+    let _ = nix::unistd::close(fd);
 }
 
 /// Random and mutated mailboxes through every DevX method of two contexts: no panic,

@@ -58,11 +58,6 @@ pub(super) fn register(objs: &mut super::Objects, cq: &Arc<objects::Cq>, uid: u1
     objs.cqs.insert(cq.cqn, Obj { uid, users: 0, v });
 }
 
-/// One page-list entry: a big-endian 64-bit page address.
-fn first_pas(tail: &[u8]) -> Option<u64> {
-    Some(u64::from_be_bytes(tail.get(..8)?.try_into().ok()?))
-}
-
 pub(super) fn create(c: &mut Cmd<'_>) -> R<()> {
     let inp = c.input::<CreateCqIn>()?;
     let cqc: View<'_, Cqc> = inp.sub(CreateCqIn::cq_context);
@@ -91,8 +86,7 @@ pub(super) fn create(c: &mut Cmd<'_>) -> R<()> {
         umems.push(id);
         umem::resolve(&c.objs.umems, id, c.uid, inp.get(CreateCqIn::cq_umem_offset), ring_len, syndrome::BAD_UMEM)?
     } else {
-        let page = first_pas(inp.tail()).ok_or(bad_param(syndrome::BAD_ADDRESS))?;
-        page + cqc.get(Cqc::page_offset) as u64 * 64
+        umem::pas_addr(inp.tail(), cqc.get(Cqc::log_page_size), cqc.get(Cqc::page_offset) as u64 * 64, ring_len)?
     };
     let dbr = cqc.get(Cqc::dbr_addr);
     let db_addr = if cqc.get(Cqc::dbr_umem_valid) {

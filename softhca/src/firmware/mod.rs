@@ -60,8 +60,9 @@
 //!
 //! Not yet: the verbs' CREATE_CQ/CREATE_QP/MODIFY_QP are not built as mailboxes (the
 //! kernel half makes the objects and enters them here), so QUERY_QP on a verbs QP
-//! answers from its attributes and DevX may not modify or destroy it (BAD_RES_STATE,
-//! RES_BUSY); mkeys carry no memory (reg_mr keeps its own MRs); DevX events.
+//! answers from its live attributes, a DevX transition of a verbs QP starts from them,
+//! and a destroy command cannot take a verbs CQ/QP (RES_BUSY: it goes with its uverbs
+//! object); mkeys carry no memory (reg_mr keeps its own MRs); DevX events.
 
 pub mod caps;
 mod cq;

@@ -66,11 +66,6 @@ fn qp_type(st: u8) -> Option<QpType> {
     }
 }
 
-/// One page-list entry: a big-endian 64-bit page address.
-fn first_pas(tail: &[u8]) -> Option<u64> {
-    Some(u64::from_be_bytes(tail.get(..8)?.try_into().ok()?))
-}
-
 /// `rq_type` of a QP without a receive queue (`MLX5_ZERO_LEN_RQ`).
 const RQ_TYPE_ZERO_LEN: u8 = 0x3;
 
@@ -105,8 +100,7 @@ pub(super) fn create(c: &mut Cmd<'_>) -> R<()> {
         umems.push(id);
         umem::resolve(&c.objs.umems, id, c.uid, inp.get(CreateQpIn::wq_umem_offset), wq_len, syndrome::BAD_UMEM)?
     } else {
-        let page = first_pas(inp.tail()).ok_or(bad_param(syndrome::BAD_ADDRESS))?;
-        page + qpc.get(Qpc::page_offset) as u64 * 64
+        umem::pas_addr(inp.tail(), qpc.get(Qpc::log_page_size), qpc.get(Qpc::page_offset) as u64 * 64, wq_len)?
     };
     let dbr = qpc.get(Qpc::dbr_addr);
     let db_addr = if qpc.get(Qpc::dbr_umem_valid) {
@@ -356,11 +350,13 @@ pub(super) fn modify(c: &mut Cmd<'_>) -> R<()> {
     let inbox = c.inbox;
     let cfg = c.hca.config().clone();
     let qp = &mut target(&mut c.objs.qps, qpn, c.uid)?.v;
+    let old = qp.qp.attrs();
     if qp.verbs {
-        // The verbs' MODIFY_QP owns a verbs QP's attributes.
-        return Err(Outcome::err(BAD_RES_STATE_ERR, syndrome::QP_STATE));
+        // A verbs QP's context is its live attributes (the verbs' MODIFY_QP changes
+        // them): start from those, as the firmware would from its own context.
+        qpc::write_attrs(&old, &mut ViewMut::<Qpc>::new(&mut qp.qpc).map_err(|_| internal())?);
     }
-    let cur = qp.qp.state();
+    let cur = old.state;
     // The firmware's own table (mlx5_ib's optab), not the core's ib_modify_qp_is_ok:
     // RESET->ERR has a command (2ERR) although the verbs refuse it before it gets here.
     let legal = from.contains(&cur) && qp_state::mlx5_has_command(cur, to);
@@ -375,7 +371,14 @@ pub(super) fn modify(c: &mut Cmd<'_>) -> R<()> {
     }
     qp.state = to;
     let view = View::<Qpc>::new(&qp.qpc).map_err(|_| internal())?;
-    let attrs = if to == QpState::Reset { QpAttrs::default() } else { qpc::attrs_of(&cfg, &view, to) };
+    let mut attrs = if to == QpState::Reset { QpAttrs::default() } else { qpc::attrs_of(&cfg, &view, to) };
+    if to != QpState::Reset {
+        // What the context does not hold stays as the verbs set it.
+        attrs.path_mig_state = old.path_mig_state;
+        attrs.en_sqd_async_notify = old.en_sqd_async_notify;
+        attrs.rate_limit = old.rate_limit;
+        attrs.av.static_rate = old.av.static_rate;
+    }
     let dev = qp.qp.clone();
     *dev.attrs.lock().unwrap_or_else(|p| p.into_inner()) = attrs;
     c.hca.device().qp_modified(&dev, cur, to);

@@ -80,9 +80,12 @@ fn arena() -> u64 {
     })
 }
 
-/// Appends a one-entry page list (the arena) to a CREATE_CQ/CREATE_QP inbox.
+/// Appends a page list (the arena's first 64 KiB, 4 KiB pages) to a CREATE_CQ/CREATE_QP
+/// inbox.
 fn with_pas(mut b: Vec<u8>) -> Vec<u8> {
-    b.extend_from_slice(&arena().to_be_bytes());
+    for i in 0..16u64 {
+        b.extend_from_slice(&(arena() + i * 4096).to_be_bytes());
+    }
     b
 }
 
@@ -222,8 +225,13 @@ fn firmware_error_table() {
     let mut no_pas = cq_in(1, s.uar, 8);
     no_pas.truncate(CreateCqIn::BYTES);
     let mut unmapped = cq_in(1, s.uar, 8);
-    let n = unmapped.len();
-    unmapped[n - 8..].copy_from_slice(&0x10_0000_0000u64.to_be_bytes());
+    for (i, e) in unmapped[CreateCqIn::BYTES..].chunks_exact_mut(8).enumerate() {
+        e.copy_from_slice(&(0x10_0000_0000u64 + i as u64 * 4096).to_be_bytes());
+    }
+    let mut gap = cq_in(1, s.uar, 8);
+    gap[CreateCqIn::BYTES + 8..CreateCqIn::BYTES + 16].copy_from_slice(&(arena() + 8192).to_be_bytes());
+    let mut short_pas = cq_in(1, s.uar, 8);
+    short_pas.truncate(CreateCqIn::BYTES + 8);
     let mut no_umem = cq_in(1, s.uar, 8);
     ViewMut::<CreateCqIn>::new(&mut no_umem).unwrap().set(CreateCqIn::cq_umem_valid, true).set(CreateCqIn::cq_umem_id, 9);
     let umem_empty = inbox::<CreateUmemIn>(op::CREATE_UMEM, 1, |_| {});
@@ -242,8 +250,10 @@ fn firmware_error_table() {
         ("QUERY_CQ of uid 1's CQ by uid 2", with_id(op::QUERY_CQ, 2, s.cq), OUT, st::BAD_PARAM_ERR, syn::FOREIGN_OBJECT, Errno::EINVAL),
         ("MODIFY_CQ moderation (cq_moderation is 0)", modify_cq, OUT, st::BAD_PARAM_ERR, syn::CQ_FEATURE, Errno::EINVAL),
         ("MODIFY_CQ op_mod 2", modify_cq_op2, OUT, st::BAD_PARAM_ERR, syn::BAD_OP_MOD, Errno::EINVAL),
-        ("CREATE_CQ without UMEM or page list", no_pas, OUT, st::BAD_PARAM_ERR, syn::BAD_ADDRESS, Errno::EINVAL),
+        ("CREATE_CQ without UMEM or page list", no_pas, OUT, st::BAD_INP_LEN_ERR, syn::INBOX_LEN, Errno::EIO),
         ("CREATE_CQ on unmapped memory", unmapped, OUT, st::BAD_PARAM_ERR, syn::BAD_ADDRESS, Errno::EINVAL),
+        ("CREATE_CQ with pages that do not follow each other", gap, OUT, st::BAD_PARAM_ERR, syn::BAD_ADDRESS, Errno::EINVAL),
+        ("CREATE_CQ with one page for a 16 KiB ring", short_pas, OUT, st::BAD_INP_LEN_ERR, syn::INBOX_LEN, Errno::EIO),
         ("CREATE_CQ on a UMEM that does not exist", no_umem, OUT, st::BAD_PARAM_ERR, syn::BAD_UMEM, Errno::EINVAL),
         ("CREATE_UMEM with no pages", umem_empty, OUT, st::BAD_PARAM_ERR, syn::UMEM_PAGES, Errno::EINVAL),
         ("CREATE_UMEM with a misaligned page", umem_misaligned, OUT, st::BAD_PARAM_ERR, syn::UMEM_PAGES, Errno::EINVAL),

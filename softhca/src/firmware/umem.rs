@@ -102,3 +102,25 @@ pub(super) fn resolve(umems: &std::collections::BTreeMap<u32, Obj<UmemObj>>, id:
         _ => Err(bad_param(syn)),
     }
 }
+
+/// The address of a ring given by a page list (`pas[]` after the inbox, big-endian page
+/// addresses of `4096 << log_page_size` bytes) starting `offset` bytes into the first
+/// page, for `len` bytes: the list must hold every page the ring spans (BAD_INP_LEN
+/// otherwise, the inbox is short) and they must follow each other in the address
+/// space, which is what softhca's device half reaches (BAD_PARAM otherwise).
+pub(super) fn pas_addr(tail: &[u8], log_page_size: u8, offset: u64, len: u64) -> R<u64> {
+    if log_page_size > MAX_LOG_PAGE_SIZE {
+        return Err(bad_param(syndrome::BAD_ADDRESS));
+    }
+    let ps = 4096u64 << log_page_size;
+    let pages = (offset + len.max(1)).div_ceil(ps) as usize;
+    if pages.checked_mul(8).is_none_or(|n| n > tail.len()) {
+        return Err(Outcome::err(prm::cmd::status::BAD_INP_LEN_ERR, syndrome::INBOX_LEN));
+    }
+    let at = |i: usize| u64::from_be_bytes(tail[i * 8..i * 8 + 8].try_into().unwrap_or_default());
+    let first = at(0);
+    if first % ps != 0 || (1..pages).any(|i| at(i) != first.wrapping_add(i as u64 * ps)) {
+        return Err(bad_param(syndrome::BAD_ADDRESS));
+    }
+    Ok(first + offset)
+}
