@@ -77,14 +77,42 @@ fn shape(bytes: &[u8]) -> Vec<(u16, bool)> {
         .collect()
 }
 
+/// An attribute of a traced call by the name the preload's trace gives it (the uapi
+/// header's name without the method prefix) or its hex id (older traces).
+fn attr_id(name: &str) -> u16 {
+    use uverbs::sys::ids::mlx5 as m;
+    if let Some(h) = name.strip_prefix("0x") {
+        return u16::from_str_radix(h, 16).expect("a hex attribute id");
+    }
+    match name {
+        // Every method's first attribute (the handle, or CMD_IN/USER_VEC) is 0x1000.
+        "HANDLE" | "CMD_IN" | "USER_VEC" => 0x1000,
+        "DEV_EQN" => m::ATTR_DEVX_QUERY_EQN_DEV_EQN,
+        "ADDR" => m::ATTR_DEVX_UMEM_REG_ADDR,
+        "LEN" => m::ATTR_DEVX_UMEM_REG_LEN,
+        "ACCESS" => m::ATTR_DEVX_UMEM_REG_ACCESS,
+        "OUT_ID" => m::ATTR_DEVX_UMEM_REG_OUT_ID,
+        "PGSZ_BITMAP" => m::ATTR_DEVX_UMEM_REG_PGSZ_BITMAP,
+        other => panic!("attribute {other:?} unknown to this test"),
+    }
+}
+
 /// The attributes of the first traced ioctl of `method` (the preload's trace line:
-/// `ioctl fd=N OBJ.METHOD [id=v, id out N B, id? ...]`): (id, optional), or None.
-fn traced(stderr: &str, method: &str) -> Option<Vec<(u16, bool)>> {
-    let line = stderr.lines().find(|l| l.contains(&format!(" {method} [")))?;
+/// `ioctl fd=N OBJ.METHOD [NAME=v, NAME out N B, NAME? ...]`): (id, optional), or None.
+/// CMD_IN/CMD_OUT are 0x1000/0x1001 for DEVX_OTHER and 0x1001/0x1002 after a handle.
+fn traced(stderr: &str, methods: &[&str]) -> Option<Vec<(u16, bool)>> {
+    let line = stderr.lines().find(|l| methods.iter().any(|m| l.contains(&format!(" {m} ["))))?;
     let list = &line[line.find(" [")? + 2..line.find("] driver")?];
+    let has_handle = list.split(", ").any(|i| i.starts_with("HANDLE"));
     Some(list.split(", ").map(|item| {
         let end = item.find(['=', ' ', '?']).unwrap_or(item.len());
-        let id = u16::from_str_radix(item[..end].trim_start_matches("0x"), 16).expect("a hex attribute id");
+        let name = &item[..end];
+        let id = match (name, has_handle) {
+            ("CMD_IN", true) => 0x1001,
+            ("CMD_OUT", true) => 0x1002,
+            ("CMD_OUT", false) => 0x1001,
+            _ => attr_id(name),
+        };
         (id, item[end..].starts_with('?'))
     }).collect())
 }
@@ -102,13 +130,14 @@ fn devx_ioctls_as_stock_libmlx5_sends_them() {
     let mut id = 0u32;
     let a = uverbs::cmd::devx::UmemArgs { addr: 0x1000, len: 0x1000, access: 1, pgsz_bitmap: uverbs::cmd::devx::UMEM_PGSZ_ANY };
     let (ours, _) = uverbs::cmd::devx::umem_reg_call(&a, &mut id);
-    let theirs = traced(&done.stderr, "MLX5_DEVX_UMEM.METHOD_0x1000").unwrap_or_else(|| panic!("no UMEM_REG traced\n{}", done.report()));
+    let reg = ["MLX5_DEVX_UMEM.METHOD_0x1000", "MLX5_DEVX_UMEM.DEVX_UMEM_REG"];
+    let theirs = traced(&done.stderr, &reg).unwrap_or_else(|| panic!("no UMEM_REG traced\n{}", done.report()));
     assert_eq!(shape(ours.as_bytes()), theirs, "UMEM_REG");
-    let line = done.stderr.lines().find(|l| l.contains("MLX5_DEVX_UMEM.METHOD_0x1000 [")).unwrap();
-    assert!(line.contains("0x1005?=0xfffffffffffff000"), "libmlx5's default page-size bitmap: {line}");
+    let line = done.stderr.lines().find(|l| reg.iter().any(|m| l.contains(m))).unwrap();
+    assert!(line.contains("?=0xfffffffffffff000"), "libmlx5's default page-size bitmap: {line}");
     let mut eqn = 0u32;
     let ours = uverbs::cmd::devx::query_eqn_call(0, &mut eqn);
-    let theirs = traced(&done.stderr, "MLX5_DEVX.DEVX_QUERY_EQN").expect("QUERY_EQN traced");
+    let theirs = traced(&done.stderr, &["MLX5_DEVX.DEVX_QUERY_EQN"]).expect("QUERY_EQN traced");
     assert_eq!(shape(ours.as_bytes()), theirs, "QUERY_EQN");
 
     // The DEVX_OBJ methods (create 0x1000, destroy 0x1001, modify 0x1002, query 0x1003)
@@ -118,14 +147,16 @@ fn devx_ioctls_as_stock_libmlx5_sends_them() {
     let (create, _) = c::obj_create_call(&inb, &mut out);
     let mut out2 = [0u8; 16];
     let mut out3 = [0u8; 16];
+    let mut out4 = [0u8; 16];
     for (method, ours) in [
-        ("MLX5_DEVX_OBJ.METHOD_0x1000", shape(create.as_bytes())),
-        ("MLX5_DEVX_OBJ.METHOD_0x1001", shape(c::obj_destroy_call(1).as_bytes())),
-        ("MLX5_DEVX_OBJ.METHOD_0x1002", shape(c::obj_modify_call(1, &inb, &mut out2).as_bytes())),
-        ("MLX5_DEVX_OBJ.METHOD_0x1003", shape(c::obj_query_call(1, &inb, &mut out3).as_bytes())),
-        ("MLX5_DEVX_UMEM.METHOD_0x1001", shape(c::umem_dereg_call(1).as_bytes())),
+        (["MLX5_DEVX_OBJ.METHOD_0x1000", "MLX5_DEVX_OBJ.DEVX_OBJ_CREATE"], shape(create.as_bytes())),
+        (["MLX5_DEVX_OBJ.METHOD_0x1001", "MLX5_DEVX_OBJ.DEVX_OBJ_DESTROY"], shape(c::obj_destroy_call(1).as_bytes())),
+        (["MLX5_DEVX_OBJ.METHOD_0x1002", "MLX5_DEVX_OBJ.DEVX_OBJ_MODIFY"], shape(c::obj_modify_call(1, &inb, &mut out2).as_bytes())),
+        (["MLX5_DEVX_OBJ.METHOD_0x1003", "MLX5_DEVX_OBJ.DEVX_OBJ_QUERY"], shape(c::obj_query_call(1, &inb, &mut out3).as_bytes())),
+        (["MLX5_DEVX_UMEM.METHOD_0x1001", "MLX5_DEVX_UMEM.DEVX_UMEM_DEREG"], shape(c::umem_dereg_call(1).as_bytes())),
+        (["MLX5_DEVX.DEVX_OTHER", "MLX5_DEVX.DEVX_OTHER"], shape(c::general_cmd_call(&inb, &mut out4).as_bytes())),
     ] {
-        let theirs = traced(&done.stderr, method).unwrap_or_else(|| panic!("no {method} traced\n{}", done.report()));
-        assert_eq!(ours, theirs, "{method}");
+        let theirs = traced(&done.stderr, &method).unwrap_or_else(|| panic!("no {} traced\n{}", method[1], done.report()));
+        assert_eq!(ours, theirs, "{}", method[1]);
     }
 }
