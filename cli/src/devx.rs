@@ -211,8 +211,11 @@ fn cmd(a: &CmdArgs) -> Result<()> {
         _ => {
             let status = out[0];
             let syndrome = u32::from_be_bytes(out[4..8].try_into().unwrap());
-            println!("{name} (opcode {opcode:#06x}, op_mod {op_mod:#x}): status {status:#04x} {}, syndrome {syndrome:#010x}",
-                     prm::cmd::status::name(status).unwrap_or("(unknown status)"));
+            // A software device's syndromes have names (softhca's); a ConnectX's do not.
+            let sname = if d.device().is_kernel() { None } else { devx::error::softhca_syndrome_name(syndrome) };
+            println!("{name} (opcode {opcode:#06x}, op_mod {op_mod:#x}): status {status:#04x} {}, syndrome {syndrome:#010x}{}",
+                     prm::cmd::status::name(status).unwrap_or("(unknown status)"),
+                     sname.map(|n| format!(" ({n})")).unwrap_or_default());
         }
     }
     if let Err(e) = r {

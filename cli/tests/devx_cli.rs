@@ -64,7 +64,7 @@ fn raw_commands_and_their_two_kinds_of_failure() {
     // A page that does not exist: the firmware answers (PRM status by name, syndrome).
     let bad = doorbell(&["devx", "cmd", "--opcode", "0x100", "--op-mod", "0xfe"]);
     let (out, err) = (String::from_utf8_lossy(&bad.stdout), String::from_utf8_lossy(&bad.stderr));
-    assert!(!bad.status.success() && out.contains("status 0x03 BAD_PARAM_ERR") && err.contains("BAD_PARAM_ERR"), "{out}\n{err}");
+    assert!(!bad.status.success() && out.contains("status 0x03 BAD_PARAM_ERR, syndrome 0x03000001 (BAD_OP_MOD)") && err.contains("BAD_PARAM_ERR"), "{out}\n{err}");
 
     // An opcode DevX does not let through as a general command: the kernel's EINVAL,
     // and no made-up status line.

@@ -46,7 +46,8 @@ impl DevxContext {
     pub fn general_cmd(&self, inbox: &[u8], out: &mut [u8]) -> Result<()> {
         let r = devxcmd::general_cmd(self.device(), inbox, out)
             .map_err(|e| Error::from_call("devx general command", inbox, out, e))
-            .and_then(|()| check_out("devx general command", inbox, out));
+            .and_then(|()| check_out("devx general command", inbox, out))
+            .map_err(|e| e.on(self.device()));
         trace_cmd("general", inbox, out, &r);
         r
     }

@@ -3,9 +3,9 @@
 //! Linux's DevX answers a command the firmware refused with `EREMOTEIO` and the
 //! outbox copied back, so the status and syndrome reach the caller: [`Error::Firmware`]
 //! carries them, and its message names the status as the PRM does (`BAD_PARAM_ERR`).
-//! The syndrome is the firmware's own number (on a ConnectX only its makers can
-//! decode it; softhca's are listed in its `firmware::status::syndrome`), so it is
-//! printed, not named. Everything the kernel refuses before the firmware runs (a
+//! The syndrome is the firmware's own number: on a ConnectX only its makers can decode
+//! it, so it is printed; on softhca (a software device) it is also named, from
+//! softhca's `firmware::status::syndrome` (`BAD_PD`, `CQ_SIZE`...). Everything the kernel refuses before the firmware runs (a
 //! command not on DevX's list, another context's object, a short mailbox) is
 //! [`Error::Os`] with the kernel's errno.
 
@@ -19,10 +19,12 @@ pub enum Error {
     /// The kernel (or the device underneath) refused the call.
     #[error("{op}: {errno}")]
     Os { op: &'static str, errno: Errno },
-    /// The firmware executed the command and answered a failure.
-    #[error("{op}: firmware answered {} (status {status:#04x}, syndrome {syndrome:#010x}) to opcode {opcode:#06x}",
-            prm::cmd::status::name(*status).unwrap_or("an unknown status"))]
-    Firmware { op: &'static str, opcode: u16, status: u8, syndrome: u32 },
+    /// The firmware executed the command and answered a failure. `syndrome_name` is
+    /// set when the firmware's syndromes are known by name (softhca's).
+    #[error("{op}: firmware answered {} (status {status:#04x}, syndrome {syndrome:#010x}{}) to opcode {opcode:#06x}",
+            prm::cmd::status::name(*status).unwrap_or("an unknown status"),
+            syndrome_name.map(|n| format!(" {n}")).unwrap_or_default())]
+    Firmware { op: &'static str, opcode: u16, status: u8, syndrome: u32, syndrome_name: Option<&'static str> },
     /// The context was opened without DevX (the device refused the flag).
     #[error("DevX was not granted to this context (the device refused GET_CONTEXT's DEVX flag)")]
     NotGranted,
@@ -73,6 +75,7 @@ impl Error {
                         opcode: opcode_of(inbox),
                         status: v.get(MboxOut::status),
                         syndrome: v.get(MboxOut::syndrome),
+                        syndrome_name: None,
                     };
                 }
             }
@@ -99,8 +102,39 @@ pub(crate) fn check_out(op: &'static str, inbox: &[u8], out: &[u8]) -> Result<()
             opcode: opcode_of(inbox),
             status: v.get(MboxOut::status),
             syndrome: v.get(MboxOut::syndrome),
+            syndrome_name: None,
         }),
         _ => Ok(()),
+    }
+}
+
+/// The name of one of softhca's firmware syndromes (`softhca::firmware::status::syndrome`),
+/// for messages. A ConnectX's syndromes are its firmware's own numbers, decodable only by
+/// its makers, so they are never named.
+pub fn softhca_syndrome_name(syndrome: u32) -> Option<&'static str> {
+    use softhca::firmware::status::syndrome as s;
+    const NAMES: &[(u32, &str)] = &[
+        (s::INTERNAL, "INTERNAL"), (s::UNKNOWN_OPCODE, "UNKNOWN_OPCODE"), (s::BAD_OP_MOD, "BAD_OP_MOD"),
+        (s::OTHER_FUNCTION, "OTHER_FUNCTION"), (s::FOREIGN_OBJECT, "FOREIGN_OBJECT"), (s::BAD_PD, "BAD_PD"),
+        (s::BAD_CQ, "BAD_CQ"), (s::BAD_UAR, "BAD_UAR"), (s::CQ_SIZE, "CQ_SIZE"), (s::CQE_SIZE, "CQE_SIZE"),
+        (s::CQ_FEATURE, "CQ_FEATURE"), (s::QP_TYPE, "QP_TYPE"), (s::RQ_STRIDE, "RQ_STRIDE"), (s::MTU, "MTU"),
+        (s::PORT_OR_PKEY, "PORT_OR_PKEY"), (s::ACCESS_MODE, "ACCESS_MODE"), (s::UCTX_CAP, "UCTX_CAP"),
+        (s::UMEM_PAGES, "UMEM_PAGES"), (s::BAD_UMEM, "BAD_UMEM"), (s::BAD_ADDRESS, "BAD_ADDRESS"),
+        (s::QP_SIZE, "QP_SIZE"), (s::NO_OBJECT, "NO_OBJECT"), (s::QP_STATE, "QP_STATE"), (s::IN_USE, "IN_USE"),
+        (s::EXHAUSTED, "EXHAUSTED"), (s::INBOX_LEN, "INBOX_LEN"), (s::OUTBOX_LEN, "OUTBOX_LEN"),
+    ];
+    NAMES.iter().find(|(v, _)| *v == syndrome).map(|(_, n)| *n)
+}
+
+impl Error {
+    /// Names the syndrome of a firmware error from a software device (softhca).
+    pub(crate) fn on(mut self, dev: &uverbs::Device) -> Error {
+        if let Error::Firmware { syndrome, syndrome_name, .. } = &mut self {
+            if !dev.is_kernel() {
+                *syndrome_name = softhca_syndrome_name(*syndrome);
+            }
+        }
+        self
     }
 }
 

@@ -34,7 +34,8 @@ impl DevxContext {
     pub fn create_obj(&self, inbox: &[u8], out: &mut [u8]) -> Result<Obj> {
         let r = devxcmd::obj_create(self.device(), inbox, out)
             .map_err(|e| Error::from_call("devx obj_create", inbox, out, e))
-            .and_then(|h| check_out("devx obj_create", inbox, out).map(|()| h));
+            .and_then(|h| check_out("devx obj_create", inbox, out).map(|()| h))
+            .map_err(|e| e.on(self.device()));
         trace_cmd("obj_create", inbox, out, &r);
         let handle = r?;
         let create_opcode = opcode_of(inbox);
@@ -68,7 +69,8 @@ impl Obj {
     pub fn query(&self, inbox: &[u8], out: &mut [u8]) -> Result<()> {
         let r = devxcmd::obj_query(self.devx.device(), self.handle, inbox, out)
             .map_err(|e| Error::from_call("devx obj_query", inbox, out, e))
-            .and_then(|()| check_out("devx obj_query", inbox, out));
+            .and_then(|()| check_out("devx obj_query", inbox, out))
+            .map_err(|e| e.on(self.devx.device()));
         trace_cmd("obj_query", inbox, out, &r);
         r
     }
@@ -77,7 +79,8 @@ impl Obj {
     pub fn modify(&self, inbox: &[u8], out: &mut [u8]) -> Result<()> {
         let r = devxcmd::obj_modify(self.devx.device(), self.handle, inbox, out)
             .map_err(|e| Error::from_call("devx obj_modify", inbox, out, e))
-            .and_then(|()| check_out("devx obj_modify", inbox, out));
+            .and_then(|()| check_out("devx obj_modify", inbox, out))
+            .map_err(|e| e.on(self.devx.device()));
         trace_cmd("obj_modify", inbox, out, &r);
         r
     }
@@ -119,7 +122,8 @@ impl DevxContext {
     pub fn query_verbs_qp(&self, qp: &provider::Qp, inbox: &[u8], out: &mut [u8]) -> Result<()> {
         let r = devxcmd::obj_query(self.device(), qp.handle(), inbox, out)
             .map_err(|e| Error::from_call("devx qp_query", inbox, out, e))
-            .and_then(|()| check_out("devx qp_query", inbox, out));
+            .and_then(|()| check_out("devx qp_query", inbox, out))
+            .map_err(|e| e.on(self.device()));
         trace_cmd("qp_query", inbox, out, &r);
         r
     }
