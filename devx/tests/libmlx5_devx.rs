@@ -24,15 +24,21 @@ const CHECKS: &[&str] = &[
 ];
 
 fn build() -> Option<PathBuf> {
+    build_with("devx_rc", &[])
+}
+
+/// The program built with extra `-D` flags, as `name`.
+fn build_with(name: &str, defines: &[&str]) -> Option<PathBuf> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let src = dir.join("tests/c/devx_rc.c");
     // rc_pair.h: the CHECK-line reporting and the verbs RC connect of the other stock tests.
     let inc = dir.join("../softhca/preload/tests/c");
     let out_dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("libmlx5_devx");
     std::fs::create_dir_all(&out_dir).expect("temp dir");
-    let exe = out_dir.join("devx_rc");
+    let exe = out_dir.join(name);
     let out = match Command::new("cc")
         .args(["-std=gnu11", "-O1", "-Wall", "-Werror", "-Wno-unused-function"])
+        .args(defines)
         .arg("-I").arg(&inc)
         .arg(&src).arg("-o").arg(&exe)
         .args(["-libverbs", "-lmlx5"])
@@ -159,4 +165,24 @@ fn devx_ioctls_as_stock_libmlx5_sends_them() {
         let theirs = traced(&done.stderr, &method).unwrap_or_else(|| panic!("no {} traced\n{}", method[1], done.report()));
         assert_eq!(ours, theirs, "{}", method[1]);
     }
+}
+
+/// With static UARs (the preload's DOORBELL_PRELOAD_STATIC_UARS: tot_bfregs > 0, no
+/// dynamic UAR objects) stock libmlx5 makes its DevX UAR by mapping a dynamic bfreg page
+/// (mmap command 6 ALLOC_WC, index 0) and asking DEVX_QUERY_UAR for its device index
+/// (user index 0): the path `devx::Uar` takes there too. Every check passes that way.
+#[test]
+fn stock_libmlx5_devx_on_static_uars() {
+    let Some(exe) = build_with("devx_rc_bf", &["-DUAR_TYPE=MLX5DV_UAR_ALLOC_TYPE_BF"]) else { return };
+    let mut cmd = common::stock(&exe, &[]);
+    cmd.env("DOORBELL_PRELOAD_STATIC_UARS", "1").env("DOORBELL_PRELOAD_TRACE", "1");
+    let done = common::spawn(cmd, "devx_rc_bf (static UARs)").wait_until(Instant::now() + Duration::from_secs(120));
+    let failed: Vec<&str> = done.stdout.lines().filter(|l| l.starts_with("CHECK ") && !l.ends_with(" PASS")).collect();
+    assert!(failed.is_empty() && done.ok(), "failed checks {failed:?}\n{}", done.report());
+    let map = done.stderr.lines().position(|l| l.contains("(cmd 6 ALLOC_WC, index 0)")).expect("ALLOC_WC mmap traced");
+    let q = done.stderr.lines().position(|l| l.contains("DEVX_QUERY_UAR [USER_IDX=0x0,")).expect("QUERY_UAR traced");
+    assert!(map < q, "the page is mapped before its index is asked for");
+    // doorbell's Uar on such a context maps the same offset and asks for the same index.
+    let off = uverbs::sys::mlx5::mmap_pgoff(uverbs::sys::mlx5::MMAP_ALLOC_WC, 0) * provider::buf::page_size() as u64;
+    assert!(done.stderr.contains(&format!("offset={off:#x} (cmd 6 ALLOC_WC")), "offset {off:#x}");
 }

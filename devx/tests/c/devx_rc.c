@@ -24,6 +24,13 @@
 
 typedef uint8_t u8;
 
+/* The DevX UAR's type: non-cached by default; the static-UAR run builds with
+ * -DUAR_TYPE=MLX5DV_UAR_ALLOC_TYPE_BF (libmlx5 hands out NC pages only on contexts
+ * with dynamic UARs, and answers EOPNOTSUPP otherwise). */
+#ifndef UAR_TYPE
+#define UAR_TYPE MLX5DV_UAR_ALLOC_TYPE_NC
+#endif
+
 struct mlx5_ifc_mbox_out_bits {
 	u8 status[0x8]; u8 reserved_at_8[0x18];
 	u8 syndrome[0x20];
@@ -207,7 +214,7 @@ static void modify(struct mlx5dv_devx_obj *o, void *in, size_t inlen, const char
 static void devx_create(struct ibv_context *ctx, uint32_t pdn, struct devx_side *s)
 {
 	uint32_t eqn = 0;
-	s->uar = mlx5dv_devx_alloc_uar(ctx, MLX5DV_UAR_ALLOC_TYPE_NC);
+	s->uar = mlx5dv_devx_alloc_uar(ctx, UAR_TYPE);
 	if (!s->uar)
 		die("mlx5dv_devx_alloc_uar");
 	if (mlx5dv_devx_query_eqn(ctx, 0, &eqn))
