@@ -75,13 +75,12 @@ fn open(dev: Option<&str>) -> Result<DevxContext> {
     DevxContext::open(dev).with_context(|| format!("open {} with DevX", dev.unwrap_or("softhca0")))
 }
 
-/// The pages, in the order `mlx5_core` reads them, with the layout each is decoded
-/// by (the NIC flow table page has none here: its nonzero dwords are printed).
+/// The pages, in the order `mlx5_core` reads them, with the layout each is decoded by.
 const PAGES: &[(&str, u16, Option<&str>)] = &[
     ("general", cap_type::GENERAL, Some("cmd_hca_cap")),
     ("roce", cap_type::ROCE, Some("roce_cap")),
     ("atomic", cap_type::ATOMIC, Some("atomic_caps")),
-    ("nic_flow_table", cap_type::NIC_FLOW_TABLE, None),
+    ("nic_flow_table", cap_type::NIC_FLOW_TABLE, Some("flow_table_nic_cap")),
     ("general_2", cap_type::GENERAL_2, Some("cmd_hca_cap_2")),
 ];
 
@@ -108,9 +107,14 @@ fn caps(a: &CapsArgs) -> Result<()> {
                     Some(l) => {
                         // The general page: the common fields (zeros too: a zero there is
                         // news), -v everything; the other pages are short: all of them.
+                        // The flow table page is 150 fields of six tables: its zeros only with -v.
                         let common = *name == "general" && !a.verbose;
-                        print_fields(&table::flatten(l), page.bytes(), |f| !common || COMMON.contains(&f.path.as_str()),
-                                     a.verbose || common || *name != "general")
+                        let zeros = a.verbose || common || !matches!(*name, "general" | "nic_flow_table");
+                        let n = print_fields(&table::flatten(l), page.bytes(),
+                                             |f| !common || COMMON.contains(&f.path.as_str()), zeros);
+                        if n == 0 {
+                            println!("  (all zero: no capability of this page advertised)");
+                        }
                     }
                     None => print_dwords(page.bytes()),
                 }
@@ -120,15 +124,19 @@ fn caps(a: &CapsArgs) -> Result<()> {
     Ok(())
 }
 
-fn print_fields(fields: &[Flat], b: &[u8], show: impl Fn(&Flat) -> bool, zeros: bool) {
+/// Prints the fields `show` picks (zeros only when `zeros`); returns how many lines.
+fn print_fields(fields: &[Flat], b: &[u8], show: impl Fn(&Flat) -> bool, zeros: bool) -> usize {
     let w = fields.iter().map(|f| f.path.len()).max().unwrap_or(0);
+    let mut n = 0;
     for f in fields.iter().filter(|f| show(f)) {
         let Some(v) = table::get_bits(b, f.bit_off, f.bits) else { continue };
         if v == 0 && !zeros {
             continue;
         }
         println!("  {:<w$}  {:>10}  ({v:#x})", f.path, v);
+        n += 1;
     }
+    n
 }
 
 fn print_dwords(b: &[u8]) {
@@ -224,13 +232,17 @@ fn cmd(a: &CmdArgs) -> Result<()> {
     // QUERY_HCA_CAP's page is a union: decode it by the page op_mod asked for.
     if opcode == prm::cmd::opcode::QUERY_HCA_CAP {
         match PAGES.iter().find(|p| p.1 == op_mod >> 1) {
-            Some((_, _, Some(l))) => print_fields(&table::flatten(l), &out[0x10..], |_| true, a.verbose),
+            Some((_, _, Some(l))) => {
+                print_fields(&table::flatten(l), &out[0x10..], |_| true, a.verbose);
+            }
             _ => print_dwords(&out[0x10..]),
         }
         return Ok(());
     }
     match info {
-        Some(c) => print_fields(&table::flatten(c.outbox), &out, |f| f.path != "status" && f.path != "syndrome", a.verbose),
+        Some(c) => {
+            print_fields(&table::flatten(c.outbox), &out, |f| f.path != "status" && f.path != "syndrome", a.verbose);
+        }
         None => print_dwords(&out[0x10..]),
     }
     Ok(())

@@ -27,7 +27,8 @@ macro_rules! registry {
 registry!(
     header::MboxIn, header::MboxOut, header::GeneralObjInCmdHdr, header::GeneralObjOutCmdHdr,
     hca_cap::QueryHcaCapIn, hca_cap::QueryHcaCapOut, hca_cap::HcaCapUnion, hca_cap::CmdHcaCap,
-    hca_cap::RoceCap, hca_cap::AtomicCaps, hca_cap::CmdHcaCap2,
+    hca_cap::RoceCap, hca_cap::AtomicCaps, hca_cap::CmdHcaCap2, hca_cap::FlowTableNicCap,
+    hca_cap::FlowTablePropLayout,
     cq::Cqc, cq::CreateCqIn, cq::CreateCqOut, cq::DestroyCqIn,
     qp::Ads, qp::Qpc, qp::CreateQpIn, qp::CreateQpOut, qp::Rst2initQpIn, qp::Rst2initQpOut,
     qp::Init2rtrQpIn, qp::Init2rtrQpOut, qp::Rtr2rtsQpIn, qp::Rtr2rtsQpOut, qp::Rts2rtsQpIn,
