@@ -26,7 +26,7 @@
 //! [`crate::objects::QpAttrs`] and tells the device half. A PD is the
 //! [`crate::objects::Pd`] keys are checked against; a UAR is a device page. The kernel
 //! half's verbs use the same tables: ALLOC_PD runs here under the context's uid, and
-//! verbs CQs and QPs are entered with their uid ([`Firmware::register_verbs_qp`]), so
+//! verbs CQs and QPs are entered with their uid (`Firmware::register_verbs_qp`), so
 //! DevX's QUERY_QP on a verbs QP answers its live state and a DevX QP may use a verbs PD.
 //! The kernel half's DevX ([`crate::kernel::methods`]'s `devx.rs`) stamps each
 //! context's uid into its commands.

@@ -2,7 +2,7 @@
 //!
 //! mlx5_ib creates one user context per uverbs context opened with the DevX flag
 //! (`mlx5_ib_devx_create`) and writes its uid into every command that context issues;
-//! objects then belong to that uid ([`super::target`]). uid 0 is the kernel's own.
+//! objects then belong to that uid (a command on another uid's object is BAD_PARAM). uid 0 is the kernel's own.
 //! The number of contexts is bounded by `log_max_uctx` ([`LOG_MAX_UCTX`]).
 //!
 //! A DESTROY_UCTX while objects of the uid still exist is refused with RES_BUSY, as a
