@@ -94,6 +94,14 @@ fn error_table() {
     assert_eq!(os_errno(d.general_cmd(&cap_in[..8], &mut out)), Errno::EINVAL, "short inbox");
     assert_eq!(os_errno(d.general_cmd(&cap_in, &mut out[..8])), Errno::EINVAL, "short outbox");
 
+    // An inbox longer than the command is taken (its tail ignored); an outbox that has
+    // the header but not the page is the firmware's BAD_OUTP_LEN_ERR.
+    let mut long = cap_in.clone();
+    long.resize(4096, 0);
+    d.general_cmd(&long, &mut out).expect("a 4 KiB QUERY_HCA_CAP inbox");
+    let e = d.general_cmd(&cap_in, &mut out[..16]).unwrap_err();
+    assert_eq!((e.errno(), e.status()), (Some(Errno::EREMOTEIO), Some(status::BAD_OUTP_LEN_ERR)), "{e}");
+
     // A capability page the device does not have: the firmware's refusal, EREMOTEIO.
     let e = d.query_hca_cap(0x7f, false).expect_err("no such page");
     assert_eq!((e.errno(), e.status()), (Some(Errno::EREMOTEIO), Some(status::BAD_PARAM_ERR)), "{e}");
