@@ -92,7 +92,8 @@ fn attr_id(name: &str) -> u16 {
     }
     match name {
         // Every method's first attribute (the handle, or CMD_IN/USER_VEC) is 0x1000.
-        "HANDLE" | "CMD_IN" | "USER_VEC" => 0x1000,
+        "HANDLE" | "CMD_IN" | "USER_VEC" | "USER_IDX" => 0x1000,
+        "DEV_IDX" => m::ATTR_DEVX_QUERY_UAR_DEV_IDX,
         "DEV_EQN" => m::ATTR_DEVX_QUERY_EQN_DEV_EQN,
         "ADDR" => m::ATTR_DEVX_UMEM_REG_ADDR,
         "LEN" => m::ATTR_DEVX_UMEM_REG_LEN,
@@ -185,4 +186,7 @@ fn stock_libmlx5_devx_on_static_uars() {
     // doorbell's Uar on such a context maps the same offset and asks for the same index.
     let off = uverbs::sys::mlx5::mmap_pgoff(uverbs::sys::mlx5::MMAP_ALLOC_WC, 0) * provider::buf::page_size() as u64;
     assert!(done.stderr.contains(&format!("offset={off:#x} (cmd 6 ALLOC_WC")), "offset {off:#x}");
+    let mut dev_idx = 0u32;
+    let ours = uverbs::cmd::devx::query_uar_call(0, &mut dev_idx);
+    assert_eq!(shape(ours.as_bytes()), traced(&done.stderr, &["MLX5_DEVX.DEVX_QUERY_UAR"]).expect("QUERY_UAR traced"));
 }
