@@ -5,7 +5,8 @@
 //! mlx5dv_devx_umem_reg memory and a mlx5dv_devx_alloc_uar page, moves the QP to RTS
 //! with PRM commands, writes its WQEs and polls its CQEs itself against a verbs QP of
 //! the same device (SEND both ways, RDMA WRITE, data compared), and queries the verbs
-//! QP with mlx5dv_devx_qp_query. Every check is the C program's "CHECK name PASS" line.
+//! QP with mlx5dv_devx_qp_query, and queries the DevX QP asynchronously
+//! (mlx5dv_devx_obj_query_async). Every check is the C program's "CHECK name PASS" line.
 //!
 //! SKIP when cc, the headers or the libraries are missing.
 
@@ -20,7 +21,7 @@ use std::time::{Duration, Instant};
 const CHECKS: &[&str] = &[
     "mlx5dv_is_supported", "open_devx", "query_hca_cap", "caps_match_query_device", "devx_cq_qp_created",
     "devx_send_cqe", "verbs_recv", "send_data", "devx_recv_cqe", "recv_data", "verbs_send", "devx_write_cqe",
-    "write_data", "qp_query_verbs_qp", "obj_query_devx_qp", "umem_busy", "destroy_qp", "destroy_cq", "umem_dereg",
+    "write_data", "qp_query_verbs_qp", "obj_query_devx_qp", "obj_query_async", "umem_busy", "destroy_qp", "destroy_cq", "umem_dereg",
 ];
 
 fn build() -> Option<PathBuf> {
@@ -94,6 +95,9 @@ fn attr_id(name: &str) -> u16 {
         // Every method's first attribute (the handle, or CMD_IN/USER_VEC) is 0x1000.
         "HANDLE" | "CMD_IN" | "USER_VEC" | "USER_IDX" => 0x1000,
         "DEV_IDX" => m::ATTR_DEVX_QUERY_UAR_DEV_IDX,
+        "OUT_LEN" => m::ATTR_DEVX_OBJ_QUERY_ASYNC_OUT_LEN,
+        "WR_ID" => m::ATTR_DEVX_OBJ_QUERY_ASYNC_WR_ID,
+        "FD" => m::ATTR_DEVX_OBJ_QUERY_ASYNC_FD,
         "DEV_EQN" => m::ATTR_DEVX_QUERY_EQN_DEV_EQN,
         "ADDR" => m::ATTR_DEVX_UMEM_REG_ADDR,
         "LEN" => m::ATTR_DEVX_UMEM_REG_LEN,
@@ -124,8 +128,9 @@ fn traced(stderr: &str, methods: &[&str]) -> Option<Vec<(u16, bool)>> {
     }).collect())
 }
 
-/// What stock libmlx5 sends for mlx5dv_devx_umem_reg/dereg, mlx5dv_devx_query_eqn and
-/// mlx5dv_devx_obj_create/modify/query/destroy (seen through the preload's trace of the
+/// What stock libmlx5 sends for mlx5dv_devx_umem_reg/dereg, mlx5dv_devx_query_eqn,
+/// mlx5dv_devx_obj_create/modify/query/destroy, mlx5dv_devx_general_cmd,
+/// mlx5dv_devx_create_cmd_comp and mlx5dv_devx_obj_query_async (seen through the preload's trace of the
 /// C program) has the attributes, in the order and with the optional flags, that
 /// doorbell's uverbs::cmd::devx builds.
 #[test]
@@ -162,6 +167,9 @@ fn devx_ioctls_as_stock_libmlx5_sends_them() {
         (["MLX5_DEVX_OBJ.METHOD_0x1003", "MLX5_DEVX_OBJ.DEVX_OBJ_QUERY"], shape(c::obj_query_call(1, &inb, &mut out3).as_bytes())),
         (["MLX5_DEVX_UMEM.METHOD_0x1001", "MLX5_DEVX_UMEM.DEVX_UMEM_DEREG"], shape(c::umem_dereg_call(1).as_bytes())),
         (["MLX5_DEVX.DEVX_OTHER", "MLX5_DEVX.DEVX_OTHER"], shape(c::general_cmd_call(&inb, &mut out4).as_bytes())),
+        (["MLX5_DEVX_OBJ.METHOD_0x1004", "MLX5_DEVX_OBJ.DEVX_OBJ_ASYNC_QUERY"],
+         shape(c::obj_async_query_call(1, &inb, 0x110, 0x1234, 3).as_bytes())),
+        (["MLX5_DEVX_ASYNC_CMD_FD.METHOD_0x1000", "MLX5_DEVX_ASYNC_CMD_FD.ALLOC"], shape(c::async_cmd_fd_alloc_call().0.as_bytes())),
     ] {
         let theirs = traced(&done.stderr, &method).unwrap_or_else(|| panic!("no {} traced\n{}", method[1], done.report()));
         assert_eq!(ours, theirs, "{}", method[1]);

@@ -528,6 +528,24 @@ int main(void)
 	check("obj_query_devx_qp", r == 0 && DEVX_GET(qpc, qpc, state) == QP_STATE_RTS &&
 	      DEVX_GET(qpc, qpc, remote_qpn) == vqp->qp_num, r ? strerror(errno) : "wrong context");
 
+	/* The same query asynchronously: the answer arrives on the command completion fd
+	 * with its wr_id. */
+	struct mlx5dv_devx_cmd_comp *comp = mlx5dv_devx_create_cmd_comp(ctx);
+	if (!comp)
+		die("mlx5dv_devx_create_cmd_comp");
+	r = mlx5dv_devx_obj_query_async(s.qp, qin, sizeof(qin), sizeof(qout), 0x1234, comp);
+	struct {
+		struct mlx5dv_devx_async_cmd_hdr hdr;
+		uint32_t out[DEVX_ST_SZ_DW(query_qp_out)];
+	} resp;
+	memset(&resp, 0, sizeof(resp));
+	int r2 = r ? -1 : mlx5dv_devx_get_async_cmd_comp(comp, &resp.hdr, sizeof(resp));
+	void *aqpc = DEVX_ADDR_OF(query_qp_out, resp.out, qpc);
+	check("obj_query_async", r == 0 && r2 == 0 && resp.hdr.wr_id == 0x1234 &&
+	      DEVX_GET(query_qp_out, resp.out, status) == 0 && DEVX_GET(qpc, aqpc, state) == QP_STATE_RTS,
+	      r ? strerror(errno) : "wrong answer");
+	mlx5dv_devx_destroy_cmd_comp(comp);
+
 	/* A UMEM the CQ uses cannot go; then everything is torn down in order. */
 	r = mlx5dv_devx_umem_dereg(s.cq_umem);
 	check("umem_busy", r == EBUSY, "dereg of an in-use UMEM did not fail with EBUSY");
