@@ -15,9 +15,11 @@
 //!
 //! Where things are:
 //! - [`config`]: an instance's address (127.0.0.N by default), identity and GID table.
-//! - [`firmware`]: the PRM command interface (QUERY_HCA_CAP, PD, UAR, CQ, QP with its
-//!   state machine, MKEY) on firmware objects per HCA; stands alone until the verbs
-//!   and DevX are routed through it.
+//! - [`firmware`]: the PRM command interface (QUERY_HCA_CAP, UCTX, UMEM, PD, UAR, CQ,
+//!   QP with its state machine, MKEY) on firmware objects per HCA. Its CQs and QPs are
+//!   the ones the device half runs; the kernel half's DevX (`kernel/methods/devx.rs`)
+//!   executes userspace mailboxes here, and the verbs' PDs, CQs and QPs are entered in
+//!   the same tables, so a DevX QUERY_QP on a verbs QP answers.
 //! - [`hca`]: one instance ([`Hca`]): device-wide QPN/CQN/MKey tables and number
 //!   allocators shared by both halves.
 //! - [`objects`]: the HCA's view of PDs, MRs, CQs, QPs, AHs, UAR pages and event fds.
@@ -31,10 +33,11 @@
 //! - [`wire`]: RoCEv2 packet formats.
 //!
 //! What a ConnectX-5 supports but softhca does not (it answers like a device without the
-//! capability, or EOPNOTSUPP where the kernel would run the command): DevX, XRC, DC,
-//! memory windows, SRQs and WQs, flows and flow actions, device memory, counters, raw
-//! packet QPs, multicast attach, REREG_MR, RESIZE_CQ, MODIFY_CQ, ADVISE_MR, on-demand
-//! paging, CQE compression and 128-byte CQE padding.
+//! capability, or EOPNOTSUPP where the kernel would run the command): XRC, DC, memory
+//! windows, SRQs and WQs, flows and flow actions, device memory, counters, raw packet
+//! QPs, multicast attach, REREG_MR, RESIZE_CQ, CQ moderation, ADVISE_MR, on-demand
+//! paging, CQE compression and 128-byte CQE padding; of DevX, general objects, DevX
+//! mkeys over UMEMs, and DEVX_SUBSCRIBE_EVENT with its event fd (DevX CQs are polled).
 
 pub mod config;
 pub mod device;

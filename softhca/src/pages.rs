@@ -116,6 +116,15 @@ impl DevicePages {
         }
     }
 
+    /// Whether `page` is a UAR page currently handed out.
+    pub fn is_allocated(&self, page: u32) -> bool {
+        if page < FIRST_UAR_PAGE {
+            return false;
+        }
+        let free = self.free.lock().unwrap_or_else(|p| p.into_inner());
+        free.get(page as usize) == Some(&false)
+    }
+
     /// UAR pages currently handed out.
     pub fn in_use(&self) -> usize {
         let free = self.free.lock().unwrap_or_else(|p| p.into_inner());

@@ -107,3 +107,63 @@ layout! {
         reserved_at_60: [0x20],
     }
 }
+
+layout! {
+    /// QUERY_CQ inbox.
+    pub struct QueryCqIn = query_cq_in {
+        opcode: 0x10,
+        uid: 0x10,
+        reserved_at_20: [0x10],
+        op_mod: 0x10,
+        reserved_at_40: [0x8],
+        cqn: 0x18,
+        reserved_at_60: [0x20],
+    }
+}
+
+layout! {
+    /// QUERY_CQ outbox: the CQ context as it is now (the page list would follow).
+    pub struct QueryCqOut = query_cq_out {
+        status: 0x8,
+        reserved_at_8: [0x18],
+        syndrome: 0x20,
+        reserved_at_40: [0x40],
+        cq_context: Cqc,
+        reserved_at_280: [0x600],
+    }
+}
+
+/// MODIFY_CQ's `op_mod`.
+pub mod modify_op {
+    /// Change moderation (`cq_period`, `cq_max_count`) as `modify_field_select` says.
+    pub const MODIFY: u16 = 0x0;
+    /// Resize the CQ.
+    pub const RESIZE: u16 = 0x1;
+}
+
+/// `modify_field_select` bits of MODIFY_CQ (`MLX5_CQ_MODIFY_*`).
+pub mod modify_select {
+    pub const PERIOD: u32 = 1 << 0;
+    pub const COUNT: u32 = 1 << 1;
+    pub const OVERRUN: u32 = 1 << 2;
+    pub const PERIOD_MODE: u32 = 1 << 4;
+}
+
+layout! {
+    /// MODIFY_CQ inbox.
+    pub struct ModifyCqIn = modify_cq_in {
+        opcode: 0x10,
+        uid: 0x10,
+        reserved_at_20: [0x10],
+        op_mod: 0x10,
+        reserved_at_40: [0x8],
+        cqn: 0x18,
+        /// [`modify_select`] bits (a resize's field select shares the word).
+        modify_field_select: 0x20,
+        cq_context: Cqc,
+        reserved_at_280: [0x60],
+        cq_umem_valid: 0x1,
+        reserved_at_2e1: [0x1f],
+        reserved_at_300: [0x580],
+    }
+}

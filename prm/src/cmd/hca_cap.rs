@@ -353,9 +353,14 @@ layout! {
         rq_ts_format: 0x2,
         steering_format_version: 0x4,
         create_qp_start_hint: 0x18,
-        reserved_at_460: [0x9],
+        reserved_at_460: [0x3],
+        /// log2 of the DevX user contexts (0: no DevX).
+        log_max_uctx: 0x5,
+        reserved_at_468: [0x1],
         crypto: 0x1,
-        reserved_at_46a: [0x6],
+        reserved_at_46a: [0x1],
+        /// log2 of the UMEMs (0: DevX has no UMEMs).
+        log_max_umem: 0x5,
         max_num_eqs: 0x10,
         reserved_at_480: [0x380],
     }

@@ -15,6 +15,8 @@ pub mod access_mode {
     /// A page list: what reg_mr makes.
     pub const MTT: u8 = 0x1;
     pub const KLMS: u8 = 0x2;
+    /// Fixed-size indirect entries (`MLX5_MKC_ACCESS_MODE_KSM`).
+    pub const KSM: u8 = 0x3;
 }
 
 layout! {

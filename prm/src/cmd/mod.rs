@@ -26,6 +26,8 @@ pub mod pd;
 pub mod qp;
 pub mod status;
 pub mod uar;
+pub mod uctx;
+pub mod umem;
 
 #[cfg(test)]
 mod tests;

@@ -37,3 +37,7 @@ pub const CREATE_GENERAL_OBJECT: u16 = 0xa00;
 pub const MODIFY_GENERAL_OBJECT: u16 = 0xa01;
 pub const QUERY_GENERAL_OBJECT: u16 = 0xa02;
 pub const DESTROY_GENERAL_OBJECT: u16 = 0xa03;
+pub const CREATE_UCTX: u16 = 0xa04;
+pub const DESTROY_UCTX: u16 = 0xa06;
+pub const CREATE_UMEM: u16 = 0xa08;
+pub const DESTROY_UMEM: u16 = 0xa0a;

@@ -203,7 +203,8 @@ layout! {
         opt_param_mask: 0x20,
         reserved_at_a0: [0x20],
         qpc: Qpc,
-        reserved_at_800: [0x40],
+        /// Where the WQ buffer starts in the UMEM `wq_umem_id`.
+        wq_umem_offset: 0x40,
         wq_umem_id: 0x20,
         wq_umem_valid: 0x1,
         reserved_at_861: [0x1f],

@@ -26,7 +26,7 @@ fn check<L: Layout>(bits: usize, rows: &[(&str, usize, usize)]) {
     }
 }
 
-fn all_fields() -> [&'static [FieldInfo]; 45] {
+fn all_fields() -> [&'static [FieldInfo]; 57] {
     use cq::*;
     use hca_cap::*;
     use header::*;
@@ -46,7 +46,10 @@ fn all_fields() -> [&'static [FieldInfo]; 45] {
         DeallocPdOut::FIELDS, AllocUarIn::FIELDS, AllocUarOut::FIELDS, DeallocUarIn::FIELDS,
         DeallocUarOut::FIELDS, DestroyMkeyIn::FIELDS, DestroyMkeyOut::FIELDS, RoceCap::FIELDS,
         AtomicCaps::FIELDS, CmdHcaCap2::FIELDS, GeneralObjInCmdHdr::FIELDS,
-        GeneralObjOutCmdHdr::FIELDS,
+        GeneralObjOutCmdHdr::FIELDS, uctx::Uctx::FIELDS, uctx::CreateUctxIn::FIELDS,
+        uctx::CreateUctxOut::FIELDS, uctx::DestroyUctxIn::FIELDS, umem::Mtt::FIELDS, umem::Umem::FIELDS,
+        umem::CreateUmemIn::FIELDS, umem::CreateUmemOut::FIELDS, umem::DestroyUmemIn::FIELDS,
+        QueryCqIn::FIELDS, QueryCqOut::FIELDS, ModifyCqIn::FIELDS,
     ]
 }
 
@@ -181,7 +184,8 @@ fn layouts_match_mlx5_ifc() {
         ("log_max_current_uc_list", 0x3fb, 0x5), ("general_obj_types", 0x400, 0x40),
         ("sq_ts_format", 0x440, 0x2), ("rq_ts_format", 0x442, 0x2),
         ("steering_format_version", 0x444, 0x4), ("create_qp_start_hint", 0x448, 0x18),
-        ("crypto", 0x469, 0x1), ("max_num_eqs", 0x470, 0x10),
+        ("log_max_uctx", 0x463, 0x5), ("crypto", 0x469, 0x1), ("log_max_umem", 0x46b, 0x5),
+        ("max_num_eqs", 0x470, 0x10),
     ]);
     // rdma-core providers/mlx5/mlx5_ifc.h: struct mlx5_ifc_alloc_pd_in_bits, 0x80 bits
     check::<pd::AllocPdIn>(0x80, &[
@@ -418,6 +422,44 @@ fn cq_layouts_match_kernel() {
     ]);
     check::<cq::CreateCqOut>(0x80, &[("status", 0, 8), ("syndrome", 0x20, 0x20), ("cqn", 0x48, 0x18)]);
     assert_eq!(find::<cq::CreateCqIn>("cq_context").kind, Kind::Sub("cqc"));
+    // query_cq_in / query_cq_out (context after reserved_at_40[0x40], then
+    // reserved_at_280[0x600] before pas[]) and modify_cq_in (cqn after
+    // reserved_at_40[0x8], the 32-bit field select, the context at 0x80, cq_umem_valid
+    // after reserved_at_280[0x60]).
+    check::<cq::QueryCqIn>(0x80, &[("opcode", 0, 0x10), ("uid", 0x10, 0x10), ("op_mod", 0x30, 0x10), ("cqn", 0x48, 0x18)]);
+    check::<cq::QueryCqOut>(0x880, &[("status", 0, 8), ("syndrome", 0x20, 0x20), ("cq_context", 0x80, 0x200)]);
+    check::<cq::ModifyCqIn>(0x880, &[
+        ("opcode", 0, 0x10), ("uid", 0x10, 0x10), ("op_mod", 0x30, 0x10), ("cqn", 0x48, 0x18),
+        ("modify_field_select", 0x60, 0x20), ("cq_context", 0x80, 0x200), ("cq_umem_valid", 0x2e0, 1),
+    ]);
+}
+
+/// rdma-core providers/mlx5/mlx5_ifc.h: struct mlx5_ifc_mtt_bits (0x40 bits),
+/// mlx5_ifc_umem_bits (0x100 bits before the mtt[] tail), mlx5_ifc_create_umem_in_bits
+/// (0x80 + umem), mlx5_ifc_create_umem_out_bits, mlx5_ifc_destroy_umem_in_bits.
+#[test]
+fn umem_layouts_match_mlx5_ifc() {
+    check::<umem::Mtt>(0x40, &[("ptag_63_32", 0, 0x20), ("ptag_31_8", 0x20, 0x18), ("wr_en", 0x3e, 1), ("rd_en", 0x3f, 1)]);
+    check::<umem::Umem>(0x100, &[("log_page_size", 0x9b, 0x5), ("page_offset", 0xa0, 0x20), ("num_of_mtt", 0xc0, 0x40)]);
+    check::<umem::CreateUmemIn>(0x180, &[("opcode", 0, 0x10), ("uid", 0x10, 0x10), ("op_mod", 0x30, 0x10), ("umem", 0x80, 0x100)]);
+    check::<umem::CreateUmemOut>(0x80, &[("status", 0, 8), ("syndrome", 0x20, 0x20), ("umem_id", 0x48, 0x18)]);
+    check::<umem::DestroyUmemIn>(0x80, &[("opcode", 0, 0x10), ("uid", 0x10, 0x10), ("umem_id", 0x48, 0x18)]);
+    // An MTT entry holds the page address with bits 31..8 in its second dword.
+    let mut b = [0u8; 8];
+    b[..4].copy_from_slice(&0x7fu32.to_be_bytes());
+    b[4..].copy_from_slice(&(0x1234_5000u32 | 0x3).to_be_bytes());
+    assert_eq!(umem::Mtt::addr(&View::<umem::Mtt>::new(&b).unwrap()), 0x7f_1234_5000);
+}
+
+/// Kernel include/linux/mlx5/mlx5_ifc.h: mlx5_ifc_uctx_bits (cap[0x20] then
+/// reserved_at_20[0x160]), create_uctx_in (header 0x80 + uctx), create_uctx_out (uid
+/// after reserved_at_40[0x10]), destroy_uctx_in (uid after reserved_at_40[0x10]).
+#[test]
+fn uctx_layouts_match_kernel() {
+    check::<uctx::Uctx>(0x180, &[("cap", 0, 0x20)]);
+    check::<uctx::CreateUctxIn>(0x200, &[("opcode", 0, 0x10), ("op_mod", 0x30, 0x10), ("uctx", 0x80, 0x180)]);
+    check::<uctx::CreateUctxOut>(0x80, &[("status", 0, 8), ("syndrome", 0x20, 0x20), ("uid", 0x50, 0x10)]);
+    check::<uctx::DestroyUctxIn>(0x80, &[("opcode", 0, 0x10), ("op_mod", 0x30, 0x10), ("uid", 0x50, 0x10)]);
 }
 
 /// A QUERY_HCA_CAP exchange built and read through the layouts, with the bytes

@@ -73,6 +73,7 @@ fn object_name(o: u16) -> String {
         object::MLX5_DEVX => "MLX5_DEVX".into(),
         object::MLX5_DEVX_OBJ => "MLX5_DEVX_OBJ".into(),
         object::MLX5_DEVX_UMEM => "MLX5_DEVX_UMEM".into(),
+        object::MLX5_DEVX_ASYNC_CMD_FD => "MLX5_DEVX_ASYNC_CMD_FD".into(),
         object::MLX5_UAR => "MLX5_UAR".into(),
         _ => format!("OBJ_{o:#x}"),
     }
@@ -101,6 +102,14 @@ fn method_name(o: u16, m: u16) -> String {
         (object::MLX5_DEVX, mlx5::DEVX_OTHER) => "DEVX_OTHER",
         (object::MLX5_DEVX, mlx5::DEVX_QUERY_UAR) => "DEVX_QUERY_UAR",
         (object::MLX5_DEVX, mlx5::DEVX_QUERY_EQN) => "DEVX_QUERY_EQN",
+        (object::MLX5_DEVX_OBJ, mlx5::DEVX_OBJ_CREATE) => "DEVX_OBJ_CREATE",
+        (object::MLX5_DEVX_OBJ, mlx5::DEVX_OBJ_DESTROY) => "DEVX_OBJ_DESTROY",
+        (object::MLX5_DEVX_OBJ, mlx5::DEVX_OBJ_MODIFY) => "DEVX_OBJ_MODIFY",
+        (object::MLX5_DEVX_OBJ, mlx5::DEVX_OBJ_QUERY) => "DEVX_OBJ_QUERY",
+        (object::MLX5_DEVX_OBJ, mlx5::DEVX_OBJ_ASYNC_QUERY) => "DEVX_OBJ_ASYNC_QUERY",
+        (object::MLX5_DEVX_UMEM, mlx5::DEVX_UMEM_REG) => "DEVX_UMEM_REG",
+        (object::MLX5_DEVX_UMEM, mlx5::DEVX_UMEM_DEREG) => "DEVX_UMEM_DEREG",
+        (object::MLX5_DEVX_ASYNC_CMD_FD, mlx5::DEVX_ASYNC_CMD_FD_ALLOC) => "ALLOC",
         (object::MLX5_UAR, mlx5::UAR_OBJ_ALLOC) => "UAR_OBJ_ALLOC",
         (object::MLX5_UAR, mlx5::UAR_OBJ_DESTROY) => "UAR_OBJ_DESTROY",
         _ => return format!("METHOD_{m:#x}"),
@@ -118,6 +127,8 @@ fn is_new(o: u16, m: u16, a: u16) -> bool {
         | (object::ASYNC_EVENT, async_event::ALLOC, async_event::ATTR_ALLOC_FD_HANDLE)
         | (object::MLX5_UAR, mlx5::UAR_OBJ_ALLOC, mlx5::ATTR_UAR_OBJ_ALLOC_HANDLE)
         | (object::MLX5_DEVX_OBJ, mlx5::DEVX_OBJ_CREATE, mlx5::ATTR_DEVX_OBJ_CREATE_HANDLE)
+        | (object::MLX5_DEVX_UMEM, mlx5::DEVX_UMEM_REG, mlx5::ATTR_DEVX_UMEM_REG_HANDLE)
+        | (object::MLX5_DEVX_ASYNC_CMD_FD, mlx5::DEVX_ASYNC_CMD_FD_ALLOC, mlx5::ATTR_DEVX_ASYNC_CMD_FD_ALLOC_HANDLE)
         | (object::MR, ids::mr::REG_DMABUF_MR, ids::mr::ATTR_REG_DMABUF_HANDLE)
         | (object::MR, ids::mr::DM_MR_REG, 0))
 }
@@ -142,6 +153,12 @@ fn is_out(o: u16, m: u16, a: u16) -> bool {
         | (object::QP, qp::CREATE, qp::ATTR_CREATE_RESP_QP_NUM)
         | (object::QP, qp::DESTROY, qp::ATTR_DESTROY_RESP)
         | (object::MLX5_DEVX, mlx5::DEVX_OTHER, mlx5::ATTR_DEVX_OTHER_CMD_OUT)
+        | (object::MLX5_DEVX, mlx5::DEVX_QUERY_UAR, mlx5::ATTR_DEVX_QUERY_UAR_DEV_IDX)
+        | (object::MLX5_DEVX, mlx5::DEVX_QUERY_EQN, mlx5::ATTR_DEVX_QUERY_EQN_DEV_EQN)
+        | (object::MLX5_DEVX_OBJ, mlx5::DEVX_OBJ_CREATE, mlx5::ATTR_DEVX_OBJ_CREATE_CMD_OUT)
+        | (object::MLX5_DEVX_OBJ, mlx5::DEVX_OBJ_MODIFY, mlx5::ATTR_DEVX_OBJ_MODIFY_CMD_OUT)
+        | (object::MLX5_DEVX_OBJ, mlx5::DEVX_OBJ_QUERY, mlx5::ATTR_DEVX_OBJ_QUERY_CMD_OUT)
+        | (object::MLX5_DEVX_UMEM, mlx5::DEVX_UMEM_REG, mlx5::ATTR_DEVX_UMEM_REG_OUT_ID)
         | (object::MLX5_UAR, mlx5::UAR_OBJ_ALLOC, mlx5::ATTR_UAR_OBJ_ALLOC_MMAP_OFFSET)
         | (object::MLX5_UAR, mlx5::UAR_OBJ_ALLOC, mlx5::ATTR_UAR_OBJ_ALLOC_MMAP_LENGTH)
         | (object::MLX5_UAR, mlx5::UAR_OBJ_ALLOC, mlx5::ATTR_UAR_OBJ_ALLOC_PAGE_ID))
@@ -237,6 +254,46 @@ fn attr_name(o: u16, m: u16, a: u16) -> String {
         (object::MLX5_DEVX, mlx5::DEVX_OTHER) => match a {
             mlx5::ATTR_DEVX_OTHER_CMD_IN => "CMD_IN",
             mlx5::ATTR_DEVX_OTHER_CMD_OUT => "CMD_OUT",
+            _ => "",
+        },
+        (object::MLX5_DEVX, mlx5::DEVX_QUERY_UAR) => match a {
+            mlx5::ATTR_DEVX_QUERY_UAR_USER_IDX => "USER_IDX",
+            mlx5::ATTR_DEVX_QUERY_UAR_DEV_IDX => "DEV_IDX",
+            _ => "",
+        },
+        (object::MLX5_DEVX, mlx5::DEVX_QUERY_EQN) => match a {
+            mlx5::ATTR_DEVX_QUERY_EQN_USER_VEC => "USER_VEC",
+            mlx5::ATTR_DEVX_QUERY_EQN_DEV_EQN => "DEV_EQN",
+            _ => "",
+        },
+        (object::MLX5_DEVX_OBJ, mlx5::DEVX_OBJ_CREATE | mlx5::DEVX_OBJ_MODIFY | mlx5::DEVX_OBJ_QUERY) => match a {
+            // The three methods number their handle, inbox and outbox alike.
+            mlx5::ATTR_DEVX_OBJ_CREATE_HANDLE => "HANDLE",
+            mlx5::ATTR_DEVX_OBJ_CREATE_CMD_IN => "CMD_IN",
+            mlx5::ATTR_DEVX_OBJ_CREATE_CMD_OUT => "CMD_OUT",
+            _ => "",
+        },
+        (object::MLX5_DEVX_OBJ, mlx5::DEVX_OBJ_ASYNC_QUERY) => match a {
+            mlx5::ATTR_DEVX_OBJ_QUERY_ASYNC_HANDLE => "HANDLE",
+            mlx5::ATTR_DEVX_OBJ_QUERY_ASYNC_CMD_IN => "CMD_IN",
+            mlx5::ATTR_DEVX_OBJ_QUERY_ASYNC_FD => "FD",
+            mlx5::ATTR_DEVX_OBJ_QUERY_ASYNC_WR_ID => "WR_ID",
+            mlx5::ATTR_DEVX_OBJ_QUERY_ASYNC_OUT_LEN => "OUT_LEN",
+            _ => "",
+        },
+        (object::MLX5_DEVX_OBJ, mlx5::DEVX_OBJ_DESTROY) | (object::MLX5_DEVX_UMEM, mlx5::DEVX_UMEM_DEREG)
+        | (object::MLX5_DEVX_ASYNC_CMD_FD, mlx5::DEVX_ASYNC_CMD_FD_ALLOC) => match a {
+            0x1000 => "HANDLE",
+            _ => "",
+        },
+        (object::MLX5_DEVX_UMEM, mlx5::DEVX_UMEM_REG) => match a {
+            mlx5::ATTR_DEVX_UMEM_REG_HANDLE => "HANDLE",
+            mlx5::ATTR_DEVX_UMEM_REG_ADDR => "ADDR",
+            mlx5::ATTR_DEVX_UMEM_REG_LEN => "LEN",
+            mlx5::ATTR_DEVX_UMEM_REG_ACCESS => "ACCESS",
+            mlx5::ATTR_DEVX_UMEM_REG_OUT_ID => "OUT_ID",
+            mlx5::ATTR_DEVX_UMEM_REG_PGSZ_BITMAP => "PGSZ_BITMAP",
+            mlx5::ATTR_DEVX_UMEM_REG_DMABUF_FD => "DMABUF_FD",
             _ => "",
         },
         (object::MLX5_UAR, mlx5::UAR_OBJ_ALLOC) => match a {

@@ -75,7 +75,10 @@ pub fn write_general(cfg: &Config, p: &mut ViewMut<'_, CmdHcaCap>) {
         .set(C::max_wqe_sz_rq, caps::MAX_WQE_SZ_RQ as u16)
         .set(C::max_qp_mcg, caps::MAX_QP_MCG)
         .set(C::log_max_mcg, caps::LOG_MAX_MCG as u8)
-        .set(C::log_max_pd, caps::LOG_MAX_PD as u8);
+        .set(C::log_max_pd, caps::LOG_MAX_PD as u8)
+        // DevX: user contexts and UMEMs (mlx5_ib offers DevX when log_max_uctx != 0).
+        .set(C::log_max_uctx, super::uctx::LOG_MAX_UCTX)
+        .set(C::log_max_umem, super::uctx::LOG_MAX_UMEM);
 }
 
 /// Writes the atomic page: 8-byte compare-and-swap and fetch-and-add on RC QPs,

@@ -1,38 +1,138 @@
-//! CREATE_CQ / DESTROY_CQ: a completion queue's context, checked against the
-//! capabilities [`super::caps`] advertises.
+//! CREATE_CQ / DESTROY_CQ / QUERY_CQ / MODIFY_CQ: a completion queue's context,
+//! checked against the capabilities [`super::caps`] advertises, and the CQ the device
+//! half runs.
+//!
+//! CREATE_CQ finds the CQE ring (`cq_umem_id` + `cq_umem_offset` when `cq_umem_valid`,
+//! else the first entry of the page list after the inbox plus `page_offset`) and the
+//! doorbell record (`dbr_umem_id` + `dbr_addr` as an offset when `dbr_umem_valid`,
+//! else `dbr_addr` itself), then builds the [`objects::Cq`] the device half writes
+//! CQEs into and enters it in the HCA ([`Hca::insert_cq`], which tells the device).
+//! A UMEM a CQ uses counts it as a user until the CQ is destroyed.
+//!
+//! Completion events of a firmware CQ go nowhere: DevX event channels
+//! (DEVX_SUBSCRIBE_EVENT) are not implemented, so a DevX CQ is polled.
+//!
+//! [`Hca::insert_cq`]: crate::hca::Hca::insert_cq
+
+use std::sync::atomic::AtomicU32;
+use std::sync::{Arc, Mutex};
 
 use prm::bits::View;
-use prm::cmd::cq::{cqe_sz, CreateCqIn, CreateCqOut, Cqc, DestroyCqIn};
+use prm::cmd::cq::{cqe_sz, modify_op, CreateCqIn, CreateCqOut, Cqc, DestroyCqIn, ModifyCqIn, QueryCqIn, QueryCqOut};
 
 use super::status::syndrome;
-use super::{bad_param, check_named, exhausted, remove, use_named, Cmd, Obj, R};
+use super::{bad_param, exhausted, internal, remove, target, uar, umem, use_named, Cmd, Obj, R};
 use crate::kernel::mlx5::caps;
+use crate::kernel::pin::pin;
+use crate::objects::{self, Kind, Live};
 
 #[derive(Debug)]
 pub(super) struct CqObj {
     uar: u32,
-    /// The context as created (what QUERY_CQ will answer).
-    #[allow(dead_code)]
+    /// The UMEMs of the ring and of the doorbell record, if any.
+    umems: Vec<u32>,
+    /// The context as created (what QUERY_CQ answers, with the live counters).
     cqc: Vec<u8>,
+    pub(super) cq: Arc<objects::Cq>,
+    /// Made by the verbs ([`super::Firmware::register_verbs_cq`]): destroyed with its
+    /// uverbs object, never by a command.
+    pub(super) verbs: bool,
+}
+
+/// The context of a CQ the verbs made, in the PRM's form.
+pub(super) fn verbs_cqc(cq: &objects::Cq) -> Vec<u8> {
+    let mut b = vec![0u8; Cqc::BYTES];
+    if let Ok(mut v) = prm::bits::ViewMut::<Cqc>::new(&mut b) {
+        v.set(Cqc::cqe_sz, if cq.cqe_size == 128 { cqe_sz::BYTES_128 } else { cqe_sz::BYTES_64 })
+            .set(Cqc::log_cq_size, cq.entries.trailing_zeros() as u8)
+            .set(Cqc::uar_page, cq.uar_page)
+            .set(Cqc::c_eqn, cq.comp_vector as u8)
+            .set(Cqc::dbr_addr, cq.db_addr);
+    }
+    b
+}
+
+/// Enters a verbs CQ (`mlx5_ib_create_cq`'s CREATE_CQ) in the table.
+pub(super) fn register(objs: &mut super::Objects, cq: &Arc<objects::Cq>, uid: u16) {
+    let v = CqObj { uar: cq.uar_page, umems: Vec::new(), cqc: verbs_cqc(cq), cq: cq.clone(), verbs: true };
+    objs.cqs.insert(cq.cqn, Obj { uid, users: 0, v });
 }
 
 pub(super) fn create(c: &mut Cmd<'_>) -> R<()> {
-    let cqc: View<'_, Cqc> = c.input::<CreateCqIn>()?.sub(CreateCqIn::cq_context);
-    if cqc.get(Cqc::log_cq_size) as u32 > caps::LOG_MAX_CQ_SZ {
+    let inp = c.input::<CreateCqIn>()?;
+    let cqc: View<'_, Cqc> = inp.sub(CreateCqIn::cq_context);
+    let log_size = cqc.get(Cqc::log_cq_size) as u32;
+    if log_size > caps::LOG_MAX_CQ_SZ {
         return Err(bad_param(syndrome::CQ_SIZE));
     }
-    if !matches!(cqc.get(Cqc::cqe_sz), cqe_sz::BYTES_64 | cqe_sz::BYTES_128) {
-        return Err(bad_param(syndrome::CQE_SIZE));
-    }
+    let cqe_size = match cqc.get(Cqc::cqe_sz) {
+        cqe_sz::BYTES_64 => 64u32,
+        cqe_sz::BYTES_128 => 128,
+        _ => return Err(bad_param(syndrome::CQE_SIZE)),
+    };
     // cqe_compression, cq_oi and the collapsed CQE are zero in the capabilities.
     if cqc.get(Cqc::cqe_comp_en) || cqc.get(Cqc::oi) || cqc.get(Cqc::cc) {
         return Err(bad_param(syndrome::CQ_FEATURE));
     }
     let uar = cqc.get(Cqc::uar_page);
-    check_named(&c.objs.uars, uar, c.uid, syndrome::BAD_UAR)?;
+    if !uar::valid(c, uar) {
+        return Err(bad_param(syndrome::BAD_UAR));
+    }
+    let entries = 1u32 << log_size;
+    let ring_len = entries as u64 * cqe_size as u64;
+    let mut umems = Vec::new();
+    let buf_addr = if inp.get(CreateCqIn::cq_umem_valid) {
+        let id = inp.get(CreateCqIn::cq_umem_id);
+        umems.push(id);
+        umem::resolve(&c.objs.umems, id, c.uid, inp.get(CreateCqIn::cq_umem_offset), ring_len, syndrome::BAD_UMEM)?
+    } else {
+        umem::pas_addr(inp.tail(), cqc.get(Cqc::log_page_size), cqc.get(Cqc::page_offset) as u64 * 64, ring_len)?
+    };
+    let dbr = cqc.get(Cqc::dbr_addr);
+    let db_addr = if cqc.get(Cqc::dbr_umem_valid) {
+        let id = cqc.get(Cqc::dbr_umem_id);
+        umems.push(id);
+        umem::resolve(&c.objs.umems, id, c.uid, dbr, 8, syndrome::BAD_UMEM)?
+    } else {
+        dbr
+    };
+    if buf_addr == 0 || buf_addr % 64 != 0 || db_addr == 0 || db_addr % 8 != 0 {
+        return Err(bad_param(syndrome::BAD_ADDRESS));
+    }
+    // The device half dereferences these addresses: they must be mapped, as the
+    // kernel's page pinning would have made sure (the DMA of a real device would
+    // fault instead).
+    if pin(buf_addr, ring_len.max(1), true).is_err() || pin(db_addr & !0xfff, 4096, false).is_err() {
+        return Err(bad_param(syndrome::BAD_ADDRESS));
+    }
     let cqn = c.hca.alloc_cqn().ok_or_else(exhausted)?;
     use_named(&mut c.objs.uars, uar, 1);
-    let v = CqObj { uar, cqc: cqc.as_bytes()[..Cqc::BYTES].to_vec() };
+    for &u in &umems {
+        use_named(&mut c.objs.umems, u, 1);
+    }
+    let cq = Arc::new(objects::Cq {
+        cqn,
+        entries,
+        cqe: entries - 1,
+        cqe_size,
+        buf_addr,
+        db_addr,
+        uar_page: uar,
+        user_handle: 0,
+        comp_vector: cqc.get(Cqc::c_eqn) as u32,
+        flags: 0,
+        mlx5_flags: 0,
+        cqe_comp: None,
+        comp_channel: None,
+        event_file: None,
+        comp_events_reported: AtomicU32::new(0),
+        async_events_reported: AtomicU32::new(0),
+        usecnt: AtomicU32::new(0),
+        dev: Mutex::new(Default::default()),
+        _live: Live::new(c.hca.live_counts(), Kind::Cq),
+    });
+    c.hca.insert_cq(&cq);
+    let v = CqObj { uar, umems, cqc: cqc.as_bytes()[..Cqc::BYTES].to_vec(), cq, verbs: false };
     c.objs.cqs.insert(cqn, Obj { uid: c.uid, users: 0, v });
     c.output::<CreateCqOut>()?.set(CreateCqOut::cqn, cqn);
     Ok(())
@@ -40,8 +140,44 @@ pub(super) fn create(c: &mut Cmd<'_>) -> R<()> {
 
 pub(super) fn destroy(c: &mut Cmd<'_>) -> R<()> {
     let cqn = c.input::<DestroyCqIn>()?.get(DestroyCqIn::cqn);
-    let cq = remove(&mut c.objs.cqs, cqn, c.uid)?;
-    use_named(&mut c.objs.uars, cq.v.uar, -1);
-    c.hca.free_cqn(cqn);
+    if c.objs.cqs.get(&cqn).is_some_and(|o| o.v.verbs) {
+        // A verbs CQ goes with its uverbs object (the verbs' DESTROY_CQ).
+        target(&mut c.objs.cqs, cqn, c.uid)?;
+        return Err(super::busy());
+    }
+    let cq = remove(&mut c.objs.cqs, cqn, c.uid)?.v;
+    use_named(&mut c.objs.uars, cq.uar, -1);
+    for &u in &cq.umems {
+        use_named(&mut c.objs.umems, u, -1);
+    }
+    // Out of the HCA's table and the device half; frees the CQ number.
+    c.hca.remove_cq(&cq.cq);
     Ok(())
+}
+
+/// QUERY_CQ: the context as created, with the producer counter the device half keeps.
+pub(super) fn query(c: &mut Cmd<'_>) -> R<()> {
+    let cqn = c.input::<QueryCqIn>()?.get(QueryCqIn::cqn);
+    let o = &target(&mut c.objs.cqs, cqn, c.uid)?.v;
+    let (cqc, cq) = (o.cqc.clone(), o.cq.clone());
+    c.output::<QueryCqOut>()?;
+    let off = QueryCqOut::cq_context.off() / 8;
+    c.outbox.get_mut(off..off + Cqc::BYTES).ok_or_else(internal)?.copy_from_slice(&cqc);
+    let producer = cq.dev.lock().unwrap_or_else(|p| p.into_inner()).producer_index;
+    c.output::<QueryCqOut>()?.sub_mut(QueryCqOut::cq_context).set(Cqc::producer_counter, producer & 0xff_ffff);
+    Ok(())
+}
+
+/// MODIFY_CQ: softhca has neither CQ moderation nor resize (`cq_moderation` and
+/// `cq_resize` are 0 in the capabilities), so only a modify that selects nothing
+/// succeeds.
+pub(super) fn modify(c: &mut Cmd<'_>) -> R<()> {
+    let inp = c.input::<ModifyCqIn>()?;
+    let (op_mod, cqn, select) = (inp.get(ModifyCqIn::op_mod), inp.get(ModifyCqIn::cqn), inp.get(ModifyCqIn::modify_field_select));
+    target(&mut c.objs.cqs, cqn, c.uid)?;
+    match op_mod {
+        modify_op::MODIFY if select == 0 => Ok(()),
+        modify_op::MODIFY | modify_op::RESIZE => Err(bad_param(syndrome::CQ_FEATURE)),
+        _ => Err(bad_param(syndrome::BAD_OP_MOD)),
+    }
 }

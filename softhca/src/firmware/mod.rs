@@ -5,58 +5,80 @@
 //! inbox — the opcode, the issuer's `uid` and `op_mod` in a 16-byte header, then the
 //! command's fields as PRM bit layouts ([`prm::cmd`]) — and gets an outbox back: a
 //! status byte, a 32-bit syndrome, and the answer. [`Firmware::exec`] is that, on
-//! firmware objects kept per HCA: PDs, UARs, CQs, QPs with the QP state machine, and
-//! memory keys, each recorded with the uid that created it. What it executes:
+//! firmware objects kept per HCA, each recorded with the uid that created it. What it
+//! executes:
 //!
 //! | command | file |
 //! |---|---|
 //! | QUERY_HCA_CAP (general, atomic, RoCE, NIC flow table, cap2 pages; max and current) | [`caps`] |
+//! | CREATE_UCTX, DESTROY_UCTX (DevX user contexts: uids) | [`uctx`] |
+//! | CREATE_UMEM, DESTROY_UMEM (user memory by page list) | `umem.rs` |
 //! | ALLOC_PD, DEALLOC_PD | `pd.rs` |
-//! | ALLOC_UAR, DEALLOC_UAR | `uar.rs` |
-//! | CREATE_CQ, DESTROY_CQ | `cq.rs` |
-//! | CREATE_QP, DESTROY_QP, QUERY_QP, RST2INIT, INIT2INIT, INIT2RTR, RTR2RTS, RTS2RTS, SQERR2RTS, 2ERR, 2RST | `qp.rs` |
+//! | ALLOC_UAR, DEALLOC_UAR (device pages) | `uar.rs` |
+//! | CREATE_CQ, DESTROY_CQ, QUERY_CQ, MODIFY_CQ | `cq.rs` |
+//! | CREATE_QP, DESTROY_QP, QUERY_QP, RST2INIT, INIT2INIT, INIT2RTR, RTR2RTS, RTS2RTS, SQERR2RTS, 2ERR, 2RST | `qp.rs`, `qpc.rs` |
 //! | CREATE_MKEY, DESTROY_MKEY | `mkey.rs` |
+//!
+//! Firmware objects are the device's objects. A CQ or QP carries memory: its ring and
+//! doorbell record (in a UMEM, or at the page list's address) are resolved, checked
+//! mapped, and handed to the device half as the [`crate::objects::Cq`] /
+//! [`crate::objects::Qp`] it runs; every QP transition turns the merged context into
+//! [`crate::objects::QpAttrs`] and tells the device half. A PD is the
+//! [`crate::objects::Pd`] keys are checked against; a UAR is a device page. The kernel
+//! half's verbs use the same tables: ALLOC_PD runs here under the context's uid, and
+//! verbs CQs and QPs are entered with their uid (`Firmware::register_verbs_qp`), so
+//! DevX's QUERY_QP on a verbs QP answers its live state and a DevX QP may use a verbs PD.
+//! The kernel half's DevX ([`crate::kernel::methods`]'s `devx.rs`) stamps each
+//! context's uid into its commands.
 //!
 //! How it answers what a ConnectX refuses ([`status`] has the statuses, softhca's
 //! syndromes, and the errno Linux's mlx5 command layer makes of each):
 //! - an opcode it does not execute: BAD_OP;
 //! - an inbox shorter than the command, an outbox shorter than the answer:
 //!   BAD_INP_LEN, BAD_OUTP_LEN (an outbox shorter than the 16-byte header cannot
-//!   even hold the status: the [`Outcome`] returned is then the only answer);
+//!   even hold the status: the [`Outcome`] returned is then the only answer); an inbox
+//!   longer than the command is accepted, its tail ignored unless it is a page list;
 //! - an op_mod the command does not have, a field out of range, a context naming a
-//!   PD/CQ/UAR that does not exist or belongs to another uid: BAD_PARAM;
+//!   PD/CQ/UMEM that does not exist or belongs to another uid, a ring softhca cannot
+//!   reach: BAD_PARAM (a UAR page may be any context's: see `uar.rs`);
 //! - a command on an object that does not exist: BAD_RES; on another uid's object:
 //!   BAD_PARAM (the object is left alone);
 //! - a QP transition the QP's state does not have: BAD_RES_STATE, with the rules of
 //!   [`crate::kernel::qp_state`] (mlx5's per-transition command table, which the
 //!   verbs' MODIFY_QP uses too);
-//! - a destroy of an object another one uses (a CQ or UAR a QP uses, a PD under a QP
-//!   or mkey): BAD_RES_STATE, and the object stays.
+//! - a destroy of an object another one uses (a CQ, PD or UMEM under a QP, a UMEM under
+//!   a CQ, a uid that still owns objects): RES_BUSY, and the object stays. Linux's
+//!   `cmd_status_to_err` makes that EBUSY, the errno DEVX_UMEM_DEREG of a UMEM in use
+//!   gives and the one an RDMA user expects from every destroy of a busy object.
+//!   (The PRM's RES_BUSY is "resource busy"; BAD_RES_STATE would be EINVAL.)
+//!
+//! The uid in a header is not checked against the live user contexts: the kernel
+//! writes it, so a DevX user cannot choose it; commands with uid 0 are the kernel's.
 //!
 //! Object numbers come from the HCA's own pools (QPN, CQN, PDN, mkey index), the
 //! ones the verbs use, so a firmware object and a verbs object never share a number.
 //!
-//! Not yet: the verbs still create their objects directly (`kernel::methods`), and
-//! nothing in the kernel half calls this module. The next step is the kernel half's
-//! DevX and mlx5_ib's verbs becoming these commands: create_cq/create_qp/modify_qp/
-//! reg_mr build the inboxes mlx5_ib builds and the objects here become the ones the
-//! device half runs, so a DevX QUERY_QP on a verbs QP answers. Until then these
-//! objects carry no memory (UARs are numbers, not device pages; page lists and UMEMs
-//! are not read) and the device half never sees them. QUERY_CQ and MODIFY_CQ wait for
-//! their layouts in `prm`; QUERY_EQN is a uverbs method, not a command.
+//! Not yet: the verbs' CREATE_CQ/CREATE_QP/MODIFY_QP are not built as mailboxes (the
+//! kernel half makes the objects and enters them here), so QUERY_QP on a verbs QP
+//! answers from its live attributes, a DevX transition of a verbs QP starts from them,
+//! and a destroy command cannot take a verbs CQ/QP (RES_BUSY: it goes with its uverbs
+//! object); mkeys carry no memory (reg_mr keeps its own MRs); DevX events.
 
 pub mod caps;
 mod cq;
 mod mkey;
 mod pd;
 mod qp;
+mod qpc;
 pub mod status;
 mod uar;
+pub mod uctx;
+mod umem;
 
 #[cfg(test)]
 mod tests;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 
 use prm::bits::{Layout, View, ViewMut};
@@ -82,11 +104,29 @@ struct Obj<T> {
 /// The firmware's objects on one HCA.
 #[derive(Debug, Default)]
 pub(crate) struct Objects {
-    pds: BTreeMap<u32, Obj<()>>,
+    pds: BTreeMap<u32, Obj<std::sync::Arc<crate::objects::Pd>>>,
     uars: BTreeMap<u32, Obj<()>>,
     cqs: BTreeMap<u32, Obj<cq::CqObj>>,
     qps: BTreeMap<u32, Obj<qp::QpObj>>,
     mkeys: BTreeMap<u32, Obj<mkey::MkeyObj>>,
+    umems: BTreeMap<u32, Obj<umem::UmemObj>>,
+    /// DevX user contexts (their uids).
+    uctxs: BTreeSet<u16>,
+    /// The device's own user context for whitelisted commands of contexts opened
+    /// without DevX (mlx5_ib's `devx_whitelist_uid`); not counted in [`Counts`].
+    whitelist: Option<u16>,
+}
+
+impl Objects {
+    /// Whether any object belongs to `uid`.
+    fn owned_by(&self, uid: u16) -> bool {
+        self.pds.values().any(|o| o.uid == uid)
+            || self.uars.values().any(|o| o.uid == uid)
+            || self.cqs.values().any(|o| o.uid == uid)
+            || self.qps.values().any(|o| o.uid == uid)
+            || self.mkeys.values().any(|o| o.uid == uid)
+            || self.umems.values().any(|o| o.uid == uid)
+    }
 }
 
 /// How many firmware objects of each kind exist.
@@ -97,11 +137,13 @@ pub struct Counts {
     pub cq: usize,
     pub qp: usize,
     pub mkey: usize,
+    pub umem: usize,
+    pub uctx: usize,
 }
 
 impl Counts {
     pub fn total(&self) -> usize {
-        self.pd + self.uar + self.cq + self.qp + self.mkey
+        self.pd + self.uar + self.cq + self.qp + self.mkey + self.umem + self.uctx
     }
 }
 
@@ -162,6 +204,14 @@ const COMMANDS: &[Entry] = &[
     entry(op::DEALLOC_UAR, c::uar::DeallocUarIn::BYTES, c::uar::DeallocUarOut::BYTES, uar::dealloc),
     entry(op::CREATE_CQ, c::cq::CreateCqIn::BYTES, c::cq::CreateCqOut::BYTES, cq::create),
     entry(op::DESTROY_CQ, c::cq::DestroyCqIn::BYTES, MboxOut::BYTES, cq::destroy),
+    entry(op::QUERY_CQ, c::cq::QueryCqIn::BYTES, c::cq::QueryCqOut::BYTES, cq::query),
+    Entry {
+        opcode: op::MODIFY_CQ,
+        inlen: c::cq::ModifyCqIn::BYTES,
+        outlen: MboxOut::BYTES,
+        op_mod: true,
+        run: cq::modify,
+    },
     entry(op::CREATE_QP, c::qp::CreateQpIn::BYTES, c::qp::CreateQpOut::BYTES, qp::create),
     entry(op::DESTROY_QP, c::qp::DestroyQpIn::BYTES, MboxOut::BYTES, qp::destroy),
     entry(op::QUERY_QP, c::qp::QueryQpIn::BYTES, c::qp::QueryQpOut::BYTES, qp::query),
@@ -175,6 +225,10 @@ const COMMANDS: &[Entry] = &[
     entry(op::QP_2RST, c::qp::Qp2rstIn::BYTES, MboxOut::BYTES, qp::modify),
     entry(op::CREATE_MKEY, c::mkey::CreateMkeyIn::BYTES, c::mkey::CreateMkeyOut::BYTES, mkey::create),
     entry(op::DESTROY_MKEY, c::mkey::DestroyMkeyIn::BYTES, c::mkey::DestroyMkeyOut::BYTES, mkey::destroy),
+    entry(op::CREATE_UCTX, c::uctx::CreateUctxIn::BYTES, c::uctx::CreateUctxOut::BYTES, uctx::create),
+    entry(op::DESTROY_UCTX, c::uctx::DestroyUctxIn::BYTES, MboxOut::BYTES, uctx::destroy),
+    entry(op::CREATE_UMEM, c::umem::CreateUmemIn::BYTES, c::umem::CreateUmemOut::BYTES, umem::create),
+    entry(op::DESTROY_UMEM, c::umem::DestroyUmemIn::BYTES, MboxOut::BYTES, umem::destroy),
 ];
 
 impl<'a> Firmware<'a> {
@@ -222,10 +276,102 @@ impl<'a> Firmware<'a> {
         (e.run)(&mut cmd)
     }
 
+    /// The whitelist uid (`mlx5_ib_devx_init`): one user context of the device, made
+    /// on first use, under which contexts without DevX may still run QUERY_HCA_CAP and
+    /// the vport queries (`devx_get_uid`).
+    pub fn whitelist_uid(&self) -> Option<u16> {
+        if let Some(u) = self.objects.lock().unwrap_or_else(|p| p.into_inner()).whitelist {
+            return Some(u);
+        }
+        let mut inb = vec![0u8; c::uctx::CreateUctxIn::BYTES];
+        ViewMut::<MboxIn>::new(&mut inb).ok()?.set(MboxIn::opcode, op::CREATE_UCTX);
+        let mut out = [0u8; c::uctx::CreateUctxOut::BYTES];
+        if !self.exec(&inb, &mut out).is_ok() {
+            return None;
+        }
+        let uid = View::<c::uctx::CreateUctxOut>::new(&out).ok()?.get(c::uctx::CreateUctxOut::uid);
+        let mut o = self.objects.lock().unwrap_or_else(|p| p.into_inner());
+        match o.whitelist {
+            // Another thread won the race: give this one back.
+            Some(w) => {
+                o.uctxs.remove(&uid);
+                Some(w)
+            }
+            None => {
+                o.whitelist = Some(uid);
+                Some(uid)
+            }
+        }
+    }
+
+    /// ALLOC_PD for the kernel half's verbs (`mlx5_ib_alloc_pd`): the PD the firmware
+    /// made, the one its QPs and the verbs' share. The errno is mlx5_cmd_exec's.
+    pub(crate) fn alloc_pd(&self, uid: u16) -> Result<std::sync::Arc<crate::objects::Pd>, nix::errno::Errno> {
+        let mut inb = vec![0u8; c::pd::AllocPdIn::BYTES];
+        ViewMut::<MboxIn>::new(&mut inb).map_err(|_| nix::errno::Errno::EINVAL)?
+            .set(MboxIn::opcode, op::ALLOC_PD).set(MboxIn::uid, uid);
+        let mut out = [0u8; c::pd::AllocPdOut::BYTES];
+        let o = self.exec(&inb, &mut out);
+        if let Some(e) = o.errno() {
+            return Err(e);
+        }
+        let pdn = View::<c::pd::AllocPdOut>::new(&out).map_err(|_| nix::errno::Errno::EINVAL)?.get(c::pd::AllocPdOut::pd);
+        let objs = self.objects.lock().unwrap_or_else(|p| p.into_inner());
+        objs.pds.get(&pdn).map(|o| o.v.clone()).ok_or(nix::errno::Errno::EIO)
+    }
+
+    /// The verbs' CREATE_CQ (mlx5_ib issues it with the context's uid): the kernel half
+    /// made `cq`; the firmware knows it from now on (QUERY_CQ, a DevX QP naming it).
+    pub(crate) fn register_verbs_cq(&self, cq: &std::sync::Arc<crate::objects::Cq>, uid: u16) {
+        cq::register(&mut self.objects.lock().unwrap_or_else(|p| p.into_inner()), cq, uid);
+    }
+
+    /// The verbs' DESTROY_CQ: EBUSY (RES_BUSY) while a DevX QP still uses the CQ.
+    pub(crate) fn unregister_verbs_cq(&self, cqn: u32) -> Result<(), nix::errno::Errno> {
+        let mut o = self.objects.lock().unwrap_or_else(|p| p.into_inner());
+        if o.cqs.get(&cqn).is_some_and(|c| c.users > 0) {
+            return Err(nix::errno::Errno::EBUSY);
+        }
+        o.cqs.remove(&cqn);
+        Ok(())
+    }
+
+    /// The verbs' CREATE_QP: `qp` becomes a firmware QP too, so DEVX_OBJ_QUERY with
+    /// QUERY_QP on a verbs QP answers its live state.
+    pub(crate) fn register_verbs_qp(&self, qp: &std::sync::Arc<crate::objects::Qp>, uid: u16) {
+        qp::register(&mut self.objects.lock().unwrap_or_else(|p| p.into_inner()), qp, uid);
+    }
+
+    /// The verbs' DESTROY_QP.
+    pub(crate) fn unregister_verbs_qp(&self, qpn: u32) {
+        qp::unregister(&mut self.objects.lock().unwrap_or_else(|p| p.into_inner()), qpn);
+    }
+
+    /// DEALLOC_PD for the kernel half (`mlx5_cmd_dealloc_pd`).
+    pub(crate) fn dealloc_pd(&self, pdn: u32, uid: u16) -> Result<(), nix::errno::Errno> {
+        let mut inb = vec![0u8; c::pd::DeallocPdIn::BYTES];
+        ViewMut::<c::pd::DeallocPdIn>::new(&mut inb).map_err(|_| nix::errno::Errno::EINVAL)?
+            .set(c::pd::DeallocPdIn::opcode, op::DEALLOC_PD).set(c::pd::DeallocPdIn::uid, uid)
+            .set(c::pd::DeallocPdIn::pd, pdn);
+        let mut out = [0u8; c::pd::DeallocPdOut::BYTES];
+        match self.exec(&inb, &mut out).errno() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
     /// How many objects of each kind the firmware holds.
     pub fn counts(&self) -> Counts {
         let o = self.objects.lock().unwrap_or_else(|p| p.into_inner());
-        Counts { pd: o.pds.len(), uar: o.uars.len(), cq: o.cqs.len(), qp: o.qps.len(), mkey: o.mkeys.len() }
+        Counts {
+            pd: o.pds.len(),
+            uar: o.uars.len(),
+            cq: o.cqs.len(),
+            qp: o.qps.len(),
+            mkey: o.mkeys.len(),
+            umem: o.umems.len(),
+            uctx: o.uctxs.len() - usize::from(o.whitelist.is_some()),
+        }
     }
 }
 
@@ -255,12 +401,18 @@ fn use_named<T>(map: &mut BTreeMap<u32, Obj<T>>, id: u32, delta: i32) {
     }
 }
 
-/// Removes the object `id` if the issuer owns it and nothing uses it.
+/// Removes the object `id` if the issuer owns it and nothing uses it (RES_BUSY
+/// otherwise: see the module doc).
 fn remove<T>(map: &mut BTreeMap<u32, Obj<T>>, id: u32, uid: u16) -> R<Obj<T>> {
     if target(map, id, uid)?.users != 0 {
-        return Err(Outcome::err(c::status::BAD_RES_STATE_ERR, syndrome::IN_USE));
+        return Err(busy());
     }
     map.remove(&id).ok_or(Outcome::err(c::status::BAD_RES_ERR, syndrome::NO_OBJECT))
+}
+
+/// A destroy of an object another one still uses.
+fn busy() -> Outcome {
+    Outcome::err(c::status::RES_BUSY, syndrome::IN_USE)
 }
 
 fn exhausted() -> Outcome {

@@ -12,11 +12,17 @@ use prm::cmd::opcode as op;
 use prm::cmd::qp::{self as q, Ads, CreateQpIn, CreateQpOut, DestroyQpIn, QueryQpIn, QueryQpOut, Qpc, Qp2errIn};
 use prm::cmd::status::BAD_RES_STATE_ERR;
 
+use std::sync::atomic::AtomicU32;
+use std::sync::{Arc, Mutex};
+
+use uverbs::sys::verbs::QpCap;
+
 use super::status::syndrome;
-use super::{bad_param, check_named, exhausted, internal, remove, target, use_named, Cmd, Obj, Outcome, R};
+use super::{bad_param, busy, check_named, exhausted, internal, qpc, remove, target, uar, umem, use_named, Cmd, Obj, Outcome, R};
 use crate::kernel::mlx5::caps;
+use crate::kernel::pin::pin;
 use crate::kernel::qp_state;
-use crate::objects::{QpState, QpType};
+use crate::objects::{self, Kind, Live, QpAttrs, QpState, QpType};
 
 #[derive(Debug)]
 pub(super) struct QpObj {
@@ -26,8 +32,15 @@ pub(super) struct QpObj {
     cqn_snd: u32,
     cqn_rcv: u32,
     uar: u32,
+    /// The UMEMs of the WQ buffer and of the doorbell record, if any.
+    umems: Vec<u32>,
     /// The context: as created, with every transition's fields merged in.
     qpc: Vec<u8>,
+    /// The QP the device half runs.
+    pub(super) qp: Arc<objects::Qp>,
+    /// Made by the verbs (the kernel half registered it, [`super::Firmware::verbs_qp`]):
+    /// its context is the QP's live attributes, not a merged `qpc`.
+    verbs: bool,
 }
 
 /// The PRM's state number (`qpc.state`) of a state; softhca numbers SQD and SQE the
@@ -53,46 +66,196 @@ fn qp_type(st: u8) -> Option<QpType> {
     }
 }
 
+/// `rq_type` of a QP without a receive queue (`MLX5_ZERO_LEN_RQ`).
+const RQ_TYPE_ZERO_LEN: u8 = 0x3;
+
 pub(super) fn create(c: &mut Cmd<'_>) -> R<()> {
-    let qpc = c.input::<CreateQpIn>()?.sub(CreateQpIn::qpc);
+    let inp = c.input::<CreateQpIn>()?;
+    let qpc = inp.sub(CreateQpIn::qpc);
     let ty = qp_type(qpc.get(Qpc::st)).ok_or(bad_param(syndrome::QP_TYPE))?;
     // RQ WQE stride is 16 << log_rq_stride bytes, at most max_wqe_sz_rq.
     if 16u32 << qpc.get(Qpc::log_rq_stride) > caps::MAX_WQE_SZ_RQ {
         return Err(bad_param(syndrome::RQ_STRIDE));
     }
+    if qpc.get(Qpc::log_rq_size) as u32 > caps::LOG_MAX_QP_SZ || qpc.get(Qpc::log_sq_size) as u32 > caps::LOG_MAX_QP_SZ {
+        return Err(bad_param(syndrome::QP_SIZE));
+    }
     let (pd, snd, rcv, uar) = (qpc.get(Qpc::pd), qpc.get(Qpc::cqn_snd), qpc.get(Qpc::cqn_rcv), qpc.get(Qpc::uar_page));
     check_named(&c.objs.pds, pd, c.uid, syndrome::BAD_PD)?;
     check_named(&c.objs.cqs, snd, c.uid, syndrome::BAD_CQ)?;
     check_named(&c.objs.cqs, rcv, c.uid, syndrome::BAD_CQ)?;
-    check_named(&c.objs.uars, uar, c.uid, syndrome::BAD_UAR)?;
+    if !uar::valid(c, uar) {
+        return Err(bad_param(syndrome::BAD_UAR));
+    }
+    // Geometry: the RQ at offset 0 of the WQ buffer, the SQ after it.
+    let has_rq = qpc.get(Qpc::rq_type) != RQ_TYPE_ZERO_LEN;
+    let rq_count = if has_rq { 1u32 << qpc.get(Qpc::log_rq_size) } else { 0 };
+    let rq_shift = 4 + qpc.get(Qpc::log_rq_stride) as u32;
+    let sq_count = if qpc.get(Qpc::no_sq) { 0 } else { 1u32 << qpc.get(Qpc::log_sq_size) };
+    let sq_offset = (rq_count as u64) << rq_shift;
+    let wq_len = sq_offset + ((sq_count as u64) << 6);
+    let mut umems = Vec::new();
+    let buf_addr = if inp.get(CreateQpIn::wq_umem_valid) {
+        let id = inp.get(CreateQpIn::wq_umem_id);
+        umems.push(id);
+        umem::resolve(&c.objs.umems, id, c.uid, inp.get(CreateQpIn::wq_umem_offset), wq_len, syndrome::BAD_UMEM)?
+    } else {
+        umem::pas_addr(inp.tail(), qpc.get(Qpc::log_page_size), qpc.get(Qpc::page_offset) as u64 * 64, wq_len)?
+    };
+    let dbr = qpc.get(Qpc::dbr_addr);
+    let db_addr = if qpc.get(Qpc::dbr_umem_valid) {
+        let id = qpc.get(Qpc::dbr_umem_id);
+        umems.push(id);
+        umem::resolve(&c.objs.umems, id, c.uid, dbr, 8, syndrome::BAD_UMEM)?
+    } else {
+        dbr
+    };
+    if buf_addr == 0 || buf_addr % 64 != 0 || db_addr == 0 || db_addr % 8 != 0 {
+        return Err(bad_param(syndrome::BAD_ADDRESS));
+    }
+    // The device half dereferences these addresses: they must be mapped, as the
+    // kernel's page pinning would have made sure (the DMA of a real device would
+    // fault instead).
+    if pin(buf_addr, wq_len.max(1), false).is_err() || pin(db_addr & !0xfff, 4096, false).is_err() {
+        return Err(bad_param(syndrome::BAD_ADDRESS));
+    }
+    let (Some(pd_obj), Some(send_cq), Some(recv_cq)) =
+        (c.objs.pds.get(&pd).map(|o| o.v.clone()), c.objs.cqs.get(&snd).map(|o| o.v.cq.clone()), c.objs.cqs.get(&rcv).map(|o| o.v.cq.clone()))
+    else {
+        return Err(internal());
+    };
     let qpn = c.hca.alloc_qpn().ok_or_else(exhausted)?;
     use_named(&mut c.objs.pds, pd, 1);
     use_named(&mut c.objs.cqs, snd, 1);
     use_named(&mut c.objs.cqs, rcv, 1);
     use_named(&mut c.objs.uars, uar, 1);
+    for &u in &umems {
+        use_named(&mut c.objs.umems, u, 1);
+    }
     let mut stored = qpc.as_bytes()[..Qpc::BYTES].to_vec();
     ViewMut::<Qpc>::new(&mut stored).map_err(|_| internal())?.set(Qpc::state, q::state::RST);
-    let v = QpObj { ty, state: QpState::Reset, pd, cqn_snd: snd, cqn_rcv: rcv, uar, qpc: stored };
+    let rq_max_gs = if has_rq { (1u32 << rq_shift) / 16 } else { 0 };
+    let qp = Arc::new(objects::Qp {
+        qpn,
+        qp_type: ty,
+        pd: pd_obj,
+        send_cq,
+        recv_cq,
+        user_handle: 0,
+        sq_sig_all: false,
+        create_flags: 0,
+        mlx5_flags: 0,
+        cap: QpCap {
+            max_send_wr: sq_count,
+            max_recv_wr: rq_count,
+            max_send_sge: 0,
+            max_recv_sge: rq_max_gs,
+            max_inline_data: 0,
+        },
+        buf_addr,
+        sq_offset,
+        sq_buf_addr: 0,
+        db_addr,
+        rq_wqe_count: rq_count,
+        rq_wqe_shift: if has_rq { rq_shift } else { 0 },
+        rq_max_gs,
+        sq_wqe_count: sq_count,
+        uidx: qpc.get(Qpc::user_index),
+        uar_page: uar,
+        bfregn: None,
+        event_file: None,
+        events_reported: AtomicU32::new(0),
+        attrs: Mutex::new(QpAttrs::default()),
+        dev: Mutex::new(Default::default()),
+        _live: Live::new(c.hca.live_counts(), Kind::Qp),
+    });
+    c.hca.insert_qp(&qp);
+    let v = QpObj { ty, state: QpState::Reset, pd, cqn_snd: snd, cqn_rcv: rcv, uar, umems, qpc: stored, qp, verbs: false };
     c.objs.qps.insert(qpn, Obj { uid: c.uid, users: 0, v });
     c.output::<CreateQpOut>()?.set(CreateQpOut::qpn, qpn);
     Ok(())
 }
 
+/// Enters a verbs QP (`mlx5_ib_create_qp`'s CREATE_QP) in the table, counting its uses
+/// of the firmware's PD and CQs.
+pub(super) fn register(objs: &mut super::Objects, qp: &Arc<objects::Qp>, uid: u16) {
+    let st = match qp.qp_type {
+        QpType::Rc => q::st::RC,
+        QpType::Uc => q::st::UC,
+        _ => q::st::UD,
+    };
+    let mut b = vec![0u8; Qpc::BYTES];
+    if let Ok(mut v) = ViewMut::<Qpc>::new(&mut b) {
+        v.set(Qpc::st, st)
+            .set(Qpc::pd, qp.pd.pdn)
+            .set(Qpc::cqn_snd, qp.send_cq.cqn)
+            .set(Qpc::cqn_rcv, qp.recv_cq.cqn)
+            .set(Qpc::uar_page, qp.uar_page)
+            .set(Qpc::user_index, qp.uidx)
+            .set(Qpc::log_sq_size, qp.sq_wqe_count.max(1).trailing_zeros() as u8)
+            .set(Qpc::no_sq, qp.sq_wqe_count == 0)
+            .set(Qpc::log_rq_size, qp.rq_wqe_count.max(1).trailing_zeros() as u8)
+            .set(Qpc::log_rq_stride, qp.rq_wqe_shift.saturating_sub(4) as u8)
+            .set(Qpc::rq_type, if qp.rq_wqe_count == 0 { RQ_TYPE_ZERO_LEN } else { 0 })
+            .set(Qpc::dbr_addr, qp.db_addr);
+    }
+    use_named(&mut objs.pds, qp.pd.pdn, 1);
+    use_named(&mut objs.cqs, qp.send_cq.cqn, 1);
+    use_named(&mut objs.cqs, qp.recv_cq.cqn, 1);
+    let v = QpObj {
+        ty: qp.qp_type,
+        state: QpState::Reset,
+        pd: qp.pd.pdn,
+        cqn_snd: qp.send_cq.cqn,
+        cqn_rcv: qp.recv_cq.cqn,
+        uar: qp.uar_page,
+        umems: Vec::new(),
+        qpc: b,
+        qp: qp.clone(),
+        verbs: true,
+    };
+    objs.qps.insert(qp.qpn, Obj { uid, users: 0, v });
+}
+
+/// Takes a verbs QP out of the table (its uverbs object is being destroyed).
+pub(super) fn unregister(objs: &mut super::Objects, qpn: u32) {
+    if let Some(o) = objs.qps.remove(&qpn) {
+        use_named(&mut objs.pds, o.v.pd, -1);
+        use_named(&mut objs.cqs, o.v.cqn_snd, -1);
+        use_named(&mut objs.cqs, o.v.cqn_rcv, -1);
+    }
+}
+
 pub(super) fn destroy(c: &mut Cmd<'_>) -> R<()> {
     let qpn = c.input::<DestroyQpIn>()?.get(DestroyQpIn::qpn);
+    if c.objs.qps.get(&qpn).is_some_and(|o| o.v.verbs) {
+        // A verbs QP goes with its uverbs object (DESTROY_QP of the verbs), which
+        // unregisters it; the command cannot take it from under the kernel half.
+        target(&mut c.objs.qps, qpn, c.uid)?;
+        return Err(busy());
+    }
     let qp = remove(&mut c.objs.qps, qpn, c.uid)?.v;
     use_named(&mut c.objs.pds, qp.pd, -1);
     use_named(&mut c.objs.cqs, qp.cqn_snd, -1);
     use_named(&mut c.objs.cqs, qp.cqn_rcv, -1);
     use_named(&mut c.objs.uars, qp.uar, -1);
-    c.hca.free_qpn(qpn);
+    for &u in &qp.umems {
+        use_named(&mut c.objs.umems, u, -1);
+    }
+    // Out of the HCA's table and the device half; frees the QP number.
+    c.hca.remove_qp(&qp.qp);
     Ok(())
 }
 
 pub(super) fn query(c: &mut Cmd<'_>) -> R<()> {
     let qpn = c.input::<QueryQpIn>()?.get(QueryQpIn::qpn);
-    let qp = &target(&mut c.objs.qps, qpn, c.uid)?.v;
-    let (qpc, state) = (qp.qpc.clone(), qp.state);
+    let o = &target(&mut c.objs.qps, qpn, c.uid)?.v;
+    let mut qpc = o.qpc.clone();
+    // The live state: the device half moves a QP to ERR by itself.
+    let state = o.qp.state();
+    if o.verbs {
+        qpc::write_attrs(&o.qp.attrs(), &mut ViewMut::<Qpc>::new(&mut qpc).map_err(|_| internal())?);
+    }
     c.output::<QueryQpOut>()?;
     let off = QueryQpOut::qpc.off() / 8;
     c.outbox.get_mut(off..off + Qpc::BYTES).ok_or_else(internal)?.copy_from_slice(&qpc);
@@ -185,8 +348,15 @@ pub(super) fn modify(c: &mut Cmd<'_>) -> R<()> {
     let qpn = c.input::<Qp2errIn>()?.get(Qp2errIn::qpn);
     let (from, to) = transition_of(opcode).ok_or(Outcome::err(prm::cmd::status::BAD_OP_ERR, syndrome::UNKNOWN_OPCODE))?;
     let inbox = c.inbox;
+    let cfg = c.hca.config().clone();
     let qp = &mut target(&mut c.objs.qps, qpn, c.uid)?.v;
-    let cur = qp.state;
+    let old = qp.qp.attrs();
+    if qp.verbs {
+        // A verbs QP's context is its live attributes (the verbs' MODIFY_QP changes
+        // them): start from those, as the firmware would from its own context.
+        qpc::write_attrs(&old, &mut ViewMut::<Qpc>::new(&mut qp.qpc).map_err(|_| internal())?);
+    }
+    let cur = old.state;
     // The firmware's own table (mlx5_ib's optab), not the core's ib_modify_qp_is_ok:
     // RESET->ERR has a command (2ERR) although the verbs refuse it before it gets here.
     let legal = from.contains(&cur) && qp_state::mlx5_has_command(cur, to);
@@ -200,5 +370,17 @@ pub(super) fn modify(c: &mut Cmd<'_>) -> R<()> {
         merge(opcode, qp.ty, &src, &mut qp.qpc)?;
     }
     qp.state = to;
+    let view = View::<Qpc>::new(&qp.qpc).map_err(|_| internal())?;
+    let mut attrs = if to == QpState::Reset { QpAttrs::default() } else { qpc::attrs_of(&cfg, &view, to) };
+    if to != QpState::Reset {
+        // What the context does not hold stays as the verbs set it.
+        attrs.path_mig_state = old.path_mig_state;
+        attrs.en_sqd_async_notify = old.en_sqd_async_notify;
+        attrs.rate_limit = old.rate_limit;
+        attrs.av.static_rate = old.av.static_rate;
+    }
+    let dev = qp.qp.clone();
+    *dev.attrs.lock().unwrap_or_else(|p| p.into_inner()) = attrs;
+    c.hca.device().qp_modified(&dev, cur, to);
     Ok(())
 }

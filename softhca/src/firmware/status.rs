@@ -100,12 +100,24 @@ pub mod syndrome {
     pub const PORT_OR_PKEY: u32 = 0x0300_000d;
     /// BAD_PARAM: an mkey access mode other than MTT.
     pub const ACCESS_MODE: u32 = 0x0300_000e;
+    /// BAD_PARAM: CREATE_UCTX asking for capabilities (`uctx.cap`) the device lacks.
+    pub const UCTX_CAP: u32 = 0x0300_000f;
+    /// BAD_PARAM: a UMEM page list that is empty, misaligned or of an unknown page size.
+    pub const UMEM_PAGES: u32 = 0x0300_0010;
+    /// BAD_PARAM: a context names a UMEM that does not exist, is another uid's, or is
+    /// too small for what it is meant to hold.
+    pub const BAD_UMEM: u32 = 0x0300_0011;
+    /// BAD_PARAM: a ring or doorbell record address softhca cannot reach (no UMEM and
+    /// no page list, or a misaligned doorbell record).
+    pub const BAD_ADDRESS: u32 = 0x0300_0012;
+    /// BAD_PARAM: `log_rq_size` or `log_sq_size` above `log_max_qp_sz`.
+    pub const QP_SIZE: u32 = 0x0300_0013;
     /// BAD_RES: the object named does not exist.
     pub const NO_OBJECT: u32 = 0x0500_0001;
     /// BAD_RES_STATE: a QP transition its current state does not have.
     pub const QP_STATE: u32 = 0x0900_0001;
-    /// BAD_RES_STATE: a destroy of an object another object still uses.
-    pub const IN_USE: u32 = 0x0900_0002;
+    /// RES_BUSY: a destroy of an object another object still uses.
+    pub const IN_USE: u32 = 0x0600_0001;
     /// NO_RES: the object's number space is exhausted.
     pub const EXHAUSTED: u32 = 0x0f00_0001;
     /// BAD_INP_LEN: the inbox is shorter than the command.

@@ -7,7 +7,9 @@ use std::sync::Arc;
 
 use nix::errno::Errno;
 use prm::bits::{Layout, View, ViewMut};
-use prm::cmd::cq::{CreateCqIn, Cqc, DestroyCqIn};
+use prm::cmd::cq::{CreateCqIn, Cqc, DestroyCqIn, ModifyCqIn};
+use prm::cmd::uctx::{CreateUctxIn, Uctx};
+use prm::cmd::umem::{CreateUmemIn, Umem};
 use prm::cmd::header::MboxIn;
 use prm::cmd::hca_cap::{self as hc, AtomicCaps, CmdHcaCap, QueryHcaCapIn, QueryHcaCapOut};
 use prm::cmd::mkey::{access_mode, CreateMkeyIn, DestroyMkeyIn, Mkc};
@@ -68,14 +70,34 @@ fn with_id(opcode: u16, uid: u16, id: u32) -> Vec<u8> {
     b
 }
 
-fn cq_in(uid: u16, uar: u32, log_size: u8) -> Vec<u8> {
-    inbox::<CreateCqIn>(op::CREATE_CQ, uid, |v| {
-        v.sub_mut(CreateCqIn::cq_context).set(Cqc::log_cq_size, log_size).set(Cqc::uar_page, uar);
+/// A page-aligned 1 MiB of memory every test ring and doorbell record points into
+/// (no test here rings a doorbell, so the device half never touches it).
+fn arena() -> u64 {
+    static ARENA: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *ARENA.get_or_init(|| {
+        let v: &'static mut [u8] = Box::leak(vec![0u8; (1 << 20) + 4096].into_boxed_slice());
+        (v.as_ptr() as u64 + 4095) & !4095
     })
 }
 
+/// Appends a page list (the arena's first 64 KiB, 4 KiB pages) to a CREATE_CQ/CREATE_QP
+/// inbox.
+fn with_pas(mut b: Vec<u8>) -> Vec<u8> {
+    for i in 0..16u64 {
+        b.extend_from_slice(&(arena() + i * 4096).to_be_bytes());
+    }
+    b
+}
+
+fn cq_in(uid: u16, uar: u32, log_size: u8) -> Vec<u8> {
+    with_pas(inbox::<CreateCqIn>(op::CREATE_CQ, uid, |v| {
+        v.sub_mut(CreateCqIn::cq_context).set(Cqc::log_cq_size, log_size).set(Cqc::uar_page, uar)
+            .set(Cqc::dbr_addr, arena() + (1 << 19));
+    }))
+}
+
 fn qp_in(uid: u16, st_: u8, pd: u32, cq: u32, uar: u32) -> Vec<u8> {
-    inbox::<CreateQpIn>(op::CREATE_QP, uid, |v| {
+    with_pas(inbox::<CreateQpIn>(op::CREATE_QP, uid, |v| {
         v.sub_mut(CreateQpIn::qpc)
             .set(Qpc::st, st_)
             .set(Qpc::pd, pd)
@@ -84,8 +106,20 @@ fn qp_in(uid: u16, st_: u8, pd: u32, cq: u32, uar: u32) -> Vec<u8> {
             .set(Qpc::uar_page, uar)
             .set(Qpc::log_sq_size, 6)
             .set(Qpc::log_rq_size, 6)
-            .set(Qpc::log_rq_stride, 2);
-    })
+            .set(Qpc::log_rq_stride, 2)
+            .set(Qpc::dbr_addr, arena() + (1 << 19) + 64);
+    }))
+}
+
+/// A CREATE_UMEM inbox over 4 KiB pages at `pages`.
+fn umem_in(uid: u16, pages: &[u64]) -> Vec<u8> {
+    let mut b = inbox::<CreateUmemIn>(op::CREATE_UMEM, uid, |v| {
+        v.sub_mut(CreateUmemIn::umem).set(Umem::num_of_mtt, pages.len() as u64);
+    });
+    for p in pages {
+        b.extend_from_slice(&(p | 3).to_be_bytes());
+    }
+    b
 }
 
 fn mkey_in(uid: u16, pd: u32, mode: u8) -> Vec<u8> {
@@ -144,12 +178,19 @@ fn firmware_objects_made_and_destroyed() {
     let h = Hca::for_tests();
     let fw = h.firmware();
     let s = make_set(&h, 1);
-    assert_eq!(fw.counts(), super::Counts { pd: 1, uar: 1, cq: 1, qp: 1, mkey: 1 });
+    assert_eq!(fw.counts(), super::Counts { pd: 1, uar: 1, cq: 1, qp: 1, mkey: 1, umem: 0, uctx: 0 });
     // Numbers from the HCA's pools: CQNs start at 0x400, QPNs at 0x108 (hca.rs), UAR
-    // indexes at 1, mkey indexes at 3 (2 is the dump-fill key).
-    assert!(s.cq >= 0x400 && s.qp >= 0x108 && s.uar == 1 && s.mkey >= 3, "{} {} {} {}", s.cq, s.qp, s.uar, s.mkey);
+    // indexes are device pages (the first UAR page), mkey indexes start at 3 (2 is the
+    // dump-fill key).
+    let first_uar = crate::pages::FIRST_UAR_PAGE;
+    assert!(s.cq >= 0x400 && s.qp >= 0x108 && s.uar == first_uar && s.mkey >= 3, "{} {} {} {}", s.cq, s.qp, s.uar, s.mkey);
+    // The CQ and QP are the device half's too.
+    assert!(h.cq(s.cq).is_some() && h.qp(s.qp).is_some());
+    assert!(h.pages().is_allocated(s.uar));
     destroy_set(&h, 1, &s);
     assert_eq!(fw.counts().total(), 0);
+    assert!(h.cq(s.cq).is_none() && h.qp(s.qp).is_none() && !h.pages().is_allocated(s.uar));
+    assert_eq!(h.live_objects(), 0, "no object outlives its destroy");
 }
 
 /// (what, inbox, outbox length, status, syndrome, errno).
@@ -176,12 +217,48 @@ fn firmware_error_table() {
     ViewMut::<CreateCqIn>::new(&mut comp_cq).unwrap().sub_mut(CreateCqIn::cq_context).set(Cqc::cqe_comp_en, true);
     let mut stride = qp_in(1, q::st::RC, s.pd, s.cq, s.uar);
     ViewMut::<CreateQpIn>::new(&mut stride).unwrap().sub_mut(CreateQpIn::qpc).set(Qpc::log_rq_stride, 6);
+    let mut modify_cq = with_id(op::MODIFY_CQ, 1, s.cq);
+    modify_cq.resize(ModifyCqIn::BYTES, 0);
+    ViewMut::<ModifyCqIn>::new(&mut modify_cq).unwrap().set(ModifyCqIn::modify_field_select, 1);
+    let mut modify_cq_op2 = modify_cq.clone();
+    ViewMut::<MboxIn>::new(&mut modify_cq_op2).unwrap().set(MboxIn::op_mod, 2);
+    let mut no_pas = cq_in(1, s.uar, 8);
+    no_pas.truncate(CreateCqIn::BYTES);
+    let mut unmapped = cq_in(1, s.uar, 8);
+    for (i, e) in unmapped[CreateCqIn::BYTES..].chunks_exact_mut(8).enumerate() {
+        e.copy_from_slice(&(0x10_0000_0000u64 + i as u64 * 4096).to_be_bytes());
+    }
+    let mut gap = cq_in(1, s.uar, 8);
+    gap[CreateCqIn::BYTES + 8..CreateCqIn::BYTES + 16].copy_from_slice(&(arena() + 8192).to_be_bytes());
+    let mut short_pas = cq_in(1, s.uar, 8);
+    short_pas.truncate(CreateCqIn::BYTES + 8);
+    let mut no_umem = cq_in(1, s.uar, 8);
+    ViewMut::<CreateCqIn>::new(&mut no_umem).unwrap().set(CreateCqIn::cq_umem_valid, true).set(CreateCqIn::cq_umem_id, 9);
+    let umem_empty = inbox::<CreateUmemIn>(op::CREATE_UMEM, 1, |_| {});
+    let mut umem_misaligned = umem_in(1, &[arena() + 0x100]);
+    let _ = &mut umem_misaligned;
+    let mut umem_short = umem_in(1, &[arena(), arena() + 4096]);
+    umem_short.truncate(umem_short.len() - 8);
+    let uctx_raw = inbox::<CreateUctxIn>(op::CREATE_UCTX, 0, |v| {
+        v.sub_mut(CreateUctxIn::uctx).set(Uctx::cap, prm::cmd::uctx::cap::RAW_TX);
+    });
 
     // (what, inbox, outbox length, status, syndrome, the errno Linux's
     // cmd_status_to_err gives that status)
     let rows: Vec<Row> = vec![
         ("unknown opcode 0x999", plain(0x999, 1), OUT, st::BAD_OP_ERR, syn::UNKNOWN_OPCODE, Errno::EINVAL),
-        ("QUERY_CQ (no layout yet)", with_id(op::QUERY_CQ, 1, s.cq), OUT, st::BAD_OP_ERR, syn::UNKNOWN_OPCODE, Errno::EINVAL),
+        ("QUERY_CQ of uid 1's CQ by uid 2", with_id(op::QUERY_CQ, 2, s.cq), OUT, st::BAD_PARAM_ERR, syn::FOREIGN_OBJECT, Errno::EINVAL),
+        ("MODIFY_CQ moderation (cq_moderation is 0)", modify_cq, OUT, st::BAD_PARAM_ERR, syn::CQ_FEATURE, Errno::EINVAL),
+        ("MODIFY_CQ op_mod 2", modify_cq_op2, OUT, st::BAD_PARAM_ERR, syn::BAD_OP_MOD, Errno::EINVAL),
+        ("CREATE_CQ without UMEM or page list", no_pas, OUT, st::BAD_INP_LEN_ERR, syn::INBOX_LEN, Errno::EIO),
+        ("CREATE_CQ on unmapped memory", unmapped, OUT, st::BAD_PARAM_ERR, syn::BAD_ADDRESS, Errno::EINVAL),
+        ("CREATE_CQ with pages that do not follow each other", gap, OUT, st::BAD_PARAM_ERR, syn::BAD_ADDRESS, Errno::EINVAL),
+        ("CREATE_CQ with one page for a 16 KiB ring", short_pas, OUT, st::BAD_INP_LEN_ERR, syn::INBOX_LEN, Errno::EIO),
+        ("CREATE_CQ on a UMEM that does not exist", no_umem, OUT, st::BAD_PARAM_ERR, syn::BAD_UMEM, Errno::EINVAL),
+        ("CREATE_UMEM with no pages", umem_empty, OUT, st::BAD_PARAM_ERR, syn::UMEM_PAGES, Errno::EINVAL),
+        ("CREATE_UMEM with a misaligned page", umem_misaligned, OUT, st::BAD_PARAM_ERR, syn::UMEM_PAGES, Errno::EINVAL),
+        ("CREATE_UMEM with fewer MTT entries than num_of_mtt", umem_short, OUT, st::BAD_INP_LEN_ERR, syn::INBOX_LEN, Errno::EIO),
+        ("CREATE_UCTX asking for raw transmit", uctx_raw, OUT, st::BAD_PARAM_ERR, syn::UCTX_CAP, Errno::EINVAL),
         ("QUERY_HCA_CAP page 0x11", cap_bad_page, OUT, st::BAD_PARAM_ERR, syn::BAD_OP_MOD, Errno::EINVAL),
         ("QUERY_HCA_CAP other function", other_fn, OUT, st::BAD_PARAM_ERR, syn::OTHER_FUNCTION, Errno::EINVAL),
         ("ALLOC_PD op_mod 1", pd_op_mod, OUT, st::BAD_PARAM_ERR, syn::BAD_OP_MOD, Errno::EINVAL),
@@ -197,9 +274,9 @@ fn firmware_error_table() {
         ("CREATE_QP XRC", qp_in(1, q::st::XRC, s.pd, s.cq, s.uar), OUT, st::BAD_PARAM_ERR, syn::QP_TYPE, Errno::EINVAL),
         ("CREATE_QP log_rq_stride 6 (1 KiB > 512)", stride, OUT, st::BAD_PARAM_ERR, syn::RQ_STRIDE, Errno::EINVAL),
         ("CREATE_MKEY KLM", mkey_in(1, s.pd, access_mode::KLMS), OUT, st::BAD_PARAM_ERR, syn::ACCESS_MODE, Errno::EINVAL),
-        ("DESTROY_CQ of a CQ a QP uses", with_id(op::DESTROY_CQ, 1, s.cq), OUT, st::BAD_RES_STATE_ERR, syn::IN_USE, Errno::EINVAL),
-        ("DEALLOC_PD of a PD a QP uses", with_id(op::DEALLOC_PD, 1, s.pd), OUT, st::BAD_RES_STATE_ERR, syn::IN_USE, Errno::EINVAL),
-        ("DEALLOC_UAR of a UAR a CQ uses", with_id(op::DEALLOC_UAR, 1, s.uar), OUT, st::BAD_RES_STATE_ERR, syn::IN_USE, Errno::EINVAL),
+        ("DESTROY_CQ of a CQ a QP uses", with_id(op::DESTROY_CQ, 1, s.cq), OUT, st::RES_BUSY, syn::IN_USE, Errno::EBUSY),
+        ("DEALLOC_PD of a PD a QP uses", with_id(op::DEALLOC_PD, 1, s.pd), OUT, st::RES_BUSY, syn::IN_USE, Errno::EBUSY),
+        ("DEALLOC_UAR of a UAR a CQ uses", with_id(op::DEALLOC_UAR, 1, s.uar), OUT, st::RES_BUSY, syn::IN_USE, Errno::EBUSY),
         ("DESTROY_QP of uid 1's QP by uid 2", with_id(op::DESTROY_QP, 2, s.qp), OUT, st::BAD_PARAM_ERR, syn::FOREIGN_OBJECT, Errno::EINVAL),
         ("QUERY_QP of uid 1's QP by uid 2", with_id(op::QUERY_QP, 2, s.qp), OUT, st::BAD_PARAM_ERR, syn::FOREIGN_OBJECT, Errno::EINVAL),
         ("DESTROY_MKEY of uid 1's key by uid 0", with_id(op::DESTROY_MKEY, 0, s.mkey), OUT, st::BAD_PARAM_ERR, syn::FOREIGN_OBJECT, Errno::EINVAL),

@@ -46,6 +46,8 @@ pub(crate) enum Access {
 pub(crate) enum FdType {
     CompChannel,
     AsyncEvent,
+    /// `MLX5_IB_OBJECT_DEVX_ASYNC_CMD_FD`.
+    DevxAsyncCmd,
 }
 
 /// The spec of one attribute (`struct uverbs_attr_spec`).

@@ -3,8 +3,7 @@
 //!
 //! The capability values are those of a typical ConnectX-5 with RoCE, except where
 //! softhca deliberately reports a feature as absent because it does not implement it:
-//! DevX (a context asking for it is refused with EINVAL, as on firmware without
-//! `log_max_uctx`; libmlx5 then retries without), XRC and DC, memory windows, on-demand
+//! XRC and DC, memory windows, on-demand
 //! paging, CQE compression and 128-byte CQE padding, raw packet QPs and their offloads,
 //! SRQs and tag matching, device memory.
 
@@ -161,6 +160,9 @@ pub(crate) fn adjust_bfregn(bfregn: u32) -> u32 {
 /// The mlx5 user context (`struct mlx5_ib_ucontext`).
 #[derive(Debug)]
 pub struct Ucontext {
+    /// The DevX uid (`devx_uid`): 0 unless the context was opened with
+    /// `MLX5_IB_ALLOC_UCTX_DEVX`.
+    pub devx_uid: u16,
     /// 0: CQEs carry the QPN; 1: they carry the QP's user index.
     pub cqe_version: u8,
     pub lib_caps: u64,
@@ -214,15 +216,15 @@ pub(crate) fn alloc_ucontext(hca: &Arc<Hca>, udata: &Udata) -> Result<Ucontext> 
     if req.num_low_latency_bfregs > req.total_num_bfregs.wrapping_sub(1) {
         return Err(Errno::EINVAL);
     }
-    if req.flags & ALLOC_UCTX_DEVX != 0 {
-        // No DevX user contexts on this "firmware" (log_max_uctx == 0).
-        return Err(Errno::EINVAL);
-    }
     // A device configured without dynamic UARs ignores the request, like a kernel that
     // does not know the capability bit.
     let dyn_uar = hca.config().dynamic_uars && req.lib_caps & LIB_CAP_DYN_UAR != 0;
     let bfregs = if dyn_uar { None } else { Some(static_uars(hca, &req, ver)?) };
+    // mlx5_ib_devx_create: a firmware user context whose uid every command of this
+    // context carries (its UARs were allocated first, as the driver's are).
+    let devx_uid = if req.flags & ALLOC_UCTX_DEVX != 0 { super::methods::devx::create_uctx(hca)? } else { 0 };
     let ctx = Ucontext {
+        devx_uid,
         cqe_version: if ver == 0 { 0 } else { caps::CQE_VERSION.min(req.max_cqe_version) },
         lib_caps: req.lib_caps,
         dyn_uar,
@@ -233,7 +235,12 @@ pub(crate) fn alloc_ucontext(hca: &Arc<Hca>, udata: &Udata) -> Result<Ucontext> 
     let mut resp = ucontext_resp(hca, &ctx);
     let n = udata.out.len.min(std::mem::size_of::<AllocUcontextResp>());
     resp.response_length = n as u32;
-    udata.copy_to(&resp.as_bytes()[..n])?;
+    if let Err(e) = udata.copy_to(&resp.as_bytes()[..n]) {
+        if ctx.devx_uid != 0 {
+            super::methods::devx::destroy_uctx(hca, ctx.devx_uid);
+        }
+        return Err(e);
+    }
     Ok(ctx)
 }
 

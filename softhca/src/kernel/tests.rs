@@ -539,7 +539,7 @@ fn static_uar_context_errors() {
     let f = h.open();
     let mut resp = [0u8; 72];
     let rp = resp.as_mut_ptr() as u64;
-    let go = |req: &[u8]| {
+    let go_on = |f: &crate::File, req: &[u8]| {
         let mut at = [a(UVERBS_ATTR_UHW_IN, req.len() as u16, M, if req.len() > 8 {
                            req.as_ptr() as u64
                        } else {
@@ -548,8 +548,9 @@ fn static_uar_context_errors() {
                            u64::from_ne_bytes(w)
                        }),
                       a(UVERBS_ATTR_UHW_OUT, 72, M, rp)];
-        ioctl(&f, object::DEVICE, dev::GET_CONTEXT, &mut at)
+        ioctl(f, object::DEVICE, dev::GET_CONTEXT, &mut at)
     };
+    let go = |req: &[u8]| go_on(&f, req);
     let req = |total: u32, low: u32, flags: u32, comp: u32, caps: u64| AllocUcontextReqV2 {
         total_num_bfregs: total, num_low_latency_bfregs: low, flags, comp_mask: comp, max_cqe_version: 1,
         lib_caps: caps, ..Default::default()
@@ -560,7 +561,6 @@ fn static_uar_context_errors() {
     assert_eq!(go(req(16, 16, 0, 0, 0).as_bytes()), Err(Errno::EINVAL), "too many low-latency bfregs");
     assert_eq!(go(req(0, 0, 0, 0, 0).as_bytes()), Err(Errno::EINVAL), "no bfregs without DYN_UAR");
     assert_eq!(go(req(1000, 4, 0, 0, 0).as_bytes()), Err(Errno::ENOMEM), "more than 512 bfregs");
-    assert_eq!(go(req(16, 4, 1, 0, 0).as_bytes()), Err(Errno::EINVAL), "DevX");
     assert_eq!(h.pages().in_use(), 0, "failed contexts keep no pages");
     // The 8-byte v1 request: CQE version 0, static UARs.
     assert_eq!(go(&req(4, 1, 0, 0, 0).as_bytes()[..8]), Ok(()));
@@ -569,4 +569,10 @@ fn static_uar_context_errors() {
     assert_eq!(h.pages().in_use(), 2);
     drop(f);
     assert_eq!(h.pages().in_use(), 0);
+    // The DevX flag: a firmware user context, gone again at close.
+    let f2 = h.open();
+    assert_eq!(go_on(&f2, req(16, 4, 1, 0, 0).as_bytes()), Ok(()), "DevX");
+    assert_eq!(h.firmware().counts().uctx, 1);
+    drop(f2);
+    assert_eq!(h.firmware().counts().uctx, 0, "close destroys the user context");
 }

@@ -45,6 +45,10 @@ pub(crate) enum ObjType {
     AsyncEvent,
     Mlx5Uar,
     Mlx5DevxObj,
+    Mlx5DevxUmem,
+    /// `UVERBS_IDR_ANY_OBJECT`: a lookup that takes a handle of any type (DevX's
+    /// MODIFY/QUERY, which then check the object against the command).
+    Any,
 }
 
 impl ObjType {
@@ -69,6 +73,7 @@ impl ObjType {
             object::ASYNC_EVENT => ObjType::AsyncEvent,
             object::MLX5_UAR => ObjType::Mlx5Uar,
             object::MLX5_DEVX_OBJ => ObjType::Mlx5DevxObj,
+            object::MLX5_DEVX_UMEM => ObjType::Mlx5DevxUmem,
             _ => return None,
         })
     }
@@ -83,6 +88,23 @@ pub(crate) enum Uobj {
     Mr(Arc<Mr>),
     Ah(Arc<Ah>),
     Uar(Arc<UarObj>),
+    Devx(Arc<DevxObj>),
+    Umem(Arc<DevxUmem>),
+}
+
+/// A DevX object (`struct devx_obj`): the firmware object a DEVX_OBJ_CREATE made, its
+/// id as devx.c encodes it (the creating opcode in bits 32..48, a general object's
+/// type above), and the destroy command derived from the create.
+#[derive(Debug)]
+pub(crate) struct DevxObj {
+    pub obj_id: u64,
+    pub dinbox: Vec<u8>,
+}
+
+/// A DevX UMEM (`struct devx_umem`): its DESTROY_UMEM inbox.
+#[derive(Debug)]
+pub(crate) struct DevxUmem {
+    pub dinbox: Vec<u8>,
 }
 
 /// An fd object of a file.
@@ -90,6 +112,7 @@ pub(crate) enum Uobj {
 pub(crate) enum FdObj {
     Comp(Arc<CompChannel>),
     Async(Arc<AsyncEventFile>),
+    DevxCmd(Arc<crate::objects::channel::DevxCmdFile>),
 }
 
 #[derive(Debug)]
@@ -173,7 +196,7 @@ impl UobjTable {
         let h = u32::try_from(handle).map_err(|_| Errno::ENOENT)?;
         match self.slots.get(&h) {
             Some(Slot { state: SlotState::Live(o), ty: t, .. }) => {
-                if *t != ty {
+                if *t != ty && ty != ObjType::Any {
                     Err(Errno::EINVAL)
                 } else {
                     Ok(o.clone())
@@ -223,6 +246,16 @@ impl UobjTable {
     }
 }
 
+/// Runs a DevX object's destroy command; on a create being aborted a failure is ignored.
+fn fw_destroy(hca: &Hca, dinbox: &[u8], why: Why) -> Result<()> {
+    let mut out = [0u8; 16];
+    let o = hca.firmware().exec(dinbox, &mut out);
+    match o.errno() {
+        Some(e) if why != Why::Abort => Err(e),
+        _ => Ok(()),
+    }
+}
+
 /// Destruction with the kernel's lifetime rules: a PD used by MRs, QPs or AHs and a CQ
 /// used by QPs refuse to go (EBUSY, `pd->usecnt` / `cq->usecnt`); destroying an object
 /// releases what it held; close() destroys newest first.
@@ -236,15 +269,25 @@ impl FileState {
                 if busy(pd.usecnt()) {
                     return Err(Errno::EBUSY);
                 }
-                hca.free_pdn(pd.pdn);
+                // DEALLOC_PD in the firmware: refused while a DevX object uses it.
+                let uid = self.ctx.as_ref().map_or(0, |c| c.devx_uid);
+                match hca.firmware().dealloc_pd(pd.pdn, uid) {
+                    Err(e) if why != Why::Abort => return Err(e),
+                    _ => {}
+                }
             }
             Uobj::Cq(cq) => {
                 if busy(cq.usecnt()) {
                     return Err(Errno::EBUSY);
                 }
+                match hca.firmware().unregister_verbs_cq(cq.cqn) {
+                    Err(e) if why != Why::Abort => return Err(e),
+                    _ => {}
+                }
                 hca.remove_cq(cq);
             }
             Uobj::Qp(qp) => {
+                hca.firmware().unregister_verbs_qp(qp.qpn);
                 hca.remove_qp(qp);
                 qp.pd.usecnt.fetch_sub(1, Ordering::SeqCst);
                 qp.send_cq.usecnt.fetch_sub(1, Ordering::SeqCst);
@@ -265,6 +308,11 @@ impl FileState {
                     ctx.mmap_entries.remove(&key);
                 }
             }
+            // devx_obj_cleanup / devx_umem_cleanup: the destroy command built at create;
+            // a firmware refusal (an object still in use) keeps the object, with the
+            // errno mlx5_cmd_exec makes of the status.
+            Uobj::Devx(o) => fw_destroy(hca, &o.dinbox, why)?,
+            Uobj::Umem(u) => fw_destroy(hca, &u.dinbox, why)?,
         }
         Ok(())
     }
@@ -307,6 +355,10 @@ impl FileState {
         self.fds.sort_unstable_by_key(|e| std::cmp::Reverse(e.0));
         self.fds.clear();
         self.default_async = None;
+        // mlx5_ib_dealloc_ucontext: the DevX user context goes after its objects.
+        if let Some(uid) = self.ctx.as_ref().map(|c| c.devx_uid).filter(|&u| u != 0) {
+            crate::kernel::methods::devx::destroy_uctx(hca, uid);
+        }
         self.ctx = None;
     }
 }

@@ -160,6 +160,25 @@ impl AsyncEventFile {
     }
 }
 
+/// A DevX async command fd (`MLX5_IB_OBJECT_DEVX_ASYNC_CMD_FD`): each read() returns
+/// one `mlx5_ib_uapi_devx_async_cmd_hdr` (the caller's `wr_id`) followed by the outbox
+/// of one DEVX_OBJ_ASYNC_QUERY.
+#[derive(Debug)]
+pub struct DevxCmdFile {
+    pub(crate) queue: EventQueue,
+    pub(crate) _live: Live,
+}
+
+impl DevxCmdFile {
+    /// Queues the answer of one asynchronous command.
+    pub fn post(&self, wr_id: u64, outbox: &[u8]) -> bool {
+        let mut rec = Vec::with_capacity(8 + outbox.len());
+        rec.extend_from_slice(&wr_id.to_ne_bytes());
+        rec.extend_from_slice(outbox);
+        self.queue.send(&rec)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

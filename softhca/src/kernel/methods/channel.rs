@@ -14,7 +14,7 @@ use crate::kernel::ioctl::{Call, FdType};
 use crate::kernel::uobject::FdObj;
 use crate::kernel::write::WCall;
 use crate::kernel::{FileState, Result};
-use crate::objects::channel::{fd_identity, EventQueue};
+use crate::objects::channel::{fd_identity, DevxCmdFile, EventQueue};
 use crate::objects::{AsyncEventFile, CompChannel, Kind, Live};
 
 /// Makes a new fd object: the object and the application's end of its socket pair.
@@ -23,6 +23,9 @@ pub(crate) fn new_fd_object(hca: &Hca, ty: FdType) -> std::io::Result<(FdObj, Ow
     let obj = match ty {
         FdType::CompChannel => FdObj::Comp(Arc::new(CompChannel { queue, _live: Live::new(hca.live_counts(), Kind::CompChannel) })),
         FdType::AsyncEvent => FdObj::Async(Arc::new(AsyncEventFile { queue, _live: Live::new(hca.live_counts(), Kind::AsyncEventFile) })),
+        FdType::DevxAsyncCmd => {
+            FdObj::DevxCmd(Arc::new(DevxCmdFile { queue, _live: Live::new(hca.live_counts(), Kind::AsyncEventFile) }))
+        }
     };
     Ok((obj, app))
 }
@@ -35,6 +38,7 @@ pub(crate) fn lookup_fd(st: &FileState, fdno: i32, ty: FdType) -> Result<FdObj> 
     st.fds.iter().map(|(_, o)| o).find(|o| match (o, ty) {
         (FdObj::Comp(c), FdType::CompChannel) => c.queue.is_app_end(id),
         (FdObj::Async(a), FdType::AsyncEvent) => a.queue.is_app_end(id),
+        (FdObj::DevxCmd(d), FdType::DevxAsyncCmd) => d.queue.is_app_end(id),
         _ => false,
     }).cloned().ok_or(Errno::EBADF)
 }

@@ -115,6 +115,8 @@ pub(crate) fn create_cq(hca: &Hca, st: &FileState, a: CqArgs, udata: &Udata) -> 
         _live: Live::new(hca.live_counts(), Kind::Cq),
     });
     hca.insert_cq(&cq);
+    // mlx5_ib's CREATE_CQ runs in the firmware under the context's uid.
+    hca.firmware().register_verbs_cq(&cq, ctx.devx_uid);
     Ok(cq)
 }
 

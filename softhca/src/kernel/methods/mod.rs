@@ -7,6 +7,7 @@ pub(crate) mod channel;
 pub(crate) mod context;
 pub(crate) mod cq;
 pub(crate) mod device;
+pub(crate) mod devx;
 pub(crate) mod misc;
 pub(crate) mod mr;
 pub(crate) mod pd;
@@ -174,7 +175,62 @@ pub(crate) static METHODS: &[MethodDef] = &[
     method(object::MLX5_UAR, mlx5::UAR_OBJ_DESTROY, &[
         m(mlx5::ATTR_UAR_OBJ_DESTROY_HANDLE, idr(ObjType::Mlx5Uar, Access::Destroy)),
     ], false, misc::destroyed),
+    // DevX (devx.c's method declarations; in and out mailboxes at least a header).
+    method(object::MLX5_DEVX, mlx5::DEVX_OTHER, &[
+        m(mlx5::ATTR_DEVX_OTHER_CMD_IN, in_min(DEVX_HDR)),
+        m(mlx5::ATTR_DEVX_OTHER_CMD_OUT, out_min(DEVX_HDR)),
+    ], false, devx::other),
+    method(object::MLX5_DEVX, mlx5::DEVX_QUERY_UAR, &[
+        m(mlx5::ATTR_DEVX_QUERY_UAR_USER_IDX, in_type(4)),
+        m(mlx5::ATTR_DEVX_QUERY_UAR_DEV_IDX, out_type(4)),
+    ], false, devx::query_uar),
+    method(object::MLX5_DEVX, mlx5::DEVX_QUERY_EQN, &[
+        m(mlx5::ATTR_DEVX_QUERY_EQN_USER_VEC, in_type(4)),
+        m(mlx5::ATTR_DEVX_QUERY_EQN_DEV_EQN, out_type(4)),
+    ], false, devx::query_eqn),
+    method(object::MLX5_DEVX_OBJ, mlx5::DEVX_OBJ_CREATE, &[
+        m(mlx5::ATTR_DEVX_OBJ_CREATE_HANDLE, idr(ObjType::Mlx5DevxObj, Access::New)),
+        m(mlx5::ATTR_DEVX_OBJ_CREATE_CMD_IN, in_min(DEVX_HDR)),
+        m(mlx5::ATTR_DEVX_OBJ_CREATE_CMD_OUT, out_min(DEVX_HDR)),
+    ], false, devx::obj_create),
+    method(object::MLX5_DEVX_OBJ, mlx5::DEVX_OBJ_DESTROY, &[
+        m(mlx5::ATTR_DEVX_OBJ_DESTROY_HANDLE, idr(ObjType::Mlx5DevxObj, Access::Destroy)),
+    ], false, misc::destroyed),
+    method(object::MLX5_DEVX_OBJ, mlx5::DEVX_OBJ_MODIFY, &[
+        m(mlx5::ATTR_DEVX_OBJ_MODIFY_HANDLE, idr(ObjType::Any, Access::Read)),
+        m(mlx5::ATTR_DEVX_OBJ_MODIFY_CMD_IN, in_min(DEVX_HDR)),
+        m(mlx5::ATTR_DEVX_OBJ_MODIFY_CMD_OUT, out_min(DEVX_HDR)),
+    ], false, devx::obj_modify),
+    method(object::MLX5_DEVX_OBJ, mlx5::DEVX_OBJ_QUERY, &[
+        m(mlx5::ATTR_DEVX_OBJ_QUERY_HANDLE, idr(ObjType::Any, Access::Read)),
+        m(mlx5::ATTR_DEVX_OBJ_QUERY_CMD_IN, in_min(DEVX_HDR)),
+        m(mlx5::ATTR_DEVX_OBJ_QUERY_CMD_OUT, out_min(DEVX_HDR)),
+    ], false, devx::obj_query),
+    method(object::MLX5_DEVX_OBJ, mlx5::DEVX_OBJ_ASYNC_QUERY, &[
+        m(mlx5::ATTR_DEVX_OBJ_QUERY_ASYNC_HANDLE, idr(ObjType::Any, Access::Read)),
+        m(mlx5::ATTR_DEVX_OBJ_QUERY_ASYNC_CMD_IN, in_min(DEVX_HDR)),
+        m(mlx5::ATTR_DEVX_OBJ_QUERY_ASYNC_OUT_LEN, CONST_IN),
+        m(mlx5::ATTR_DEVX_OBJ_QUERY_ASYNC_FD, fd(FdType::DevxAsyncCmd, Access::Read)),
+        m(mlx5::ATTR_DEVX_OBJ_QUERY_ASYNC_WR_ID, in_type(8)),
+    ], false, devx::obj_async_query),
+    method(object::MLX5_DEVX_UMEM, mlx5::DEVX_UMEM_REG, &[
+        m(mlx5::ATTR_DEVX_UMEM_REG_HANDLE, idr(ObjType::Mlx5DevxUmem, Access::New)),
+        m(mlx5::ATTR_DEVX_UMEM_REG_ADDR, in_type(8)),
+        m(mlx5::ATTR_DEVX_UMEM_REG_LEN, in_type(8)),
+        o(mlx5::ATTR_DEVX_UMEM_REG_ACCESS, FLAGS_IN),
+        o(mlx5::ATTR_DEVX_UMEM_REG_PGSZ_BITMAP, CONST_IN),
+        m(mlx5::ATTR_DEVX_UMEM_REG_OUT_ID, out_type(4)),
+    ], false, devx::umem_reg),
+    method(object::MLX5_DEVX_UMEM, mlx5::DEVX_UMEM_DEREG, &[
+        m(mlx5::ATTR_DEVX_UMEM_DEREG_HANDLE, idr(ObjType::Mlx5DevxUmem, Access::Destroy)),
+    ], false, misc::destroyed),
+    method(object::MLX5_DEVX_ASYNC_CMD_FD, mlx5::DEVX_ASYNC_CMD_FD_ALLOC, &[
+        m(mlx5::ATTR_DEVX_ASYNC_CMD_FD_ALLOC_HANDLE, fd(FdType::DevxAsyncCmd, Access::New)),
+    ], false, devx::async_cmd_fd_alloc),
 ];
+
+/// `sizeof(struct mlx5_ifc_general_obj_in_cmd_hdr_bits)`, and of the out header.
+const DEVX_HDR: u16 = 16;
 
 const _: () = assert!(UVERBS_ID_DRIVER_NS == 0x1000);
 

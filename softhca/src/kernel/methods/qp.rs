@@ -263,6 +263,8 @@ pub(crate) fn create_qp(hca: &Hca, st: &mut FileState, mut a: QpArgs, udata: &Ud
         _live: Live::new(hca.live_counts(), Kind::Qp),
     });
     hca.insert_qp(&qp);
+    // mlx5_ib's CREATE_QP runs in the firmware under the context's uid.
+    hca.firmware().register_verbs_qp(&qp, ctx.devx_uid);
     Ok((qp, a.cap))
 }
 
