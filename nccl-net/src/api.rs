@@ -73,11 +73,18 @@ pub unsafe extern "C" fn init(logger: ncclDebugLogger_t) -> ncclResult_t {
     pin_library();
     let devs = device::all();
     if devs.is_empty() {
+        // init succeeds and devices() answers 0, rather than init failing: NCCL skips
+        // a plugin with no device either way ("Failed to initialize NET plugin"), but
+        // NCCL 2.28.9 calls the plugin's finalize on that path, and its v10
+        // compatibility layer only fills finalize in after a successful v10 init: a
+        // failing init makes NCCL call a NULL finalize (the rank's SIGSEGV in
+        // docs/nccl.md). With a successful init the layer's finalize exists, NCCL
+        // disables the plugin and falls back to its own transports.
         crate::warn!(
-            "no usable device (softhca did not open and no /dev/infiniband device opened{}): the doorbell plugin is off, NCCL uses its other transports",
+            "no usable device (softhca did not open and no /dev/infiniband device opened{}): the doorbell plugin offers 0 devices, NCCL uses its other transports",
             std::env::var(device::DEVICES_ENV).map(|v| format!("; {}={v}", device::DEVICES_ENV)).unwrap_or_default()
         );
-        return NCCL_SYSTEM_ERROR;
+        return NCCL_SUCCESS;
     }
     crate::info!("initialized: {} device(s): {}", devs.len(),
                  devs.iter().map(|d| d.name.to_string_lossy().into_owned()).collect::<Vec<_>>().join(", "));
@@ -87,6 +94,35 @@ pub unsafe extern "C" fn init(logger: ncclDebugLogger_t) -> ncclResult_t {
 pub unsafe extern "C" fn init_v10(logger: ncclDebugLogger_t, _prof: ncclProfilerCallback_t) -> ncclResult_t {
     // SAFETY: forwarded.
     unsafe { init(logger) }
+}
+
+/// The context v11's init hands NCCL for a comm when there are devices: the plugin
+/// keeps no per-comm state (one softhca, no traffic classes), so every comm gets the
+/// address of this static, which finalize leaves alone.
+static COMM_CONTEXT: u8 = 0;
+
+/// v11's init, called once per communicator (v10's compatibility layer in NCCL called
+/// init once per process). With no device the context is NULL: NCCL 2.28.9 then calls
+/// finalize on it and, when its IB transport's init fails next (NCCL_IB_DISABLE, no
+/// libibverbs), IB's finalize frees the same `comm->netContext`, which must not be a
+/// pointer anyone freed (v10's layer frees its own allocation there: a double free).
+pub unsafe extern "C" fn init_v11(ctx: *mut *mut c_void, _comm_id: u64, _config: *mut ncclNetCommConfig_v11_t, logger: ncclDebugLogger_t,
+                                  _prof: ncclProfilerCallback_t) -> ncclResult_t {
+    if ctx.is_null() {
+        return invalid("init: NULL context".into());
+    }
+    // SAFETY: forwarded.
+    let rc = unsafe { init(logger) };
+    let c = if rc == NCCL_SUCCESS && !device::all().is_empty() { &COMM_CONTEXT as *const u8 as *mut c_void } else { std::ptr::null_mut() };
+    // SAFETY: NCCL passes a writable pointer (checked non-null).
+    unsafe { *ctx = c };
+    rc
+}
+
+/// v11's finalize: nothing is held per comm (the devices stay open for the process, as
+/// softhca's engine does).
+pub unsafe extern "C" fn finalize_v11(_ctx: *mut c_void) -> ncclResult_t {
+    NCCL_SUCCESS
 }
 
 pub unsafe extern "C" fn devices(ndev: *mut c_int) -> ncclResult_t {
@@ -130,6 +166,40 @@ pub unsafe extern "C" fn get_properties(dev: c_int, props: *mut ncclNetPropertie
     match properties(dev) {
         // SAFETY: NCCL passes a writable struct of this version.
         Ok(p) => unsafe { props.write(p) },
+        Err(c) => return c,
+    }
+    NCCL_SUCCESS
+}
+
+pub unsafe extern "C" fn get_properties_v11(dev: c_int, props: *mut ncclNetProperties_v11_t) -> ncclResult_t {
+    if props.is_null() {
+        return invalid("getProperties: NULL props".into());
+    }
+    match properties(dev) {
+        // SAFETY: NCCL passes a writable v11 struct.
+        Ok(p) => unsafe {
+            props.write(ncclNetProperties_v11_t {
+                name: p.name,
+                pciPath: p.pciPath,
+                guid: p.guid,
+                ptrSupport: p.ptrSupport,
+                regIsGlobal: p.regIsGlobal,
+                forceFlush: p.forceFlush,
+                speed: p.speed,
+                port: p.port,
+                latency: p.latency,
+                maxComms: p.maxComms,
+                maxRecvs: p.maxRecvs,
+                netDeviceType: p.netDeviceType,
+                netDeviceVersion: p.netDeviceVersion,
+                vProps: p.vProps,
+                maxP2pBytes: p.maxP2pBytes,
+                maxCollBytes: p.maxCollBytes,
+                // No multi-request support: what NCCL's compatibility layers report
+                // for every older table.
+                maxMultiRequestSize: 1,
+            })
+        },
         Err(c) => return c,
     }
     NCCL_SUCCESS
@@ -220,6 +290,17 @@ pub unsafe extern "C" fn connect(dev: c_int, handle: *mut c_void, send_comm: *mu
             code
         }
     }
+}
+
+pub unsafe extern "C" fn listen_v11(_ctx: *mut c_void, dev: c_int, handle: *mut c_void, listen_comm: *mut *mut c_void) -> ncclResult_t {
+    // SAFETY: forwarded.
+    unsafe { listen(dev, handle, listen_comm) }
+}
+
+pub unsafe extern "C" fn connect_v11(_ctx: *mut c_void, dev: c_int, handle: *mut c_void, send_comm: *mut *mut c_void,
+                                     dev_comm: *mut *mut ncclNetDeviceHandle_v8_t) -> ncclResult_t {
+    // SAFETY: forwarded.
+    unsafe { connect(dev, handle, send_comm, dev_comm) }
 }
 
 pub unsafe extern "C" fn connect_v10(dev: c_int, _config: *mut ncclNetCommConfig_v10_t, handle: *mut c_void, send_comm: *mut *mut c_void,

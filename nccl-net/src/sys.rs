@@ -124,6 +124,31 @@ pub struct ncclNetCommConfig_v10_t {
     pub trafficClass: c_int,
 }
 
+/// `ncclNetProperties_v11_t`: v10's fields, then `maxMultiRequestSize`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct ncclNetProperties_v11_t {
+    pub name: *mut c_char,
+    pub pciPath: *mut c_char,
+    pub guid: u64,
+    pub ptrSupport: c_int,
+    pub regIsGlobal: c_int,
+    pub forceFlush: c_int,
+    pub speed: c_int,
+    pub port: c_int,
+    pub latency: f32,
+    pub maxComms: c_int,
+    pub maxRecvs: c_int,
+    pub netDeviceType: c_int,
+    pub netDeviceVersion: c_int,
+    pub vProps: ncclNetVDeviceProps_v10_t,
+    pub maxP2pBytes: usize,
+    pub maxCollBytes: usize,
+    pub maxMultiRequestSize: c_int,
+}
+
+pub type ncclNetCommConfig_v11_t = ncclNetCommConfig_v10_t;
+
 type DevHandle = *mut *mut ncclNetDeviceHandle_v8_t;
 
 /// `ncclNet_v8_t`: sizes are `int`.
@@ -201,6 +226,36 @@ pub struct ncclNet_v10_t {
     pub makeVDevice: Option<unsafe extern "C" fn(*mut c_int, *mut ncclNetVDeviceProps_v10_t) -> ncclResult_t>,
 }
 
+/// `ncclNet_v11_t`: init is called once per communicator and returns a context, which
+/// listen, connect, finalize and setNetAttr take; the traffic class moves from connect
+/// to init.
+#[repr(C)]
+pub struct ncclNet_v11_t {
+    pub name: *const c_char,
+    pub init: unsafe extern "C" fn(*mut *mut c_void, u64, *mut ncclNetCommConfig_v11_t, ncclDebugLogger_t, ncclProfilerCallback_t) -> ncclResult_t,
+    pub devices: unsafe extern "C" fn(*mut c_int) -> ncclResult_t,
+    pub getProperties: unsafe extern "C" fn(c_int, *mut ncclNetProperties_v11_t) -> ncclResult_t,
+    pub listen: unsafe extern "C" fn(*mut c_void, c_int, *mut c_void, *mut *mut c_void) -> ncclResult_t,
+    pub connect: unsafe extern "C" fn(*mut c_void, c_int, *mut c_void, *mut *mut c_void, DevHandle) -> ncclResult_t,
+    pub accept: unsafe extern "C" fn(*mut c_void, *mut *mut c_void, DevHandle) -> ncclResult_t,
+    pub regMr: unsafe extern "C" fn(*mut c_void, *mut c_void, usize, c_int, *mut *mut c_void) -> ncclResult_t,
+    pub regMrDmaBuf: unsafe extern "C" fn(*mut c_void, *mut c_void, usize, c_int, u64, c_int, *mut *mut c_void) -> ncclResult_t,
+    pub deregMr: unsafe extern "C" fn(*mut c_void, *mut c_void) -> ncclResult_t,
+    pub isend: unsafe extern "C" fn(*mut c_void, *mut c_void, usize, c_int, *mut c_void, *mut c_void, *mut *mut c_void) -> ncclResult_t,
+    pub irecv: unsafe extern "C" fn(*mut c_void, c_int, *mut *mut c_void, *mut usize, *mut c_int, *mut *mut c_void, *mut *mut c_void, *mut *mut c_void) -> ncclResult_t,
+    pub iflush: unsafe extern "C" fn(*mut c_void, c_int, *mut *mut c_void, *mut c_int, *mut *mut c_void, *mut *mut c_void) -> ncclResult_t,
+    pub test: unsafe extern "C" fn(*mut c_void, *mut c_int, *mut c_int) -> ncclResult_t,
+    pub closeSend: unsafe extern "C" fn(*mut c_void) -> ncclResult_t,
+    pub closeRecv: unsafe extern "C" fn(*mut c_void) -> ncclResult_t,
+    pub closeListen: unsafe extern "C" fn(*mut c_void) -> ncclResult_t,
+    pub getDeviceMr: Option<unsafe extern "C" fn(*mut c_void, *mut c_void, *mut *mut c_void) -> ncclResult_t>,
+    pub irecvConsumed: Option<unsafe extern "C" fn(*mut c_void, c_int, *mut c_void) -> ncclResult_t>,
+    pub makeVDevice: Option<unsafe extern "C" fn(*mut c_int, *mut ncclNetVDeviceProps_v10_t) -> ncclResult_t>,
+    pub finalize: unsafe extern "C" fn(*mut c_void) -> ncclResult_t,
+    /// `ncclNetAttr_v11_t*`, never read here (NCCL checks for NULL before calling).
+    pub setNetAttr: Option<unsafe extern "C" fn(*mut c_void, *mut c_void) -> ncclResult_t>,
+}
+
 // SAFETY: the tables are immutable statics; `name` points at a 'static C string and
 // the rest are functions, all of which may be read from any thread.
 unsafe impl Sync for ncclNet_v8_t {}
@@ -208,6 +263,8 @@ unsafe impl Sync for ncclNet_v8_t {}
 unsafe impl Sync for ncclNet_v9_t {}
 // SAFETY: as above.
 unsafe impl Sync for ncclNet_v10_t {}
+// SAFETY: as above.
+unsafe impl Sync for ncclNet_v11_t {}
 
 #[cfg(test)]
 mod layout {
@@ -260,6 +317,17 @@ mod layout {
     }
 
     #[test]
+    fn properties_v11() {
+        // v10's layout (104 bytes), then maxMultiRequestSize (int) at 104, padded to
+        // the struct's 8-byte alignment: 112.
+        type P = ncclNetProperties_v11_t;
+        assert_eq!(offset_of!(P, vProps), 64);
+        assert_eq!(offset_of!(P, maxCollBytes), 96);
+        assert_eq!(offset_of!(P, maxMultiRequestSize), 104);
+        assert_eq!(size_of::<P>(), 112);
+    }
+
+    #[test]
     fn device_handle() {
         // two ints (0, 4), a pointer (8), a size_t (16), an int (24), padded to 32.
         type H = ncclNetDeviceHandle_v8_t;
@@ -284,5 +352,13 @@ mod layout {
         assert_eq!(offset_of!(ncclNet_v10_t, regMrDmaBuf), 8 * 8);
         assert_eq!(offset_of!(ncclNet_v10_t, closeListen), 16 * 8);
         assert_eq!(size_of::<ncclNetCommConfig_v10_t>(), 4);
+        // v11: v10's 20 slots, then finalize and setNetAttr: 22; listen and connect
+        // gain the context argument but keep their slots.
+        assert_eq!(size_of::<ncclNet_v11_t>(), 22 * 8);
+        assert_eq!(offset_of!(ncclNet_v11_t, listen), 4 * 8);
+        assert_eq!(offset_of!(ncclNet_v11_t, isend), 10 * 8);
+        assert_eq!(offset_of!(ncclNet_v11_t, makeVDevice), 19 * 8);
+        assert_eq!(offset_of!(ncclNet_v11_t, finalize), 20 * 8);
+        assert_eq!(offset_of!(ncclNet_v11_t, setNetAttr), 21 * 8);
     }
 }

@@ -29,7 +29,7 @@ const HANG: Duration = Duration::from_secs(60);
 
 /// The plugin, loaded.
 struct Net {
-    _lib: libloading::Library,
+    lib: libloading::Library,
     t: &'static ncclNet_v10_t,
 }
 
@@ -42,7 +42,16 @@ impl Net {
             let lib = libloading::Library::new(&path).unwrap_or_else(|e| panic!("dlopen {}: {e}", path.display()));
             let sym: libloading::Symbol<*const ncclNet_v10_t> = lib.get(b"ncclNetPlugin_v10\0").expect("ncclNetPlugin_v10");
             let t = &**sym;
-            Net { _lib: lib, t }
+            Net { lib, t }
+        }
+    }
+
+    /// The v11 table of the same library (NCCL 2.28's first choice).
+    fn v11(&self) -> &'static ncclNet_v11_t {
+        // SAFETY: a static of the library, which stays loaded as long as `self`.
+        unsafe {
+            let sym: libloading::Symbol<*const ncclNet_v11_t> = self.lib.get(b"ncclNetPlugin_v11\0").expect("ncclNetPlugin_v11");
+            &**sym
         }
     }
 
@@ -505,9 +514,32 @@ fn as_rank(test: &str) -> bool {
         Some(("recv", t)) if t == test && test.starts_with("transfers") => recv_transfers(&net),
         Some(("send", t)) if t == test && test.starts_with("transfers") => send_transfers(&net),
         Some(("nodev", t)) if t == test => {
-            // DOORBELL_NCCL_DEVICES names no device: init must fail, with its log line.
+            // DOORBELL_NCCL_DEVICES names no device: init succeeds with its log line and
+            // devices() answers 0 (NCCL then skips the plugin).
             let rc = net.init();
-            println!("\nINIT {rc}");
+            let mut n = -1;
+            // SAFETY: a writable int.
+            let drc = unsafe { (net.t.devices)(&mut n) };
+            println!("\nINIT {rc} DEVICES {drc} {n}");
+        }
+        Some(("v11", t)) if t == test => {
+            // v11's per-comm init: the context it returns, devices, finalize of it.
+            let v = net.v11();
+            let mut ctx = 0xdead_usize as *mut c_void;
+            let mut cfg = ncclNetCommConfig_v11_t { trafficClass: -1 };
+            // SAFETY: writable context and config; no logger (warnings go to stderr).
+            let rc = unsafe { (v.init)(&mut ctx, 7, &mut cfg, None, None) };
+            let mut n = -1;
+            // SAFETY: a writable int.
+            let drc = unsafe { (v.devices)(&mut n) };
+            let mut props: ncclNetProperties_v11_t = unsafe { std::mem::zeroed() };
+            // SAFETY: a writable v11 struct (device 0 may not exist: then an error).
+            let prc = unsafe { (v.getProperties)(0, &mut props) };
+            let multi = if prc == 0 { props.maxMultiRequestSize } else { -1 };
+            // SAFETY: the context init returned.
+            let frc = unsafe { (v.finalize)(ctx) };
+            println!("\nV11 INIT {rc} CTX {} DEVICES {drc} {n} PROPS {prc} MULTI {multi} FINALIZE {frc}",
+                     if ctx.is_null() { "null" } else if ctx as usize == 0xdead { "untouched" } else { "set" });
         }
         Some(("logger", t)) if t == test => logger_role(&net),
         Some(("recvstop", t)) if t == test => {
@@ -690,7 +722,7 @@ fn properties() {
     }
     let net = Net::load();
     assert_eq!(net.init(), 0);
-    let lib = &net._lib;
+    let lib = &net.lib;
     // SAFETY: the tables are statics of the loaded library.
     let (v9, v8) = unsafe {
         let a: libloading::Symbol<*const ncclNet_v9_t> = lib.get(b"ncclNetPlugin_v9\0").unwrap();
@@ -747,25 +779,69 @@ fn properties() {
     }
 }
 
-/// With no device to offer, init fails (NCCL then moves on to its own transports).
+/// With no device to offer, init succeeds, devices() answers 0 and one warning names
+/// the cause: NCCL (net.cc, ncclNetPluginInit) skips a plugin with `ndev <= 0` and moves
+/// on to its own transports. (A failing init would be skipped too, but NCCL 2.28.9 then
+/// calls a NULL finalize: see api::init.)
 #[test]
-fn init_fails_cleanly_without_a_device() {
-    if as_rank("init_fails_cleanly_without_a_device") {
+fn no_device_offers_zero_devices() {
+    if as_rank("no_device_offers_zero_devices") {
         return;
     }
     common::plugin();
     let out = Command::new(std::env::current_exe().unwrap())
-        .args(["init_fails_cleanly_without_a_device", "--exact", "--nocapture", "--test-threads=1"])
-        .env(ROLE, "nodev:init_fails_cleanly_without_a_device")
+        .args(["no_device_offers_zero_devices", "--exact", "--nocapture", "--test-threads=1"])
+        .env(ROLE, "nodev:no_device_offers_zero_devices")
         .env("DOORBELL_NCCL_DEVICES", "no-such-device")
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stdout}{stderr}");
-    // ncclSystemError (2), and one warning naming the cause.
-    assert!(stdout.contains("INIT 2"), "{stdout}");
+    // ncclSuccess, zero devices, and one warning naming the cause.
+    assert!(stdout.contains("INIT 0 DEVICES 0 0"), "{stdout}");
     assert_eq!(stderr.matches("no usable device").count(), 1, "{stderr}");
+}
+
+fn v11_role(test: &str, devices: Option<&str>) -> String {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args([test, "--exact", "--nocapture", "--test-threads=1"]).env(ROLE, format!("v11:{test}"));
+    if let Some(d) = devices {
+        cmd.env("DOORBELL_NCCL_DEVICES", d);
+    }
+    let out = cmd.output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    stdout
+}
+
+/// v11 (net_v11.h; NCCL 2.28 takes it as it is) with no device: init succeeds and sets
+/// the context to NULL, devices() answers 0, getProperties(0) is an error, finalize of
+/// the NULL context succeeds. NULL because NCCL 2.28.9 (net.cc) calls finalize on
+/// `comm->netContext` for every plugin whose init it tried, IB's (whose finalize frees
+/// it) included, when IB's init fails before writing the context.
+#[test]
+fn v11_without_a_device() {
+    let test = "v11_without_a_device";
+    if as_rank(test) {
+        return;
+    }
+    common::plugin();
+    let stdout = v11_role(test, Some("no-such-device"));
+    assert!(stdout.contains("V11 INIT 0 CTX null DEVICES 0 0 PROPS 4 MULTI -1 FINALIZE 0"), "{stdout}");
+}
+
+/// v11 with softhca: a non-NULL context, one device or more, maxMultiRequestSize 1
+/// (what NCCL's compatibility layers report for tables without it: net_v10.cc).
+#[test]
+fn v11_with_softhca() {
+    let test = "v11_with_softhca";
+    if as_rank(test) {
+        return;
+    }
+    common::plugin();
+    let stdout = v11_role(test, Some("softhca0"));
+    assert!(stdout.contains("V11 INIT 0 CTX set DEVICES 0 1 PROPS 0 MULTI 1 FINALIZE 0"), "{stdout}");
 }
 
 /// A receiver that stops answering (SIGSTOP: its process, softhca included, is frozen,
@@ -880,8 +956,8 @@ fn v8_and_v9_tables_carry_data() {
     assert_eq!(net.init(), 0);
     // SAFETY: statics of the loaded library.
     let (v9, v8) = unsafe {
-        let a: libloading::Symbol<*const ncclNet_v9_t> = net._lib.get(b"ncclNetPlugin_v9\0").unwrap();
-        let b: libloading::Symbol<*const ncclNet_v8_t> = net._lib.get(b"ncclNetPlugin_v8\0").unwrap();
+        let a: libloading::Symbol<*const ncclNet_v9_t> = net.lib.get(b"ncclNetPlugin_v9\0").unwrap();
+        let b: libloading::Symbol<*const ncclNet_v8_t> = net.lib.get(b"ncclNetPlugin_v8\0").unwrap();
         (&**a, &**b)
     };
     // SAFETY: every pointer is valid for the call; buffers outlive their registrations.

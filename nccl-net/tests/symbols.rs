@@ -33,7 +33,7 @@ fn exports_the_plugin_tables() {
         })
         .collect();
     tables.sort();
-    assert_eq!(tables, ["ncclNetPlugin_v10", "ncclNetPlugin_v8", "ncclNetPlugin_v9"]);
+    assert_eq!(tables, ["ncclNetPlugin_v10", "ncclNetPlugin_v11", "ncclNetPlugin_v8", "ncclNetPlugin_v9"]);
     // No collective-network or GIN tables: NCCL would then try to use them.
     assert!(!text.contains("ncclCollNetPlugin") && !text.contains("ncclGinPlugin"));
 }
