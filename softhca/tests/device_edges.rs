@@ -133,8 +133,9 @@ fn cq_overrun_puts_cq_and_qp_in_error() {
 }
 
 /// Writes a raw WQE at the QP's SQ producer index behind the provider's back and rings
-/// the doorbell record: the device must answer a bad opcode or size with LOCAL_QP_OP_ERR.
-fn raw_wqe(ip: u8, opcode: u8, ds: u8) {
+/// the doorbell record: the device must answer a bad opcode or size, or a control
+/// segment whose index is not the SQ position (`skew` WQEBBs off), with LOCAL_QP_OP_ERR.
+fn raw_wqe(ip: u8, opcode: u8, ds: u8, skew: u32) -> u8 {
     let a = Host::new([127, 1, 5, ip]);
     let b = Host::new([127, 1, 5, ip + 1]);
     let (mut ea, _eb) = connect(&a, &b, &Opts::default());
@@ -147,7 +148,7 @@ fn raw_wqe(ip: u8, opcode: u8, ds: u8) {
     // Sent so far: the good WRITE, and a retransmission of it if its ACK was slow.
     let sent = a.hca.device().counters().tx_packets;
     let mut wqe = [0u8; 64];
-    wqe[0..4].copy_from_slice(&((pi << 8) | opcode as u32).to_be_bytes());
+    wqe[0..4].copy_from_slice(&((((pi + skew) & 0xffff) << 8) | opcode as u32).to_be_bytes());
     wqe[4..8].copy_from_slice(&((ea.qp.qpn() << 8) | ds as u32).to_be_bytes());
     wqe[11] = 0x08; // CQ_UPDATE
     // Written and rung as the provider would (doorbell record, then the UAR store): a
@@ -156,14 +157,24 @@ fn raw_wqe(ip: u8, opcode: u8, ds: u8) {
     let wc = wait(&mut ea.scq, 1)[0];
     assert_eq!((wc.status, wc.vendor_err != 0), (WcStatus::LocQpOpErr, true), "opcode {opcode:#x} ds {ds}: {wc:?}");
     assert_eq!(a.hca.device().counters().tx_packets, sent, "a malformed WQE puts nothing on the wire");
+    wc.vendor_err
 }
 
 #[test]
 fn bad_wqe_opcode_or_size_gives_local_qp_operation_error() {
-    raw_wqe(8, 0x2a, 1); // no such opcode
-    raw_wqe(10, 0x08, 0); // ds 0
-    raw_wqe(12, 0x08, 1); // an RDMA WRITE without its remote address segment
-    raw_wqe(14, 0x11, 2); // an atomic without its atomic segment
+    raw_wqe(8, 0x2a, 1, 0); // no such opcode
+    raw_wqe(10, 0x08, 0, 0); // ds 0
+    raw_wqe(12, 0x08, 1, 0); // an RDMA WRITE without its remote address segment
+    raw_wqe(14, 0x11, 2, 0); // an atomic without its atomic segment
+}
+
+/// A well-formed NOP whose control segment names the wrong WQE index: a ConnectX
+/// refuses it with LOCAL_QP_OP_ERR and vendor syndrome 0x68 (the error copyrpc's mlx5
+/// crate hit on a real device with its first DevX WQE; docs/devx.md).
+#[test]
+fn control_segment_with_the_wrong_index_is_refused() {
+    assert_eq!(raw_wqe(40, 0x00, 1, 1), 0x68, "index one ahead");
+    assert_eq!(raw_wqe(42, 0x00, 1, 0x8000), 0x68, "index half the counter off");
 }
 
 #[test]

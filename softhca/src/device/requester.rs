@@ -317,6 +317,14 @@ impl QpCtx {
             bad(&mut w, syndrome::LOCAL_QP_OP, "WQE size beyond the doorbell");
             return w;
         }
+        if ctrl.wqe_index != index {
+            // A ConnectX checks that the control segment it fetched carries the index it
+            // expected there (vendor syndrome 0x68, "bad control WQE index": what a QP
+            // context placing the SQ elsewhere than the program wrote it produces; see
+            // docs/devx.md). The WQE is not executed.
+            bad(&mut w, syndrome::LOCAL_QP_OP, "control segment index is not the SQ position");
+            return w;
+        }
         let ud = match self.qp.qp_type {
             QpType::Rc | QpType::Uc => false,
             QpType::Ud => true,
