@@ -201,6 +201,11 @@ prm::layout! {
         g: 0xb,
         h: 0x10,
         i: 0x20,
+        j: 0x8,
+        k: 0x3,
+        l: 0x1,
+        m: 0x4,
+        n: 0x10,
     }
 }
 
@@ -230,7 +235,14 @@ fn bit_packing_matches_devx_set() {
     assert_eq!(r.get(PackTest::d) as u64, num(&value(all, "devxget", "d")));
 
     let mut b = [0xffu8; PackTest::BYTES];
-    ViewMut::<PackTest>::new(&mut b).unwrap().set(PackTest::d, 0).set(PackTest::f, 2);
+    let mut v = ViewMut::<PackTest>::new(&mut b).unwrap();
+    v.set(PackTest::d, 0).set(PackTest::f, 2);
+    v.set(PackTest::a, false).set(PackTest::k, 0).set(PackTest::l, false).set(PackTest::m, 5);
     assert_eq!(hex(&b), value(all, "devx", "clear"));
+    let r = View::<PackTest>::new(&b).unwrap();
+    assert_eq!(r.get(PackTest::k) as u64, num(&value(all, "devxget", "k")));
+    assert_eq!(r.get(PackTest::m) as u64, num(&value(all, "devxget", "m")));
+    assert_eq!(r.get(PackTest::j) as u64, num(&value(all, "devxget", "j")));
+    assert!(!r.get(PackTest::a) && !r.get(PackTest::l) && r.get(PackTest::c) == 0xf);
     assert_eq!(<PackTest as Layout>::NAME, "pack_test");
 }

@@ -36,6 +36,14 @@ struct mlx5_ifc_pack_test_bits {
 	u8 g[0xb];
 	u8 h[0x10];
 	u8 i[0x20];
+	/* byte 25 holds three fields: sub-byte fields in a byte whose index is not a
+	 * multiple of 8 (a bit position error of 16 bits per byte of offset wraps to
+	 * nothing in a 128-bit shift only at multiples of 8) */
+	u8 j[0x8];
+	u8 k[0x3];
+	u8 l[0x1];
+	u8 m[0x4];
+	u8 n[0x10];
 };
 
 static void hex(const char *label, const void *p, size_t n)
@@ -155,6 +163,14 @@ int main(void)
 	memset(buf, 0xff, sizeof(buf));
 	DEVX_SET(pack_test, buf, d, 0);
 	DEVX_SET(pack_test, buf, f, 2);
+	/* a flag set to 0, and fields whose neighbours in their byte hold ones */
+	DEVX_SET(pack_test, buf, a, 0);
+	DEVX_SET(pack_test, buf, k, 0);
+	DEVX_SET(pack_test, buf, l, 0);
+	DEVX_SET(pack_test, buf, m, 5);
 	hex("clear", buf, sizeof(buf));
+	printf("devxget k %u\n", DEVX_GET(pack_test, buf, k));
+	printf("devxget m %u\n", DEVX_GET(pack_test, buf, m));
+	printf("devxget j %u\n", DEVX_GET(pack_test, buf, j));
 	return 0;
 }
