@@ -624,6 +624,28 @@ mod tests {
         assert_eq!(&b[3..9], &[3, 0xaa, 0xaa, 0xaa, 0xaa, 8]);
     }
 
+    crate::layout! {
+        /// Reserved areas where the scan is easy to get wrong: at bit 0, and wider
+        /// than one 64-bit read.
+        struct R = r {
+            reserved_at_0: [0x20],
+            x: 0x20,
+            reserved_at_40: [0x80],
+        }
+    }
+
+    #[test]
+    fn reserved_bits_are_found_anywhere() {
+        let mut b = [0u8; R::BYTES];
+        assert_eq!(View::<R>::new(&b).unwrap().nonzero_reserved(), None);
+        b[4] = 0xff;
+        assert_eq!(View::<R>::new(&b).unwrap().nonzero_reserved(), None, "x is not reserved");
+        b[R::BYTES - 1] = 1;
+        assert_eq!(View::<R>::new(&b).unwrap().nonzero_reserved().map(|f| f.name), Some("reserved_at_40"));
+        b[0] = 0x80;
+        assert_eq!(View::<R>::new(&b).unwrap().nonzero_reserved().map(|f| f.name), Some("reserved_at_0"));
+    }
+
     #[test]
     fn errors_say_what_and_how_much() {
         let e = View::<T>::new(&[0u8; 19]).err().unwrap();
@@ -654,6 +676,7 @@ mod tests {
         assert!(v.get(T::a));
         assert_eq!(v.try_set(T::c, 0x10).err(), Some(Overflow { value: 0x10, bits: 4 }));
         assert!(v.try_set(T::c, 0x3).is_ok());
+        assert!(v.try_set(T::c, 0xf).is_ok(), "the largest value fits");
     }
 
     #[test]
