@@ -20,6 +20,7 @@ use std::sync::OnceLock;
 
 use prm::bits::{Layout, View, ViewMut};
 use prm::cqe::{Cqe64, ErrCqe};
+use prm::opcode::{CqeOpcode, WqeOpcode};
 use prm::wqe::{AtomicSeg, CtrlSeg, DataSeg, DatagramSeg, EthSeg, InlineHeader, RaddrSeg};
 
 /// The reference program's output as (kind, key) -> value text, or `None` when it
@@ -186,6 +187,62 @@ fn doorbell_uar_and_wqe_constants_match_header() {
     for (name, ours) in consts {
         assert_eq!(num(&value(all, "const", name)), ours, "{name}");
     }
+}
+
+/// Every WQE opcode and CQE opcode the header names decodes to the variant of that
+/// name (and every variant is one of them).
+#[test]
+fn opcodes_match_header() {
+    let all = reference_or_skip!();
+    let wqe: [(&str, WqeOpcode); 20] = [
+        ("MLX5_OPCODE_NOP", WqeOpcode::Nop),
+        ("MLX5_OPCODE_SEND_INVAL", WqeOpcode::SendInval),
+        ("MLX5_OPCODE_RDMA_WRITE", WqeOpcode::RdmaWrite),
+        ("MLX5_OPCODE_RDMA_WRITE_IMM", WqeOpcode::RdmaWriteImm),
+        ("MLX5_OPCODE_SEND", WqeOpcode::Send),
+        ("MLX5_OPCODE_SEND_IMM", WqeOpcode::SendImm),
+        ("MLX5_OPCODE_TSO", WqeOpcode::Tso),
+        ("MLX5_OPCODE_RDMA_READ", WqeOpcode::RdmaRead),
+        ("MLX5_OPCODE_ATOMIC_CS", WqeOpcode::AtomicCs),
+        ("MLX5_OPCODE_ATOMIC_FA", WqeOpcode::AtomicFa),
+        ("MLX5_OPCODE_ATOMIC_MASKED_CS", WqeOpcode::AtomicMaskedCs),
+        ("MLX5_OPCODE_ATOMIC_MASKED_FA", WqeOpcode::AtomicMaskedFa),
+        ("MLX5_OPCODE_FMR", WqeOpcode::Fmr),
+        ("MLX5_OPCODE_LOCAL_INVAL", WqeOpcode::LocalInval),
+        ("MLX5_OPCODE_CONFIG_CMD", WqeOpcode::ConfigCmd),
+        ("MLX5_OPCODE_SET_PSV", WqeOpcode::SetPsv),
+        ("MLX5_OPCODE_UMR", WqeOpcode::Umr),
+        ("MLX5_OPCODE_TAG_MATCHING", WqeOpcode::TagMatching),
+        ("MLX5_OPCODE_FLOW_TBL_ACCESS", WqeOpcode::FlowTblAccess),
+        ("MLX5_OPCODE_MMO", WqeOpcode::Mmo),
+    ];
+    for (name, op) in wqe {
+        let v = num(&value(all, "const", name));
+        assert_eq!(op.as_u8() as u64, v, "{name}");
+        assert_eq!(WqeOpcode::from_u8(v as u8), Some(op), "from_u8({name})");
+    }
+    let named: Vec<u8> = wqe.iter().map(|(_, op)| op.as_u8()).collect();
+    assert!((0..=255u8).all(|v| WqeOpcode::from_u8(v).is_none() || named.contains(&v)), "an opcode the header lacks");
+    let cqe: [(&str, CqeOpcode); 11] = [
+        ("MLX5_CQE_REQ", CqeOpcode::Req),
+        ("MLX5_CQE_RESP_WR_IMM", CqeOpcode::RespWrImm),
+        ("MLX5_CQE_RESP_SEND", CqeOpcode::RespSend),
+        ("MLX5_CQE_RESP_SEND_IMM", CqeOpcode::RespSendImm),
+        ("MLX5_CQE_RESP_SEND_INV", CqeOpcode::RespSendInv),
+        ("MLX5_CQE_RESIZE_CQ", CqeOpcode::ResizeCq),
+        ("MLX5_CQE_NO_PACKET", CqeOpcode::NoPacket),
+        ("MLX5_CQE_SIG_ERR", CqeOpcode::SigErr),
+        ("MLX5_CQE_REQ_ERR", CqeOpcode::ReqErr),
+        ("MLX5_CQE_RESP_ERR", CqeOpcode::RespErr),
+        ("MLX5_CQE_INVALID", CqeOpcode::Invalid),
+    ];
+    for (name, op) in cqe {
+        let v = num(&value(all, "const", name));
+        assert_eq!(op as u64, v, "{name}");
+        assert_eq!(CqeOpcode::from_nibble(v as u8), Some(op), "from_nibble({name})");
+    }
+    let named: Vec<u8> = cqe.iter().map(|(_, op)| *op as u8).collect();
+    assert!((0..16u8).all(|v| CqeOpcode::from_nibble(v).is_none() || named.contains(&v)));
 }
 
 prm::layout! {
