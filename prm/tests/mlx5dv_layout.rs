@@ -189,6 +189,37 @@ fn doorbell_uar_and_wqe_constants_match_header() {
     }
 }
 
+/// `Cqe64`'s accessors of `op_own` against the header's `mlx5dv_get_cqe_*` for every
+/// value of the byte; inline scatter against `MLX5_INLINE_SCATTER_32/64`; the GRH flag
+/// as libmlx5 reads it (cq.c: `(be32toh(cqe->flags_rqpn) >> 28) & 3` sets IBV_WC_GRH).
+#[test]
+fn cqe_accessors_match_header() {
+    use prm::cqe::InlineScatter;
+    let all = reference_or_skip!();
+    let (s32, s64) = (num(&value(all, "const", "MLX5_INLINE_SCATTER_32")), num(&value(all, "const", "MLX5_INLINE_SCATTER_64")));
+    for v in 0..=255u8 {
+        let mut b = [0u8; 64];
+        b[offset_of!(Cqe64, op_own)] = v;
+        let c = Cqe64::view(&b);
+        let ours = format!("{},{},{},{}", c.opcode_raw(), c.owner(), c.se(), c.format());
+        assert_eq!(ours, value(all, "cqebits", &v.to_string()), "op_own {v:#x}: opcode,owner,se,format");
+        let want = if v as u64 & s32 != 0 {
+            InlineScatter::InCqe32
+        } else if v as u64 & s64 != 0 {
+            InlineScatter::InCqe64
+        } else {
+            InlineScatter::None
+        };
+        assert_eq!(c.inline_scatter(), want, "op_own {v:#x}");
+    }
+    for (flags_rqpn, grh) in [(0u32, false), (0x0fff_ffff, false), (0x1000_0000, true), (0x2000_0000, true), (0xc000_0000, false)] {
+        let mut b = [0u8; 64];
+        let at = offset_of!(Cqe64, flags_rqpn);
+        b[at..at + 4].copy_from_slice(&flags_rqpn.to_be_bytes());
+        assert_eq!(Cqe64::view(&b).has_grh(), grh, "flags_rqpn {flags_rqpn:#x}");
+    }
+}
+
 /// Every WQE opcode and CQE opcode the header names decodes to the variant of that
 /// name (and every variant is one of them).
 #[test]

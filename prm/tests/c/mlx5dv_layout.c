@@ -172,6 +172,19 @@ int main(void)
 	printf("const DEVX_BYTE_OFF.e %zu\n", (size_t)DEVX_BYTE_OFF(pack_test, e));
 	printf("const DEVX_BYTE_OFF.i %zu\n", (size_t)DEVX_BYTE_OFF(pack_test, i));
 
+	CONST(MLX5_INLINE_SCATTER_32);
+	CONST(MLX5_INLINE_SCATTER_64);
+	/* the header's own accessors of op_own, for every value of the byte */
+	for (unsigned v = 0; v < 256; v++) {
+		struct mlx5_cqe64 cqe;
+
+		memset(&cqe, 0, sizeof(cqe));
+		cqe.op_own = v;
+		printf("cqebits %u %u,%u,%u,%u\n", v, mlx5dv_get_cqe_opcode(&cqe),
+		       mlx5dv_get_cqe_owner(&cqe), mlx5dv_get_cqe_se(&cqe),
+		       mlx5dv_get_cqe_format(&cqe));
+	}
+
 	memset(buf, 0, sizeof(buf));
 	DEVX_SET(pack_test, buf, a, 1);
 	DEVX_SET(pack_test, buf, b, 5);
