@@ -174,6 +174,35 @@ int main(void)
 
 	CONST(MLX5_INLINE_SCATTER_32);
 	CONST(MLX5_INLINE_SCATTER_64);
+	/* segments as the header's setters write them, for prm's readers */
+	{
+		struct mlx5_wqe_ctrl_seg c;
+		struct mlx5_wqe_datagram_seg d;
+		struct mlx5_wqe_data_seg ds;
+		uint8_t mac[6] = { 0x02, 0x11, 0x22, 0x33, 0x44, 0x55 };
+		uint8_t gid[16] = { 0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0x11, 0x22, 0xff, 0xfe, 0x33, 0x44, 0x55 };
+
+		memset(&c, 0, sizeof(c));
+		mlx5dv_set_ctrl_seg(&c, 0xbeef, MLX5_OPCODE_ATOMIC_CS, 0x08, 0x123456, 0x88, 5, 0x5a,
+				    htobe32(0xdeadbeef));
+		hex("ctrlseg", &c, sizeof(c));
+		/* a GRH with source GID index 0x23 and flow label 0x45678, as libmlx5's
+		 * mlx5_create_ah composes grh_gid_fl: flow_label | 1 << 30 | sgid_index << 20 */
+		mlx5dv_set_dgram_seg(&d, 0x1111222233334444ull, 0xabcdef, 1, 0x35, 0x80, 0x1234, mac,
+				     0x60, 64, 0x45678 | 1u << 30 | 0x23u << 20, gid);
+		hex("dgramseg1", &d, sizeof(d));
+		/* bit 31 of dqp_dct given by the caller too: the setter ORs the extension in */
+		mlx5dv_set_dgram_seg(&d, 0, 0x80000002, 1, 0, 0, 0, mac, 0, 0, 0, gid);
+		hex("dgramseg2", &d, sizeof(d));
+		/* no GRH, no extension */
+		mlx5dv_set_dgram_seg(&d, 0, 3, 0, 0, 0, 0, mac, 0, 0, 0x1u << 20 | 0xfffff, gid);
+		hex("dgramseg3", &d, sizeof(d));
+		mlx5dv_set_data_seg(&ds, 0, MLX5_INVALID_LKEY, 0);
+		hex("dataseg_end", &ds, sizeof(ds));
+		mlx5dv_set_data_seg(&ds, 4096, 0x1234, 0x1122334455667788ull);
+		hex("dataseg", &ds, sizeof(ds));
+	}
+
 	/* the header's own accessors of op_own, for every value of the byte */
 	for (unsigned v = 0; v < 256; v++) {
 		struct mlx5_cqe64 cqe;
