@@ -385,12 +385,14 @@ fn bit_packing_matches_devx_set() {
     let mut b = [0xffu8; PackTest::BYTES];
     let mut v = ViewMut::<PackTest>::new(&mut b).unwrap();
     v.set(PackTest::d, 0).set(PackTest::f, 2);
-    v.set(PackTest::a, false).set(PackTest::k, 0).set(PackTest::l, false).set(PackTest::m, 5);
+    // (k = 2 and m = 5 around l = 1: a wrong byte count in write_bits that wraps the
+    // 128-bit shifts lands m's bits right but loses k's and l's)
+    v.set(PackTest::a, false).set(PackTest::k, 2).set(PackTest::m, 5);
     assert_eq!(hex(&b), value(all, "devx", "clear"));
     let r = View::<PackTest>::new(&b).unwrap();
     assert_eq!(r.get(PackTest::k) as u64, num(&value(all, "devxget", "k")));
     assert_eq!(r.get(PackTest::m) as u64, num(&value(all, "devxget", "m")));
     assert_eq!(r.get(PackTest::j) as u64, num(&value(all, "devxget", "j")));
-    assert!(!r.get(PackTest::a) && !r.get(PackTest::l) && r.get(PackTest::c) == 0xf);
+    assert!(!r.get(PackTest::a) && r.get(PackTest::l) && r.get(PackTest::c) == 0xf);
     assert_eq!(<PackTest as Layout>::NAME, "pack_test");
 }

@@ -238,8 +238,7 @@ int main(void)
 	DEVX_SET(pack_test, buf, f, 2);
 	/* a flag set to 0, and fields whose neighbours in their byte hold ones */
 	DEVX_SET(pack_test, buf, a, 0);
-	DEVX_SET(pack_test, buf, k, 0);
-	DEVX_SET(pack_test, buf, l, 0);
+	DEVX_SET(pack_test, buf, k, 2);
 	DEVX_SET(pack_test, buf, m, 5);
 	hex("clear", buf, sizeof(buf));
 	printf("devxget k %u\n", DEVX_GET(pack_test, buf, k));
