@@ -237,6 +237,10 @@ fn bytes<const N: usize>(hex: &str) -> [u8; N] {
     core::array::from_fn(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap())
 }
 
+/// A datagram segment case: label, key, dqp_dct, ext, grh_gid_fl (the setter's inputs),
+/// then what the readers must give: dqpn, extended, grh, sgid index, flow label.
+type DgramRow = (&'static str, u64, u32, u8, u32, u32, bool, bool, u8, u32);
+
 /// The readers of the WQE segments give back what the header's setters
 /// (`mlx5dv_set_ctrl_seg`, `_dgram_seg`, `_data_seg`) were given, and the writers
 /// write those bytes (softhca reads WQEs through these; the provider's golden tests
@@ -254,8 +258,7 @@ fn segment_readers_match_mlx5dv_setters() {
 
     let mac = [0x02, 0x11, 0x22, 0x33, 0x44, 0x55];
     let gid = [0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0x11, 0x22, 0xff, 0xfe, 0x33, 0x44, 0x55];
-    let rows: [(&str, u64, u32, u8, u32, u32, bool, bool, u8, u32); 3] = [
-        // label, key, dqp_dct, ext, grh_gid_fl -> dqpn, extended, grh, sgid index, flow label
+    let rows: [DgramRow; 3] = [
         ("dgramseg1", 0x1111_2222_3333_4444, 0xab_cdef, 1, 0x4234_5678, 0xab_cdef, true, true, 0x23, 0x4_5678),
         ("dgramseg2", 0, 0x8000_0002, 1, 0, 2, true, false, 0, 0),
         ("dgramseg3", 0, 3, 0, 0x001f_ffff, 3, false, false, 1, 0xf_ffff),
