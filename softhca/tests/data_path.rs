@@ -468,3 +468,19 @@ fn receive_cqes_carry_the_receive_wqe_index() {
         assert_eq!(u16::from_be_bytes([cqe[60], cqe[61]]), i as u16, "CQE {i}: wqe_counter");
     }
 }
+
+/// Zero-length RDMA WRITE and READ: the responder validates neither R_Key nor VA (IBA
+/// C9-88, as rxe's check_rkey skips them for a zero DMA length), so a garbage rkey and
+/// address complete successfully.
+#[test]
+fn zero_length_rdma_ignores_rkey_and_address() {
+    let a = Host::new([127, 1, 1, 73]);
+    let b = Host::new([127, 1, 1, 74]);
+    let (mut ea, _eb) = connect(&a, &b, &Opts::default());
+    for (id, op) in [(1u64, SendOp::RdmaWrite { raddr: 0x10, rkey: 0x00ab_cd77 }), (2, SendOp::RdmaRead { raddr: 0x10, rkey: 0x00ab_cd77 })] {
+        ea.qp.post_send(id, &signaled(op, Payload::Sgl(&[]))).unwrap();
+        let wc = wait(&mut ea.scq, 1)[0];
+        assert_eq!((wc.status, wc.wr_id, wc.byte_len), (WcStatus::Success, id, 0), "{op:?}: {wc:?}");
+    }
+    assert_eq!(b.hca.device().counters().err_naks_sent, 0);
+}
