@@ -509,6 +509,9 @@ fn more_reads_and_atomics_than_max_dest_rd_atomic_are_refused() {
     assert_eq!(mem.buf.read_u64(0), 3, "the two atomics within the limit ran");
 }
 
+/// One crafted WRITE packet: opcode, payload length, RETH DMA length (first/only).
+type WritePkt = (Opcode, usize, Option<u32>);
+
 /// WRITEs whose packets break the length rules each get a NAK invalid request at the
 /// offending PSN, write nothing, and put the QP in ERR. The rules are IBA C9-92 as rxe
 /// checks them (rxe_resp.c: `check_length`, then `check_rkey`'s RETH comparison; both
@@ -520,7 +523,7 @@ fn malformed_writes_get_nak_invalid_request() {
     let data = vec![0x5au8; 2 * mtu];
     let b = Host::new([127, 1, 5, 60]);
     // (what, packets as (opcode, payload length, RETH length), PSN of the NAK)
-    let cases: [(&str, &[(Opcode, usize, Option<u32>)], u32); 5] = [
+    let cases: [(&str, &[WritePkt], u32); 5] = [
         ("only, payload shorter than its RETH", &[(Opcode::RcRdmaWriteOnly, 100, Some(200))], 0),
         ("only, payload longer than its RETH", &[(Opcode::RcRdmaWriteOnly, 300, Some(200))], 0),
         ("first packet shorter than the MTU", &[(Opcode::RcRdmaWriteFirst, 100, Some(3000))], 0),
