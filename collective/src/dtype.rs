@@ -290,6 +290,21 @@ mod tests {
         assert!("complex".parse::<DataType>().is_err());
     }
 
+    /// The names nccl-tests prints (common.cu: `test_typenames`, `test_opnames`), in
+    /// NCCL's type order; the floating-point types are NCCL's half, float, double and
+    /// bfloat16.
+    #[test]
+    fn display_names_and_kinds_are_nccl_tests_ones() {
+        let types = ["int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "float", "double", "bfloat16"];
+        let floats = [false, false, false, false, false, false, true, true, true, true];
+        for (i, d) in DataType::ALL.into_iter().enumerate() {
+            assert_eq!(d.to_string(), types[i]);
+            assert_eq!(d.is_float(), floats[i], "{d}");
+        }
+        let ops: Vec<String> = ReduceOp::ALL.iter().map(|o| o.to_string()).collect();
+        assert_eq!(ops, ["sum", "prod", "max", "min", "avg"]);
+    }
+
     #[test]
     fn integer_rules() {
         assert_eq!(i8::combine(100, 100, ReduceOp::Sum), -56, "wraps");

@@ -148,6 +148,8 @@ pub struct Objects {
     pub pd: u32,
     pub pd2: u32,
     pub mr: u32,
+    /// The first MR's lkey.
+    pub mr_lkey: u32,
     pub mr2: u32,
     pub mr_buf: Option<PageBuf>,
     /// CQ created through ioctl (with the completion channel), and through write().
@@ -176,6 +178,7 @@ impl Default for Objects {
             pd: NO_HANDLE,
             pd2: NO_HANDLE,
             mr: NO_HANDLE,
+            mr_lkey: 0,
             mr2: NO_HANDLE,
             mr_buf: None,
             cq: NO_HANDLE,

@@ -29,11 +29,11 @@ use std::os::fd::AsRawFd;
 
 use uverbs::cmd::{context, cq as cqc, mr as mrc, pd as pdc, port, qp as qpc};
 use uverbs::ioctl::{AttrIdx, Ioctl};
-use uverbs::sys::ids::{async_event, cq as cqi, device, object, pd as pdi, qp as qpi};
+use uverbs::sys::ids::{async_event, cq as cqi, device, mr as mri, object, pd as pdi, qp as qpi};
 use uverbs::sys::verbs::{
     qp_attr as m, qp_state, AllocPd, AllocPdResp, ExModifyQp, ExQueryDevice, ExQueryDeviceResp, GidEntry,
-    ModifyQp, QpCap, QueryDevice, QueryDeviceResp, QueryPort, QueryPortRespEx, RegMr, RegMrResp,
-    ACCESS_LOCAL_WRITE, ACCESS_REMOTE_READ, ACCESS_REMOTE_WRITE, GID_TYPE_ROCE_V2, QPT_RC,
+    ModifyQp, QpCap, QueryDevice, QueryDeviceResp, QueryPort, QueryPortRespEx, RegMr, RegMrResp, Sge,
+    ADVISE_MR_ADVICE_PREFETCH, ADVISE_MR_ADVICE_PREFETCH_WRITE, ADVISE_MR_FLAG_FLUSH, ACCESS_LOCAL_WRITE, ACCESS_REMOTE_READ, ACCESS_REMOTE_WRITE, GID_TYPE_ROCE_V2, QPT_RC,
 };
 use uverbs::sys::write::{
     CMD_ALLOC_PD, CMD_DEALLOC_PD, CMD_FLAG_EXTENDED, CMD_MODIFY_QP,
@@ -130,6 +130,15 @@ pub fn cases() -> Vec<Case> {
               "REG_DMABUF_MR with REMOTE_WRITE but not LOCAL_WRITE and fd -1"),
         case!(reg_dmabuf_mr_overflow, EINVAL, rxe: EOPNOTSUPP,
               "REG_DMABUF_MR with offset + length past 2^64 and fd -1: checked before the fd"),
+        // ADVISE_MR: in the core's tree for every device, but both rxe (6.1) and mlx5
+        // without on-demand paging have no advise_mr: EOPNOTSUPP once the attributes
+        // pass their spec checks, before the advice is read.
+        case!(advise_mr, EOPNOTSUPP, "ADVISE_MR PREFETCH_WRITE + FLUSH of 4 KiB of the first MR (no ODP)"),
+        case!(advise_mr_bad_advice, EOPNOTSUPP, "ADVISE_MR with advice 77: refused before the advice is read"),
+        case!(advise_mr_bad_pd, ENOENT, "ADVISE_MR on a PD that does not exist (attribute check)"),
+        case!(advise_mr_short_sge_list, EINVAL, "ADVISE_MR with an 8-byte SGE list (at least one ib_uverbs_sge)"),
+        case!(advise_mr_unmapped_sge_list, EFAULT, "ADVISE_MR with its SGE list on an unmapped page (copied in)"),
+        case!(advise_mr_no_flags, EINVAL, "ADVISE_MR without the mandatory FLAGS attribute"),
         case!(create_comp_channel, OK, "CREATE_COMP_CHANNEL returns an fd"),
         case!(create_cq_ioctl, OK, "ioctl CQ_CREATE with the completion channel"),
         case!(create_cq_write, OK, "legacy CREATE_CQ without a channel"),
@@ -805,6 +814,7 @@ fn reg_mr(s: &mut Session) -> Outcome {
     let buf = PageBuf::new(MR_LEN);
     let r = mrc::reg_mr(s.dev(), s.obj.pd, buf.addr(), MR_LEN as u64, buf.addr(), MR_ACCESS)?;
     s.obj.mr = r.mr_handle;
+    s.obj.mr_lkey = r.lkey;
     s.obj.mr_buf = Some(buf);
     Ok(())
 }
@@ -848,6 +858,69 @@ fn reg_dmabuf_mr_bad_pd(s: &mut Session) -> Outcome {
     let fd = s.obj.async_fd.as_ref().ok_or_else(no_obj)?.as_raw_fd();
     mrc::reg_dmabuf_mr(s.dev(), NO_HANDLE, 0, 4096, 0, fd, ACCESS_LOCAL_WRITE)?;
     Ok(())
+}
+
+// ADVISE_MR, Linux 6.1: the method's spec (uverbs_std_types_mr.c,
+// DECLARE_UVERBS_NAMED_METHOD(UVERBS_METHOD_ADVISE_MR, ...)): PD_HANDLE an IDR of a PD
+// (READ), ADVICE a CONST_IN, FLAGS a FLAGS_IN, SGE_LIST a PTR_IN of at least
+// sizeof(struct ib_uverbs_sge) with UA_ALLOC_AND_COPY (copied while the attribute is
+// processed: EFAULT), all four mandatory. Its handler's first line is
+// `if (!ib_dev->ops.advise_mr) return -EOPNOTSUPP;`; rxe has no advise_mr in 6.1, and
+// mlx5_ib sets it only when the device has on-demand paging (odp.c,
+// mlx5_ib_odp_init_one), which softhca has not.
+
+fn sge_of_mr(s: &Session) -> Result<Sge, Fail> {
+    let addr = s.obj.mr_buf.as_ref().ok_or_else(no_obj)?.addr();
+    Ok(Sge { addr, length: 4096, lkey: s.obj.mr_lkey })
+}
+
+fn advise_mr(s: &mut Session) -> Outcome {
+    let sge = sge_of_mr(s)?;
+    mrc::advise_mr(s.dev(), s.obj.pd, ADVISE_MR_ADVICE_PREFETCH_WRITE, ADVISE_MR_FLAG_FLUSH, &[sge])?;
+    Ok(())
+}
+
+fn advise_mr_bad_advice(s: &mut Session) -> Outcome {
+    let sge = sge_of_mr(s)?;
+    mrc::advise_mr(s.dev(), s.obj.pd, 77, 0, &[sge])?;
+    Ok(())
+}
+
+fn advise_mr_bad_pd(s: &mut Session) -> Outcome {
+    let sge = sge_of_mr(s)?;
+    mrc::advise_mr(s.dev(), NO_HANDLE, ADVISE_MR_ADVICE_PREFETCH, 0, &[sge])?;
+    Ok(())
+}
+
+/// ADVISE_MR(PREFETCH) of the first MR with its SGE list as `sges`, after `tweak`.
+fn advise_mr_raw(s: &Session, sges: &[u8], with_flags: bool, tweak: impl FnOnce(&mut Ioctl<'_>, AttrIdx)) -> Outcome {
+    let mut c = Ioctl::new(object::MR, mri::ADVISE);
+    c.handle(mri::ATTR_ADVISE_PD_HANDLE, s.obj.pd);
+    c.in_const(mri::ATTR_ADVISE_ADVICE, ADVISE_MR_ADVICE_PREFETCH as u64);
+    if with_flags {
+        c.in_value(mri::ATTR_ADVISE_FLAGS, 0u32);
+    }
+    let l = c.in_bytes(mri::ATTR_ADVISE_SGE_LIST, sges);
+    tweak(&mut c, l);
+    c.run(s.dev())?;
+    Ok(())
+}
+
+fn advise_mr_short_sge_list(s: &mut Session) -> Outcome {
+    let sge = sge_of_mr(s)?;
+    advise_mr_raw(s, &sge.as_bytes()[..8], true, |_, _| {})
+}
+
+fn advise_mr_unmapped_sge_list(s: &mut Session) -> Outcome {
+    let sge = sge_of_mr(s)?;
+    // A page that was mapped a moment ago and is not any more.
+    let gone = PageBuf::new(4096).addr();
+    advise_mr_raw(s, sge.as_bytes(), true, |c, l| c.attr_mut(l).data = gone)
+}
+
+fn advise_mr_no_flags(s: &mut Session) -> Outcome {
+    let sge = sge_of_mr(s)?;
+    advise_mr_raw(s, sge.as_bytes(), false, |_, _| {})
 }
 
 // REG_DMABUF_MR's rules, Linux 6.1. The core, drivers/infiniband/core/

@@ -154,9 +154,6 @@ fn corpus_path() -> PathBuf {
 /// Every one is a softhca gap to close, not a driver difference (those are kept out of
 /// the corpus by its generator).
 const SOFTHCA_CORPUS_GAPS: &[(&str, &str)] = &[
-    ("query_port-m27", "UVERBS_METHOD_ADVISE_MR (object MR, method 2) is a core method on every device \
-                        (Linux checks its attributes before the driver's advise_mr); softhca's kernel half \
-                        has no such method and answers EPROTONOSUPPORT where Linux says EINVAL"),
 ];
 
 /// The corpus replayed on rxe0 in the guest gives exactly the answers recorded in the

@@ -599,6 +599,60 @@ mod tests {
         assert_eq!(Outer::FIELDS[1].kind, Kind::Sub("t"));
     }
 
+    /// The descriptors' accessors give back the widths written in the layout above
+    /// and the offsets derived from them (a decoder and the DevX checks use them).
+    #[test]
+    fn descriptors_report_place_and_width() {
+        assert_eq!((T::d.off(), T::d.bits(), T::d.end(), T::d.max()), (8, 0x18, 0x20, 0xff_ffff));
+        assert_eq!((T::a.bits(), T::a.end(), T::a.max()), (1, 1, 1));
+        assert_eq!((T::e.bits(), T::e.end(), T::e.max()), (0x40, 0x80, u64::MAX));
+        assert_eq!((T::reserved_at_20.off(), T::reserved_at_20.bits(), T::reserved_at_20.end()), (0x20, 0x20, 0x40));
+        assert_eq!((Outer::inner.off(), Outer::inner.bits(), Outer::inner.end()), (0x20, 0xa0, 0xc0));
+        assert!(T::FIELDS[4].is_reserved() && !T::FIELDS[3].is_reserved());
+        assert_eq!(format!("{:?}", T::d), "Field { off: 0x8, bits: 0x18 }");
+    }
+
+    /// A byte string's bytes are exactly its place in the buffer.
+    #[test]
+    fn byte_strings_are_their_bytes() {
+        let mut b: [u8; T::BYTES] = core::array::from_fn(|i| i as u8);
+        let v = View::<T>::new(&b).unwrap();
+        assert_eq!(v.bytes(T::reserved_at_20), &[4, 5, 6, 7]);
+        assert_eq!(v.as_bytes().len(), T::BYTES);
+        let mut v = ViewMut::<T>::new(&mut b).unwrap();
+        v.bytes_mut(T::reserved_at_20).fill(0xaa);
+        assert_eq!(&b[3..9], &[3, 0xaa, 0xaa, 0xaa, 0xaa, 8]);
+    }
+
+    crate::layout! {
+        /// Reserved areas where the scan is easy to get wrong: at bit 0, and wider
+        /// than one 64-bit read.
+        struct R = r {
+            reserved_at_0: [0x20],
+            x: 0x20,
+            reserved_at_40: [0x80],
+        }
+    }
+
+    #[test]
+    fn reserved_bits_are_found_anywhere() {
+        let mut b = [0u8; R::BYTES];
+        assert_eq!(View::<R>::new(&b).unwrap().nonzero_reserved(), None);
+        b[4] = 0xff;
+        assert_eq!(View::<R>::new(&b).unwrap().nonzero_reserved(), None, "x is not reserved");
+        b[R::BYTES - 1] = 1;
+        assert_eq!(View::<R>::new(&b).unwrap().nonzero_reserved().map(|f| f.name), Some("reserved_at_40"));
+        b[0] = 0x80;
+        assert_eq!(View::<R>::new(&b).unwrap().nonzero_reserved().map(|f| f.name), Some("reserved_at_0"));
+    }
+
+    #[test]
+    fn errors_say_what_and_how_much() {
+        let e = View::<T>::new(&[0u8; 19]).err().unwrap();
+        assert_eq!(e.to_string(), "t: 20 bytes needed, 19 given");
+        assert_eq!(Overflow { value: 0x10, bits: 4 }.to_string(), "0x10 does not fit in 4 bits");
+    }
+
     /// Bit numbering as DEVX_SET does it: field at bit offset o of width w lands in
     /// dword o/32, shifted left by 32 - o%32 - w, big-endian.
     #[test]
@@ -622,6 +676,7 @@ mod tests {
         assert!(v.get(T::a));
         assert_eq!(v.try_set(T::c, 0x10).err(), Some(Overflow { value: 0x10, bits: 4 }));
         assert!(v.try_set(T::c, 0x3).is_ok());
+        assert!(v.try_set(T::c, 0xf).is_ok(), "the largest value fits");
     }
 
     #[test]

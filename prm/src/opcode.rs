@@ -201,6 +201,27 @@ mod tests {
         assert_eq!(WqeOpcode::AtomicFa as u8, 0x12);
     }
 
+    /// Which segments follow the control segment, per opcode, as libmlx5's
+    /// `_mlx5_post_send` (providers/mlx5/qp.c) builds them: `set_raddr_seg` for RDMA
+    /// READ/WRITE(_IMM) and the two atomics, `set_atomic_seg` for the two atomics only
+    /// (the masked ones come from mlx5dv with their own segments), and `send_ieth` puts
+    /// immediate data in `imm` for SEND_IMM and RDMA_WRITE_IMM, the rkey for SEND_INVAL.
+    #[test]
+    fn segments_per_opcode_follow_libmlx5() {
+        use WqeOpcode as W;
+        let raddr = [W::RdmaWrite, W::RdmaWriteImm, W::RdmaRead, W::AtomicCs, W::AtomicFa, W::AtomicMaskedCs, W::AtomicMaskedFa];
+        let atomic = [W::AtomicCs, W::AtomicFa];
+        let imm = [W::SendImm, W::RdmaWriteImm, W::SendInval];
+        let mut seen = 0;
+        for op in (0..=255u8).filter_map(WqeOpcode::from_u8) {
+            seen += 1;
+            assert_eq!(op.has_raddr(), raddr.contains(&op), "{op:?}");
+            assert_eq!(op.has_atomic(), atomic.contains(&op), "{op:?}");
+            assert_eq!(op.uses_imm(), imm.contains(&op), "{op:?}");
+        }
+        assert_eq!(seen, 20, "mlx5dv.h names 20 WQE opcodes");
+    }
+
     #[test]
     fn cqe_opcode_nibble() {
         assert_eq!(CqeOpcode::from_nibble(0xf), Some(CqeOpcode::Invalid));

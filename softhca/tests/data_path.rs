@@ -433,3 +433,54 @@ fn sq_sig_all_and_completion_events() {
     assert_eq!(b.hca.device().counters().comp_events, 3);
     drop(eb);
 }
+
+/// A receive CQE names the receive WQE it consumed: `wqe_counter` (struct mlx5_cqe64 in
+/// mlx5dv.h, big-endian at byte 60) is the WQE's index in the receive queue, which
+/// libmlx5 reads for SRQ receives (`srq->wrid[wqe_ctr]`) and mlx5dv users read for all.
+/// Read from the CQ ring itself: the provider's poller uses its own RQ tail instead.
+#[test]
+fn receive_cqes_carry_the_receive_wqe_index() {
+    let a = Host::new([127, 1, 1, 71]);
+    let b = Host::new([127, 1, 1, 72]);
+    let (mut ea, mut eb) = connect(&a, &b, &Opts::default());
+    let src = a.mem(4096, all_access());
+    let dst = b.mem(4096, all_access());
+    for i in 0..5u64 {
+        eb.qp.post_recv(i, &[dst.sge(0, 64)]).unwrap();
+    }
+    for i in 0..5u64 {
+        ea.qp.post_send(i, &signaled(SendOp::Send, Payload::Sgl(&[src.sge(0, 8)]))).unwrap();
+        assert_eq!(wait(&mut ea.scq, 1)[0].status, WcStatus::Success);
+    }
+    let wcs = wait(&mut eb.rcq, 5);
+    assert!(wcs.iter().all(|w| w.status == WcStatus::Success), "{wcs:?}");
+    let cq = b.hca.cq(eb.rcq.cqn()).expect("the receive CQ");
+    let size = cq.cqe_size as usize;
+    for i in 0..5usize {
+        // A 128-byte CQE keeps the 64-byte CQE in its second half.
+        let base = cq.buf_addr as usize + i * size + (size - 64);
+        let mut cqe = [0u8; 64];
+        // SAFETY: the CQE ring (`entries` CQEs of `cqe_size` bytes at buf_addr) is mapped
+        // in this process while the CQ lives (`eb` holds it); the device wrote these CQEs
+        // before their completions were polled.
+        unsafe { std::ptr::copy_nonoverlapping(base as *const u8, cqe.as_mut_ptr(), 64) };
+        assert_eq!(cqe[63] >> 4, 2, "CQE {i}: MLX5_CQE_RESP_SEND");
+        assert_eq!(u16::from_be_bytes([cqe[60], cqe[61]]), i as u16, "CQE {i}: wqe_counter");
+    }
+}
+
+/// Zero-length RDMA WRITE and READ: the responder validates neither R_Key nor VA (IBA
+/// C9-88, as rxe's check_rkey skips them for a zero DMA length), so a garbage rkey and
+/// address complete successfully.
+#[test]
+fn zero_length_rdma_ignores_rkey_and_address() {
+    let a = Host::new([127, 1, 1, 73]);
+    let b = Host::new([127, 1, 1, 74]);
+    let (mut ea, _eb) = connect(&a, &b, &Opts::default());
+    for (id, op) in [(1u64, SendOp::RdmaWrite { raddr: 0x10, rkey: 0x00ab_cd77 }), (2, SendOp::RdmaRead { raddr: 0x10, rkey: 0x00ab_cd77 })] {
+        ea.qp.post_send(id, &signaled(op, Payload::Sgl(&[]))).unwrap();
+        let wc = wait(&mut ea.scq, 1)[0];
+        assert_eq!((wc.status, wc.wr_id, wc.byte_len), (WcStatus::Success, id, 0), "{op:?}: {wc:?}");
+    }
+    assert_eq!(b.hca.device().counters().err_naks_sent, 0);
+}

@@ -519,3 +519,52 @@ fn more_reads_and_atomics_than_max_dest_rd_atomic_are_refused() {
     wait_until("the QP in ERR", || b.hca.qp(eb.qp.qpn()).unwrap().state() == HcaQpState::Err);
     assert_eq!(mem.buf.read_u64(0), 3, "the two atomics within the limit ran");
 }
+
+/// One crafted WRITE packet: opcode, payload length, RETH DMA length (first/only).
+type WritePkt = (Opcode, usize, Option<u32>);
+
+/// WRITEs whose packets break the length rules each get a NAK invalid request at the
+/// offending PSN, write nothing, and put the QP in ERR. The rules are IBA C9-92 as rxe
+/// checks them (rxe_resp.c: `check_length`, then `check_rkey`'s RETH comparison; both
+/// RESPST_ERR_LENGTH, a class C error: NAK invalid request), and a middle or last packet
+/// with no first before it (RESPST_ERR_MISSING_OPCODE_FIRST, class C as well).
+#[test]
+fn malformed_writes_get_nak_invalid_request() {
+    let mtu = 1024;
+    let data = vec![0x5au8; 2 * mtu];
+    let b = Host::new([127, 1, 5, 60]);
+    // (what, packets as (opcode, payload length, RETH length), PSN of the NAK)
+    let cases: [(&str, &[WritePkt], u32); 5] = [
+        ("only, payload shorter than its RETH", &[(Opcode::RcRdmaWriteOnly, 100, Some(200))], 0),
+        ("only, payload longer than its RETH", &[(Opcode::RcRdmaWriteOnly, 300, Some(200))], 0),
+        ("first packet shorter than the MTU", &[(Opcode::RcRdmaWriteFirst, 100, Some(3000))], 0),
+        ("middle with no first", &[(Opcode::RcRdmaWriteMiddle, mtu, None)], 0),
+        ("last longer than the RETH's rest", &[(Opcode::RcRdmaWriteFirst, mtu, Some(1500)), (Opcode::RcRdmaWriteLast, 600, None)], 1),
+    ];
+    for (i, (what, pkts, nak_psn)) in cases.into_iter().enumerate() {
+        let (f, eb) = FakeRequester::new(&b, &Opts::default(), [127, 1, 5, 61 + i as u8]);
+        let mem = b.mem(4096, all_access());
+        let before = mem.buf.read();
+        let dgrams: Vec<Vec<u8>> = pkts.iter().enumerate().map(|(psn, &(op, len, reth))| {
+            let mut pkt = RocePacket::new(BthRepr::new(op, f.qpn, psn as u32), &data[..len]);
+            pkt.reth = reth.map(|dma_len| RethRepr { va: mem.addr(), rkey: mem.mr.rkey(), dma_len });
+            f.bytes(&pkt)
+        }).collect();
+        for d in &dgrams {
+            f.send_all(std::slice::from_ref(d));
+        }
+        let nak = loop {
+            let r = f.recv();
+            if r.is_nak() {
+                break r;
+            }
+        };
+        assert_eq!((nak.psn, nak.syndrome), (nak_psn, Some(Syndrome::Nak(NakCode::InvalidRequest))), "{what}");
+        wait_until("the QP in ERR", || b.hca.qp(eb.qp.qpn()).unwrap().state() == HcaQpState::Err);
+        // Packets before the NAKed one were executed as they came (as a NIC and rxe do: after
+        // an error the range holds undefined bytes); nothing from the NAKed
+        // packet on may land.
+        let done: usize = pkts[..nak_psn as usize].iter().map(|p| p.1).sum();
+        assert!(mem.buf.read()[done..] == before[done..], "{what}: responder memory changed past byte {done}");
+    }
+}

@@ -62,6 +62,10 @@ fn remote_error_case(ip: u8, responder_access: Access, op: impl Fn(&Mem) -> Send
 #[test]
 fn bad_rkey_gives_remote_access_error() {
     remote_error_case(1, all_access(), |t| SendOp::RdmaWrite { raddr: t.addr(), rkey: t.mr.rkey() ^ 0x7700 }, WcStatus::RemAccessErr);
+    // The right MKey index with another variant (the low byte of an mlx5 key: a stale
+    // key of a deregistered and reused index) is a different key (PRM: the 8-bit key
+    // must match the MKey's `mkey_7_0`).
+    remote_error_case(41, all_access(), |t| SendOp::RdmaWrite { raddr: t.addr(), rkey: t.mr.rkey() ^ 0x01 }, WcStatus::RemAccessErr);
 }
 
 #[test]
@@ -69,6 +73,10 @@ fn out_of_bounds_gives_remote_access_error() {
     remote_error_case(3, all_access(), |t| SendOp::RdmaWrite { raddr: t.addr() + 4096 - 63, rkey: t.mr.rkey() }, WcStatus::RemAccessErr);
     remote_error_case(5, all_access(), |t| SendOp::RdmaRead { raddr: t.addr() - 1, rkey: t.mr.rkey() }, WcStatus::RemAccessErr);
     remote_error_case(7, all_access(), |t| SendOp::FetchAdd { raddr: t.addr() + 4096, rkey: t.mr.rkey(), add: 1 }, WcStatus::RemAccessErr);
+    // An atomic's VA must be 8-byte aligned: a misaligned one is a class C error, NAK
+    // invalid request (as rxe's RESPST_ERR_MISALIGNED_ATOMIC), IBV_WC_REM_INV_REQ_ERR at
+    // the requester, the target untouched.
+    remote_error_case(45, all_access(), |t| SendOp::FetchAdd { raddr: t.addr() + 4, rkey: t.mr.rkey(), add: 1 }, WcStatus::RemInvReqErr);
 }
 
 #[test]
@@ -123,6 +131,18 @@ fn bad_lkey_gives_local_protection_error() {
     assert_eq!((wc.status, wc.wr_id, wc.qp_num), (WcStatus::LocProtErr, 1, ea.qp.qpn()), "{wc:?}");
     assert_eq!(a.hca.device().counters().tx_packets, 0, "nothing may be sent");
     assert_flushed_after(&mut ea, &local);
+
+    // The right MKey index with another variant byte: a different key.
+    let a = Host::new([127, 1, 3, 43]);
+    let b = Host::new([127, 1, 3, 44]);
+    let (mut ea, _eb) = connect(&a, &b, &Opts::default());
+    let local = a.mem(4096, all_access());
+    let target = b.mem(4096, all_access());
+    let bad = Sge::new(local.addr(), 16, local.mr.lkey() ^ 0x01);
+    ea.qp.post_send(2, &signaled(SendOp::RdmaWrite { raddr: target.addr(), rkey: target.mr.rkey() }, Payload::Sgl(&[bad]))).unwrap();
+    let wc = wait(&mut ea.scq, 1)[0];
+    assert_eq!((wc.status, wc.wr_id), (WcStatus::LocProtErr, 2), "{wc:?}");
+    assert_eq!(a.hca.device().counters().tx_packets, 0, "nothing may be sent");
 
     // Out of the MR's bounds, and READ into an MR without LOCAL_WRITE.
     for (ip, which) in [(23u8, 0), (25, 1)] {

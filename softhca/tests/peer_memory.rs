@@ -664,7 +664,12 @@ fn reg_dmabuf_mr_ways_and_errors() {
     assert!(bytes[4096 + 100..2 * 4096] == data[..3996], "the WRITE landed in the dma-buf's second page");
     assert!(bytes[..4096 + 100].iter().chain(&bytes[2 * 4096..]).all(|&x| x == 0));
     assert_eq!(b.hca.device().counters().peer_writes, 0, "a mapped dma-buf is host memory");
+    // The MR's mapping of the buffer lives exactly as long as the MR (the kernel's
+    // view of this process: /proc/self/maps names a memfd mapping `/memfd:NAME`).
+    let maps = || std::fs::read_to_string("/proc/self/maps").unwrap().lines().filter(|l| l.contains("/memfd:mappable")).count();
+    assert_eq!(maps(), 1, "the MR maps the dma-buf once");
     drop(mr);
+    assert_eq!(maps(), 0, "deregistration unmaps the dma-buf");
     // Errors (errnos from the kernel's rules, see kernel::methods::mr).
     let errno = |r: provider::Result<Mr>| r.map(|_| ()).unwrap_err().errno();
     assert_eq!(errno(b.pd.reg_dmabuf_mr(fd.as_fd(), 8192, 8192, 0x2000, all_access())), Errno::EINVAL, "past the end");

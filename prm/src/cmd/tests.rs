@@ -547,3 +547,17 @@ fn init2rtr_nested_context() {
     assert_eq!(ads.get(Ads::src_addr_index), 3);
     assert_eq!(v.nonzero_reserved(), None);
 }
+
+/// `op_mod` of QUERY_HCA_CAP as the kernel and DPDK spell it (include/linux/mlx5/
+/// device.h, `enum mlx5_cap_type` shifted by one, `HCA_CAP_OPMOD_GET_CUR` = 1; DPDK's
+/// `MLX5_GET_HCA_CAP_OP_MOD_ROCE` = 0x4 << 1, `..._GENERAL_DEVICE_2` = 0x20 << 1).
+#[test]
+fn hca_cap_op_mod_values() {
+    use hca_cap::{cap_type, op_mod};
+    assert_eq!(op_mod(cap_type::GENERAL, false), 0x0);
+    assert_eq!(op_mod(cap_type::GENERAL, true), 0x1);
+    assert_eq!(op_mod(cap_type::ATOMIC, true), 0x7);
+    assert_eq!(op_mod(cap_type::ROCE, false), 0x8);
+    assert_eq!(op_mod(cap_type::ROCE, true), 0x9);
+    assert_eq!(op_mod(cap_type::GENERAL_2, false), 0x40);
+}

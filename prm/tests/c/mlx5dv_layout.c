@@ -36,6 +36,14 @@ struct mlx5_ifc_pack_test_bits {
 	u8 g[0xb];
 	u8 h[0x10];
 	u8 i[0x20];
+	/* byte 25 holds three fields: sub-byte fields in a byte whose index is not a
+	 * multiple of 8 (a bit position error of 16 bits per byte of offset wraps to
+	 * nothing in a 128-bit shift only at multiples of 8) */
+	u8 j[0x8];
+	u8 k[0x3];
+	u8 l[0x1];
+	u8 m[0x4];
+	u8 n[0x10];
 };
 
 static void hex(const char *label, const void *p, size_t n)
@@ -129,9 +137,82 @@ int main(void)
 	CONST(MLX5_ETH_WQE_L3_CSUM);
 	CONST(MLX5_ETH_WQE_L4_CSUM);
 	CONST(MLX5_CQE_OWNER_MASK);
+	CONST(MLX5_OPCODE_NOP);
+	CONST(MLX5_OPCODE_SEND_INVAL);
+	CONST(MLX5_OPCODE_RDMA_WRITE);
+	CONST(MLX5_OPCODE_RDMA_WRITE_IMM);
+	CONST(MLX5_OPCODE_SEND);
+	CONST(MLX5_OPCODE_SEND_IMM);
+	CONST(MLX5_OPCODE_TSO);
+	CONST(MLX5_OPCODE_RDMA_READ);
+	CONST(MLX5_OPCODE_ATOMIC_CS);
+	CONST(MLX5_OPCODE_ATOMIC_FA);
+	CONST(MLX5_OPCODE_ATOMIC_MASKED_CS);
+	CONST(MLX5_OPCODE_ATOMIC_MASKED_FA);
+	CONST(MLX5_OPCODE_FMR);
+	CONST(MLX5_OPCODE_LOCAL_INVAL);
+	CONST(MLX5_OPCODE_CONFIG_CMD);
+	CONST(MLX5_OPCODE_SET_PSV);
+	CONST(MLX5_OPCODE_UMR);
+	CONST(MLX5_OPCODE_TAG_MATCHING);
+	CONST(MLX5_OPCODE_FLOW_TBL_ACCESS);
+	CONST(MLX5_OPCODE_MMO);
+	CONST(MLX5_CQE_REQ);
+	CONST(MLX5_CQE_RESP_WR_IMM);
+	CONST(MLX5_CQE_RESP_SEND);
+	CONST(MLX5_CQE_RESP_SEND_IMM);
+	CONST(MLX5_CQE_RESP_SEND_INV);
+	CONST(MLX5_CQE_RESIZE_CQ);
+	CONST(MLX5_CQE_NO_PACKET);
+	CONST(MLX5_CQE_SIG_ERR);
+	CONST(MLX5_CQE_REQ_ERR);
+	CONST(MLX5_CQE_RESP_ERR);
+	CONST(MLX5_CQE_INVALID);
 	CONST(DEVX_ST_SZ_BYTES(pack_test));
 	printf("const DEVX_BYTE_OFF.e %zu\n", (size_t)DEVX_BYTE_OFF(pack_test, e));
 	printf("const DEVX_BYTE_OFF.i %zu\n", (size_t)DEVX_BYTE_OFF(pack_test, i));
+
+	CONST(MLX5_INLINE_SCATTER_32);
+	CONST(MLX5_INLINE_SCATTER_64);
+	/* segments as the header's setters write them, for prm's readers */
+	{
+		struct mlx5_wqe_ctrl_seg c;
+		struct mlx5_wqe_datagram_seg d;
+		struct mlx5_wqe_data_seg ds;
+		uint8_t mac[6] = { 0x02, 0x11, 0x22, 0x33, 0x44, 0x55 };
+		uint8_t gid[16] = { 0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0x11, 0x22, 0xff, 0xfe, 0x33, 0x44, 0x55 };
+
+		memset(&c, 0, sizeof(c));
+		mlx5dv_set_ctrl_seg(&c, 0xbeef, MLX5_OPCODE_ATOMIC_CS, 0x08, 0x123456, 0x88, 5, 0x5a,
+				    htobe32(0xdeadbeef));
+		hex("ctrlseg", &c, sizeof(c));
+		/* a GRH with source GID index 0x23 and flow label 0x45678, as libmlx5's
+		 * mlx5_create_ah composes grh_gid_fl: flow_label | 1 << 30 | sgid_index << 20 */
+		mlx5dv_set_dgram_seg(&d, 0x1111222233334444ull, 0xabcdef, 1, 0x35, 0x80, 0x1234, mac,
+				     0x60, 64, 0x45678 | 1u << 30 | 0x23u << 20, gid);
+		hex("dgramseg1", &d, sizeof(d));
+		/* bit 31 of dqp_dct given by the caller too: the setter ORs the extension in */
+		mlx5dv_set_dgram_seg(&d, 0, 0x80000002, 1, 0, 0, 0, mac, 0, 0, 0, gid);
+		hex("dgramseg2", &d, sizeof(d));
+		/* no GRH, no extension */
+		mlx5dv_set_dgram_seg(&d, 0, 3, 0, 0, 0, 0, mac, 0, 0, 0x1u << 20 | 0xfffff, gid);
+		hex("dgramseg3", &d, sizeof(d));
+		mlx5dv_set_data_seg(&ds, 0, MLX5_INVALID_LKEY, 0);
+		hex("dataseg_end", &ds, sizeof(ds));
+		mlx5dv_set_data_seg(&ds, 4096, 0x1234, 0x1122334455667788ull);
+		hex("dataseg", &ds, sizeof(ds));
+	}
+
+	/* the header's own accessors of op_own, for every value of the byte */
+	for (unsigned v = 0; v < 256; v++) {
+		struct mlx5_cqe64 cqe;
+
+		memset(&cqe, 0, sizeof(cqe));
+		cqe.op_own = v;
+		printf("cqebits %u %u,%u,%u,%u\n", v, mlx5dv_get_cqe_opcode(&cqe),
+		       mlx5dv_get_cqe_owner(&cqe), mlx5dv_get_cqe_se(&cqe),
+		       mlx5dv_get_cqe_format(&cqe));
+	}
 
 	memset(buf, 0, sizeof(buf));
 	DEVX_SET(pack_test, buf, a, 1);
@@ -155,6 +236,13 @@ int main(void)
 	memset(buf, 0xff, sizeof(buf));
 	DEVX_SET(pack_test, buf, d, 0);
 	DEVX_SET(pack_test, buf, f, 2);
+	/* a flag set to 0, and fields whose neighbours in their byte hold ones */
+	DEVX_SET(pack_test, buf, a, 0);
+	DEVX_SET(pack_test, buf, k, 2);
+	DEVX_SET(pack_test, buf, m, 5);
 	hex("clear", buf, sizeof(buf));
+	printf("devxget k %u\n", DEVX_GET(pack_test, buf, k));
+	printf("devxget m %u\n", DEVX_GET(pack_test, buf, m));
+	printf("devxget j %u\n", DEVX_GET(pack_test, buf, j));
 	return 0;
 }

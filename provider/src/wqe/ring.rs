@@ -156,4 +156,15 @@ mod tests {
         assert_eq!(&buf[112..], &[2; 16]);
         assert_eq!(buf[64], 3);
     }
+
+    /// The whole ring as bytes (what the BlueFlame copy reads), in place.
+    #[test]
+    fn byte_views_are_the_ring() {
+        let mut buf: [u8; 128] = core::array::from_fn(|i| i as u8);
+        let mut ring = SqRing::new(&mut buf).unwrap();
+        assert!(!ring.is_empty());
+        ring.as_bytes_mut()[127] = 0xaa;
+        let bytes = ring.as_bytes();
+        assert_eq!((bytes.len(), bytes[1], bytes[64], bytes[127]), (128, 1, 64, 0xaa));
+    }
 }

@@ -56,6 +56,10 @@ pub(crate) enum Spec {
     /// Input bytes: at least `min`, at most `len` unless `zero_trailing`, in which case
     /// longer input must be zero past `len`.
     PtrIn { min: u16, len: u16, zero_trailing: bool },
+    /// `UVERBS_ATTR_MIN_SIZE(min)` input with `UA_ALLOC_AND_COPY`: the kernel copies
+    /// a non-inline value (more than 8 bytes) while processing the attribute, so an
+    /// unreadable pointer is EFAULT there, before later attributes and the handler.
+    PtrInCopied { min: u16 },
     /// Output buffer: at least `min`; at most `len` unless `zero_trailing`.
     PtrOut { min: u16, len: u16, zero_trailing: bool },
     Idr { ty: ObjType, access: Access },
@@ -73,6 +77,10 @@ pub(crate) const fn in_struct(min: u16, len: u16) -> Spec {
 /// `UVERBS_ATTR_MIN_SIZE(n)` input.
 pub(crate) const fn in_min(n: u16) -> Spec {
     Spec::PtrIn { min: n, len: u16::MAX, zero_trailing: false }
+}
+/// `UVERBS_ATTR_MIN_SIZE(n)` input, `UA_ALLOC_AND_COPY`.
+pub(crate) const fn in_min_copied(n: u16) -> Spec {
+    Spec::PtrInCopied { min: n }
 }
 /// `UVERBS_ATTR_CONST_IN`: exactly 8 bytes, the value inline.
 pub(crate) const CONST_IN: Spec = in_type(8);
@@ -343,6 +351,20 @@ fn process_attr(hca: &Hca, st: &mut FileState, b: &Bundle, def: &AttrDef, ua: &I
             }
             if reserved != 0 {
                 return Err(Errno::EINVAL);
+            }
+            Ok(None)
+        }
+        Spec::PtrInCopied { min } => {
+            if ua.len < min {
+                return Err(Errno::EINVAL);
+            }
+            if reserved != 0 {
+                return Err(Errno::EINVAL);
+            }
+            // `uverbs_process_attr`: `alloc_and_copy && !uverbs_attr_ptr_is_inline`.
+            if ua.len as usize > std::mem::size_of::<u64>() {
+                let mut copy = vec![0u8; ua.len as usize];
+                copy_from_user(&mut copy, ua.data)?;
             }
             Ok(None)
         }

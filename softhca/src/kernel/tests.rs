@@ -399,6 +399,9 @@ fn invoke_write_rules() {
     assert_eq!(iw(&mut [a(2, 8, M, 9), a(0, 40, M, body.as_ptr() as u64), a(1, 12, M, mrr.as_mut_ptr() as u64)]),
                Ok(()));
     assert!(h.mr_by_key(mrr[1]).is_some());
+    // The same MKey index with another variant (the key's low byte) is not this MR.
+    assert!(h.mr_by_key(mrr[1] ^ 0x01).is_none());
+    assert!(h.mr_by_key(mrr[1] ^ 0x80).is_none());
     assert_eq!(iw(&mut [a(2, 8, M, 4), a(0, 4, M, 0)]), Err(Errno::EBUSY));
 }
 

@@ -184,3 +184,38 @@ impl Drop for MrBacking {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The key check on its own (the table lookup in front of it filters keys too, so
+    /// only here does each rule stand alone): an mlx5 key is `index << 8 | variant`,
+    /// and the whole key must match (PRM: the MKey's `mkey_7_0` is part of the key; a
+    /// stale variant of a reused index is another key); remote accesses name the
+    /// rkey, local ones the lkey (ibv_sge.lkey, RETH/AtomicETH R_Key).
+    #[test]
+    fn the_whole_key_of_the_right_kind_must_match() {
+        let all = ACCESS_LOCAL_WRITE | ACCESS_REMOTE_READ | ACCESS_REMOTE_WRITE | ACCESS_REMOTE_ATOMIC;
+        let s = KeySpan { pdn: 3, lkey: 0x1234_5601, rkey: 0x00ab_cd02, addr: 0x7000_0000, length: 4096, iova: 0x10_0000, access: all, peer: false };
+        let remote = [Access::RemoteRead, Access::RemoteWrite, Access::RemoteAtomic];
+        let local = [Access::LocalRead, Access::LocalWrite];
+        for a in remote {
+            assert_eq!(s.check(0x00ab_cd02, 3, 0x10_0008, 8, a), Ok(0x7000_0008), "{a:?}");
+            assert_eq!(s.check(0x1234_5601, 3, 0x10_0008, 8, a), Err(KeyError::NoSuchKey), "{a:?} with the lkey");
+            assert_eq!(s.check(0x00ab_cd03, 3, 0x10_0008, 8, a), Err(KeyError::NoSuchKey), "{a:?}, another variant");
+        }
+        for a in local {
+            assert_eq!(s.check(0x1234_5601, 3, 0x10_0008, 8, a), Ok(0x7000_0008), "{a:?}");
+            assert_eq!(s.check(0x00ab_cd02, 3, 0x10_0008, 8, a), Err(KeyError::NoSuchKey), "{a:?} with the rkey");
+            assert_eq!(s.check(0x1234_5600, 3, 0x10_0008, 8, a), Err(KeyError::NoSuchKey), "{a:?}, another variant");
+        }
+        // A user MR (lkey == rkey): a stale variant is refused for every kind of access.
+        let u = KeySpan { lkey: 0x0000_0501, rkey: 0x0000_0501, ..s };
+        for a in remote.into_iter().chain(local) {
+            assert_eq!(u.check(0x0000_0502, 3, 0x10_0000, 8, a), Err(KeyError::NoSuchKey), "{a:?}");
+        }
+        assert_eq!(Loc::Host(5).addr(), 5);
+        assert_eq!(Loc::Peer(6).addr(), 6);
+    }
+}

@@ -362,6 +362,7 @@ mod tests {
         assert_eq!(CreditCode::from_credits(1000), CreditCode(19)); // 768
         assert_eq!(CreditCode::from_credits(u32::MAX), CreditCode(30));
         assert_eq!(CreditCode::new(32), None);
+        assert_eq!((CreditCode::new(19).map(CreditCode::code), CreditCode::UNLIMITED.code()), (Some(19), 31));
         // The table grows strictly.
         assert!(CREDITS.windows(2).all(|w| w[0] < w[1]));
     }
@@ -378,6 +379,7 @@ mod tests {
         assert_eq!(RnrTimer::from_micros(100), RnrTimer(7)); // 120 µs
         assert_eq!(RnrTimer::from_micros(491_521), RnrTimer(0));
         assert_eq!(RnrTimer::new(32), None);
+        assert_eq!((RnrTimer::new(14).map(RnrTimer::code), RnrTimer::from_micros(100).code()), (Some(14), 7));
         assert!(RNR_MICROS[1..].windows(2).all(|w| w[0] < w[1]));
     }
 

@@ -1,8 +1,10 @@
-//! REG_MR, REG_DMABUF_MR, DEREG_MR.
+//! REG_MR, REG_DMABUF_MR, ADVISE_MR, DEREG_MR.
+
+use zerocopy::IntoBytes;
 
 use crate::ioctl::Ioctl;
 use crate::sys::ids::{mr, object};
-use crate::sys::verbs::{DeregMr, RegMr, RegMrResp};
+use crate::sys::verbs::{DeregMr, RegMr, RegMrResp, Sge};
 use crate::sys::write::{CMD_DEREG_MR, CMD_REG_MR};
 use crate::write::{legacy, legacy_no_resp};
 use crate::{Device, Result};
@@ -39,6 +41,18 @@ pub fn reg_dmabuf_mr(dev: &Device, pd: u32, offset: u64, length: u64, iova: u64,
     c.run(dev)?;
     let handle = c.handle_out(h);
     Ok(DmabufMr { handle, lkey, rkey })
+}
+
+/// `UVERBS_METHOD_ADVISE_MR` (`ibv_advise_mr`): asks the device to prefetch the pages
+/// of `sges` (on-demand-paging MRs of `pd`); `flags` may hold
+/// `ADVISE_MR_FLAG_FLUSH` (wait for the prefetch).
+pub fn advise_mr(dev: &Device, pd: u32, advice: u32, flags: u32, sges: &[Sge]) -> Result<()> {
+    let mut c = Ioctl::new(object::MR, mr::ADVISE);
+    c.handle(mr::ATTR_ADVISE_PD_HANDLE, pd);
+    c.in_const(mr::ATTR_ADVISE_ADVICE, advice as u64);
+    c.in_value(mr::ATTR_ADVISE_FLAGS, flags);
+    c.in_bytes(mr::ATTR_ADVISE_SGE_LIST, sges.as_bytes());
+    c.run(dev)
 }
 
 /// DEREG_MR (write command 13).

@@ -25,7 +25,7 @@ pub fn layouts() -> Vec<Layout> {
         GetContext::LAYOUT, GetContextResp::LAYOUT, QueryDevice::LAYOUT, QueryDeviceResp::LAYOUT,
         ExQueryDevice::LAYOUT, ExQueryDeviceResp::LAYOUT, QueryPort::LAYOUT, QueryPortResp::LAYOUT,
         QueryPortRespEx::LAYOUT, GidEntry::LAYOUT, AllocPd::LAYOUT, AllocPdResp::LAYOUT,
-        DeallocPd::LAYOUT, RegMr::LAYOUT, RegMrResp::LAYOUT, DeregMr::LAYOUT,
+        DeallocPd::LAYOUT, RegMr::LAYOUT, RegMrResp::LAYOUT, DeregMr::LAYOUT, Sge::LAYOUT,
         CreateCompChannel::LAYOUT, CreateCompChannelResp::LAYOUT, CompEventDesc::LAYOUT,
         AsyncEventDesc::LAYOUT, CreateCq::LAYOUT, CreateCqResp::LAYOUT, DestroyCq::LAYOUT,
         DestroyCqResp::LAYOUT, QpCap::LAYOUT, CreateQp::LAYOUT, CreateQpResp::LAYOUT,

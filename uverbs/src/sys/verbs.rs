@@ -205,6 +205,14 @@ abi_struct! {
     /// `struct ib_uverbs_dereg_mr`.
     pub struct DeregMr = "struct ib_uverbs_dereg_mr" { mr_handle: u32 }
 }
+abi_struct! {
+    /// `struct ib_uverbs_sge`: one element of ADVISE_MR's SGE_LIST.
+    pub struct Sge = "struct ib_uverbs_sge" {
+        addr: u64,
+        length: u32,
+        lkey: u32,
+    }
+}
 
 abi_struct! {
     /// `struct ib_uverbs_create_comp_channel`.
@@ -560,6 +568,11 @@ abi_consts! {
     // enum ib_uverbs_core_support
     pub const CORE_SUPPORT_OPTIONAL_MR_ACCESS: u32 = 1 => "IB_UVERBS_CORE_SUPPORT_OPTIONAL_MR_ACCESS";
     pub const PCF_IP_BASED_GIDS: u32 = 1 << 26 => "IB_UVERBS_PCF_IP_BASED_GIDS";
+    // enum ib_uverbs_advise_mr_advice, enum ib_uverbs_advise_mr_flag
+    pub const ADVISE_MR_ADVICE_PREFETCH: u32 = 0 => "IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH";
+    pub const ADVISE_MR_ADVICE_PREFETCH_WRITE: u32 = 1 => "IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH_WRITE";
+    pub const ADVISE_MR_ADVICE_PREFETCH_NO_FAULT: u32 = 2 => "IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT";
+    pub const ADVISE_MR_FLAG_FLUSH: u32 = 1 << 0 => "IB_UVERBS_ADVISE_MR_FLAG_FLUSH";
 }
 
 /// `enum ib_qp_state` (verbs.h): the QP state machine's states.

@@ -18,7 +18,7 @@ pub(crate) mod uar;
 use uverbs::sys::ids::{self, async_event, destroy, device as dev, mlx5, object, UVERBS_ID_DRIVER_NS};
 
 use super::ioctl::{
-    fd, idr, in_min, in_struct, in_type, m, o, out_min, out_struct, out_type, Access, AttrDef, FdType, MethodDef,
+    fd, idr, in_min, in_min_copied, in_struct, in_type, m, o, out_min, out_struct, out_type, Access, AttrDef, FdType, MethodDef,
     CONST_IN, FLAGS_IN,
 };
 use super::uobject::ObjType;
@@ -28,6 +28,9 @@ const fn method(object: u16, method: u16, attrs: &'static [AttrDef], udata: bool
                 handler: super::ioctl::Handler) -> MethodDef {
     MethodDef { object, method, attrs, udata, handler }
 }
+
+/// `sizeof(struct ib_uverbs_sge)`: ADVISE_MR's SGE list holds at least one.
+const SGE_LEN: u16 = std::mem::size_of::<uverbs::sys::verbs::Sge>() as u16;
 
 /// `sizeof(struct mlx5_ib_alloc_ucontext_resp)`.
 const UCTX_RESP: u16 = 72;
@@ -125,6 +128,12 @@ pub(crate) static METHODS: &[MethodDef] = &[
         m(6, out_type(4)),
         m(7, out_type(4)),
     ], false, misc::not_supported),
+    method(object::MR, ids::mr::ADVISE, &[
+        m(ids::mr::ATTR_ADVISE_PD_HANDLE, idr(ObjType::Pd, Access::Read)),
+        m(ids::mr::ATTR_ADVISE_ADVICE, CONST_IN),
+        m(ids::mr::ATTR_ADVISE_FLAGS, FLAGS_IN),
+        m(ids::mr::ATTR_ADVISE_SGE_LIST, in_min_copied(SGE_LEN)),
+    ], false, mr::advise_mr),
     method(object::MR, ids::mr::DESTROY, &[
         m(ids::mr::ATTR_DESTROY_HANDLE, idr(ObjType::Mr, Access::Destroy)),
     ], false, misc::destroyed),

@@ -1,5 +1,5 @@
-//! Memory registration: REG_MR (write/INVOKE_WRITE), DEREG_MR / MR_DESTROY, QUERY_MR and
-//! REG_DMABUF_MR.
+//! Memory registration: REG_MR (write/INVOKE_WRITE), DEREG_MR / MR_DESTROY, QUERY_MR,
+//! REG_DMABUF_MR, and ADVISE_MR (always EOPNOTSUPP: no on-demand paging).
 //!
 //! REG_DMABUF_MR: a ConnectX DMAs straight into the exporter's memory (GPU memory through
 //! PCIe peer-to-peer). softhca keeps Linux 6.1's order of checks and errnos
@@ -119,6 +119,22 @@ pub(crate) fn query_mr(c: &mut Call<'_>) -> Result<()> {
     c.b.copy_to(ids::ATTR_QUERY_RESP_RKEY, mr.span.rkey.as_bytes())?;
     c.b.copy_to(ids::ATTR_QUERY_RESP_LENGTH, mr.span.length.as_bytes())?;
     c.b.copy_to_opt(ids::ATTR_QUERY_RESP_IOVA, mr.span.iova.as_bytes())
+}
+
+/// `UVERBS_METHOD_ADVISE_MR` (`ibv_advise_mr`): EOPNOTSUPP, once the attributes have
+/// passed their spec checks (the PD handle, the four mandatory attributes, an SGE list
+/// of at least one `ib_uverbs_sge` that can be copied in).
+///
+/// The method is in the core's tree for every device (uverbs_std_types_mr.c; there is
+/// no per-method `UAPI_DEF_OBJ_NEEDS_FN`), but its handler starts with
+/// `if (!ib_dev->ops.advise_mr) return -EOPNOTSUPP;`, before reading the advice, the
+/// flags or the SGE list. mlx5_ib installs `advise_mr` only on a device with on-demand
+/// paging (odp.c, `mlx5_ib_odp_init_one`: `mlx5_ib_dev_odp_ops` is set when
+/// `odp_caps.general_caps` has `IB_ODP_SUPPORT`), and softhca has none (ODP access is
+/// refused at registration, [`check_mr_access`]). So a ConnectX without ODP, and rxe in
+/// Linux 6.1, answer EOPNOTSUPP here whatever the advice; so does softhca.
+pub(crate) fn advise_mr(_c: &mut Call<'_>) -> Result<()> {
+    Err(Errno::EOPNOTSUPP)
 }
 
 /// The exporter name and size of a dma-buf, or EBADF/EINVAL as `dma_buf_get` would
