@@ -522,6 +522,74 @@ fn devx_query_on_a_verbs_qp() {
     assert_eq!(h.firmware().counts().total(), 0);
 }
 
+/// The verbs' CREATE_CQ is the firmware's CREATE_CQ (mlx5_ib's `create_cq_user` +
+/// `mlx5_ib_create_cq`): the firmware holds the CQ from the verbs' create to their
+/// destroy, and its context is the one mlx5_ib writes from the verbs' arguments: the
+/// CQE size and count asked for, the UAR page given, the EQ DEVX_QUERY_EQN names for
+/// the vector, the doorbell record's address and the ring's page list (4 KiB pages).
+#[test]
+fn verbs_cq_is_the_firmware_cq() {
+    use uverbs::cmd::cq;
+    use uverbs::sys::mlx5::CreateCq;
+    let h = hca();
+    let dev = open(&h, true);
+    let uar = uar_page(&dev);
+    let ring = Buf::new(4096 * 4);
+    let db = Buf::new(4096);
+    let eqn = query_eqn(&dev, 1).unwrap();
+    for (cqe, cqe_size, log, sz) in [(63u32, 64u32, 6u8, 0u8), (100, 128, 7, 1)] {
+        let ccmd = CreateCq {
+            buf_addr: ring.addr(),
+            db_addr: db.addr() + 8,
+            cqe_size,
+            flags: mlx5::CREATE_CQ_FLAGS_UAR_PAGE_INDEX,
+            uar_page_index: uar as u16,
+            ..Default::default()
+        };
+        let before = h.firmware().counts().cq;
+        let mut cq_out = [0u8; 8];
+        let args = cq::CqArgs { cqe, comp_vector: 1, ..Default::default() };
+        let (cq_h, resp_cqe) = cq::create_cq_ioctl(&dev, &args, ccmd.as_bytes(), &mut cq_out).unwrap();
+        // ibv_create_cq's answer: entries rounded up to a power of two, less one.
+        assert_eq!(resp_cqe, (1u32 << log) - 1);
+        let cqn = u32::from_ne_bytes(cq_out[..4].try_into().unwrap());
+        assert_eq!(h.firmware().counts().cq, before + 1, "one firmware CQ, not a copy");
+        let (r, out) = obj_cmd(&dev, false, cq_h, &with_id(op::QUERY_CQ, cqn, QueryCqIn::BYTES), QueryCqOut::BYTES);
+        assert_eq!(r, Ok(()), "{:?}", status(&out));
+        let cqc = View::<QueryCqOut>::new(&out).unwrap().sub(QueryCqOut::cq_context);
+        // mlx5_ifc.h's cqe_sz: 0 is 64 bytes, 1 is 128.
+        assert_eq!((cqc.get(Cqc::log_cq_size), cqc.get(Cqc::cqe_sz)), (log, sz));
+        assert_eq!((cqc.get(Cqc::uar_page), cqc.get(Cqc::c_eqn) as u32), (uar, eqn));
+        assert_eq!(cqc.get(Cqc::dbr_addr), db.addr() + 8);
+        assert_eq!((cqc.get(Cqc::log_page_size), cqc.get(Cqc::page_offset)), (0, 0));
+        // A raw DESTROY_CQ through DEVX_OTHER is no general command (devx.c): EINVAL,
+        // and the CQ stays.
+        let (r, _) = other(&dev, &with_id(op::DESTROY_CQ, cqn, prm::cmd::cq::DestroyCqIn::BYTES), 16);
+        assert_eq!(r, Err(Errno::EINVAL));
+        assert_eq!(h.firmware().counts().cq, before + 1);
+        // The verbs' destroy is the firmware's DESTROY_CQ.
+        cq::destroy_cq_ioctl(&dev, cq_h).unwrap();
+        assert_eq!(h.firmware().counts().cq, before);
+        assert!(h.cq(cqn).is_none());
+    }
+    // A UAR index that is no UAR page: mlx5_ib passes it on, the firmware refuses
+    // (BAD_PARAM), and mlx5_cmd_check makes that EINVAL.
+    let ccmd = CreateCq {
+        buf_addr: ring.addr(),
+        db_addr: db.addr(),
+        cqe_size: 64,
+        flags: mlx5::CREATE_CQ_FLAGS_UAR_PAGE_INDEX,
+        uar_page_index: 0xfff0,
+        ..Default::default()
+    };
+    let mut cq_out = [0u8; 8];
+    let r = cq::create_cq_ioctl(&dev, &cq::CqArgs { cqe: 7, ..Default::default() }, ccmd.as_bytes(), &mut cq_out);
+    assert_eq!(r.err(), Some(Errno::EINVAL));
+    drop(dev);
+    assert_eq!(h.firmware().counts().total(), 0);
+    assert_eq!(h.live_objects(), 0);
+}
+
 #[test]
 fn devx_async_query_answers_on_the_cmd_fd() {
     let h = hca();

@@ -87,6 +87,7 @@ use prm::cmd::{self as c, opcode as op};
 
 use crate::hca::Hca;
 
+pub(crate) use cq::CqHost;
 pub use status::Outcome;
 use status::syndrome;
 
@@ -161,7 +162,21 @@ struct Cmd<'a> {
     uid: u16,
     inbox: &'a [u8],
     outbox: &'a mut [u8],
+    /// What the kernel half hands along with its own commands ([`Host`]).
+    host: Option<Host>,
 }
+
+/// The kernel half's own state of an object it creates through a command (mlx5_ib's
+/// `mlx5_ib_cq` around the `mlx5_core_cq`): carried into the firmware's object, since
+/// that object is the one the uverbs handle names. DevX commands carry none.
+#[derive(Debug)]
+pub(crate) enum Host {
+    Cq(cq::CqHost),
+}
+
+/// The EQ number of completion vector 0 (`mlx5_vector2eqn`): EQs 0..3 are mlx5_core's
+/// async, command and page-request EQs; DEVX_QUERY_EQN answers from here too.
+pub(crate) const FIRST_COMP_EQN: u32 = 3;
 
 impl<'a> Cmd<'a> {
     /// The inbox as `L` (its length was checked against the command's).
@@ -240,8 +255,14 @@ impl<'a> Firmware<'a> {
     /// first, then the status and syndrome in its header when it holds one), and
     /// returns the status and syndrome. Never panics, whatever the bytes.
     pub fn exec(&self, inbox: &[u8], outbox: &mut [u8]) -> Outcome {
+        self.exec_host(inbox, outbox, None)
+    }
+
+    /// [`Firmware::exec`] of one of the kernel half's commands, with what the kernel
+    /// keeps of the object it creates.
+    pub(crate) fn exec_host(&self, inbox: &[u8], outbox: &mut [u8], host: Option<Host>) -> Outcome {
         outbox.fill(0);
-        let outcome = match self.run(inbox, outbox) {
+        let outcome = match self.run(inbox, outbox, host) {
             Ok(()) => Outcome::OK,
             Err(e) => e,
         };
@@ -251,7 +272,7 @@ impl<'a> Firmware<'a> {
         outcome
     }
 
-    fn run(&self, inbox: &[u8], outbox: &mut [u8]) -> R<()> {
+    fn run(&self, inbox: &[u8], outbox: &mut [u8], host: Option<Host>) -> R<()> {
         let hdr = View::<MboxIn>::new(inbox)
             .map_err(|_| Outcome::err(c::status::BAD_INP_LEN_ERR, syndrome::INBOX_LEN))?;
         if outbox.len() < MboxOut::BYTES {
@@ -272,7 +293,7 @@ impl<'a> Firmware<'a> {
             return Err(Outcome::err(c::status::BAD_PARAM_ERR, syndrome::BAD_OP_MOD));
         }
         let mut objs = self.objects.lock().unwrap_or_else(|p| p.into_inner());
-        let mut cmd = Cmd { hca: self.hca, objs: &mut objs, uid: hdr.get(MboxIn::uid), inbox, outbox };
+        let mut cmd = Cmd { hca: self.hca, objs: &mut objs, uid: hdr.get(MboxIn::uid), inbox, outbox, host };
         (e.run)(&mut cmd)
     }
 
@@ -320,20 +341,28 @@ impl<'a> Firmware<'a> {
         objs.pds.get(&pdn).map(|o| o.v.clone()).ok_or(nix::errno::Errno::EIO)
     }
 
-    /// The verbs' CREATE_CQ (mlx5_ib issues it with the context's uid): the kernel half
-    /// made `cq`; the firmware knows it from now on (QUERY_CQ, a DevX QP naming it).
-    pub(crate) fn register_verbs_cq(&self, cq: &std::sync::Arc<crate::objects::Cq>, uid: u16) {
-        cq::register(&mut self.objects.lock().unwrap_or_else(|p| p.into_inner()), cq, uid);
+    /// A command of the kernel half (`mlx5_cmd_exec`): the outbox, or the errno
+    /// `mlx5_cmd_check` makes of a failed status (see [`status::errno_of`]).
+    pub(crate) fn kernel_cmd(&self, inbox: &[u8], outlen: usize, host: Option<Host>) -> Result<Vec<u8>, nix::errno::Errno> {
+        let mut out = vec![0u8; outlen];
+        match self.exec_host(inbox, &mut out, host).errno() {
+            Some(e) => Err(e),
+            None => Ok(out),
+        }
     }
 
-    /// The verbs' DESTROY_CQ: EBUSY (RES_BUSY) while a DevX QP still uses the CQ.
-    pub(crate) fn unregister_verbs_cq(&self, cqn: u32) -> Result<(), nix::errno::Errno> {
-        let mut o = self.objects.lock().unwrap_or_else(|p| p.into_inner());
-        if o.cqs.get(&cqn).is_some_and(|c| c.users > 0) {
-            return Err(nix::errno::Errno::EBUSY);
+    /// The device half's CQ behind firmware CQ `cqn`.
+    pub(crate) fn cq(&self, cqn: u32) -> Option<std::sync::Arc<crate::objects::Cq>> {
+        self.objects.lock().unwrap_or_else(|p| p.into_inner()).cqs.get(&cqn).map(|o| o.v.cq.clone())
+    }
+
+    /// Takes firmware CQ `cqn` out of the tables whatever uses it (the uverbs
+    /// abort path, `Why::Abort`: the uverbs object goes regardless).
+    pub(crate) fn forget_cq(&self, cqn: u32) {
+        let gone = self.objects.lock().unwrap_or_else(|p| p.into_inner()).cqs.remove(&cqn);
+        if let Some(o) = gone {
+            self.hca.remove_cq(&o.v.cq);
         }
-        o.cqs.remove(&cqn);
-        Ok(())
     }
 
     /// The verbs' CREATE_QP: `qp` becomes a firmware QP too, so DEVX_OBJ_QUERY with

@@ -280,11 +280,14 @@ impl FileState {
                 if busy(cq.usecnt()) {
                     return Err(Errno::EBUSY);
                 }
-                match hca.firmware().unregister_verbs_cq(cq.cqn) {
+                // mlx5_ib_destroy_cq: DESTROY_CQ, refused (EBUSY) while a DevX QP
+                // still uses the CQ; an abort takes it out all the same.
+                let uid = self.ctx.as_ref().map_or(0, |c| c.devx_uid);
+                match super::methods::cq::destroy_cq_cmd(hca, cq.cqn, uid) {
                     Err(e) if why != Why::Abort => return Err(e),
-                    _ => {}
+                    Err(_) => hca.firmware().forget_cq(cq.cqn),
+                    Ok(()) => {}
                 }
-                hca.remove_cq(cq);
             }
             Uobj::Qp(qp) => {
                 hca.firmware().unregister_verbs_qp(qp.qpn);
