@@ -507,6 +507,21 @@ fn devx_query_on_a_verbs_qp() {
     assert_eq!(r, Ok(()), "{:?}", status(&out));
     let qpc = View::<QueryQpOut>::new(&out).unwrap().sub(QueryQpOut::qpc);
     assert_eq!((qpc.get(Qpc::state), qpc.get(Qpc::st), qpc.get(Qpc::cqn_snd)), (q::state::RST, q::st::RC, cqn));
+    // The verbs' CREATE_QP was the firmware's: its context is what create_user_qp and
+    // create_qp_common write from the verbs' arguments (ilog2 of the WQE counts, the
+    // RQ stride as wqe_shift - 4, pm_state MIGRATED, the user index of CQE version 1).
+    assert_eq!((qpc.get(Qpc::pd), qpc.get(Qpc::cqn_rcv), qpc.get(Qpc::uar_page)), (_pdn, cqn, uar));
+    assert_eq!((qpc.get(Qpc::log_sq_size), qpc.get(Qpc::log_rq_size), qpc.get(Qpc::log_rq_stride)), (6, 6, 0));
+    assert_eq!((qpc.get(Qpc::no_sq), qpc.get(Qpc::rq_type)), (false, 0));
+    assert_eq!((qpc.get(Qpc::pm_state), qpc.get(Qpc::user_index)), (q::pm_state::MIGRATED, 5));
+    assert_eq!((qpc.get(Qpc::dbr_addr), qpc.get(Qpc::log_page_size), qpc.get(Qpc::page_offset)), (db.addr() + 64, 0, 0));
+    assert_eq!(h.firmware().counts().qp, 1, "one firmware QP, not a copy");
+    // A raw DESTROY_QP through DEVX_OTHER: no general command (devx.c), EINVAL; a
+    // DEVX_OBJ_DESTROY needs a DevX object's handle, which a verbs QP is not.
+    let (r, _) = other(&dev, &with_id(op::DESTROY_QP, qr.qpn, prm::cmd::qp::DestroyQpIn::BYTES), 16);
+    assert_eq!(r, Err(Errno::EINVAL));
+    assert_eq!(destroy(&dev, qr.handle), Err(Errno::EINVAL));
+    assert_eq!(h.firmware().counts().qp, 1);
     // QUERY_CQ on the verbs CQ.
     let (r, out) = obj_cmd(&dev, false, cq_h, &with_id(op::QUERY_CQ, cqn, QueryCqIn::BYTES), QueryCqOut::BYTES);
     assert_eq!(r, Ok(()));
@@ -518,6 +533,13 @@ fn devx_query_on_a_verbs_qp() {
     assert_eq!(h.qp(qr.qpn).unwrap().state(), QpState::Init);
     let (r, out) = obj_cmd(&dev, true, qr.handle, &transition(op::RTR2RTS_QP, qr.qpn, 0), 16);
     assert_eq!((r, status(&out).0), (Err(Errno::EREMOTEIO), st::BAD_RES_STATE_ERR), "INIT has no RTR2RTS");
+    // The verbs' destroy is the firmware's 2RST + DESTROY_QP, and then the CQ's
+    // DESTROY_CQ has no user left.
+    qp::destroy_qp_ioctl(&dev, qr.handle).unwrap();
+    assert_eq!(h.firmware().counts().qp, 0);
+    assert!(h.qp(qr.qpn).is_none());
+    cq::destroy_cq_ioctl(&dev, cq_h).unwrap();
+    assert_eq!(h.firmware().counts().cq, 0);
     drop(dev);
     assert_eq!(h.firmware().counts().total(), 0);
 }

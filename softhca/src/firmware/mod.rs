@@ -88,6 +88,7 @@ use prm::cmd::{self as c, opcode as op};
 use crate::hca::Hca;
 
 pub(crate) use cq::CqHost;
+pub(crate) use qp::QpHost;
 pub use status::Outcome;
 use status::syndrome;
 
@@ -172,6 +173,7 @@ struct Cmd<'a> {
 #[derive(Debug)]
 pub(crate) enum Host {
     Cq(cq::CqHost),
+    Qp(qp::QpHost),
 }
 
 /// The EQ number of completion vector 0 (`mlx5_vector2eqn`): EQs 0..3 are mlx5_core's
@@ -365,15 +367,9 @@ impl<'a> Firmware<'a> {
         }
     }
 
-    /// The verbs' CREATE_QP: `qp` becomes a firmware QP too, so DEVX_OBJ_QUERY with
-    /// QUERY_QP on a verbs QP answers its live state.
-    pub(crate) fn register_verbs_qp(&self, qp: &std::sync::Arc<crate::objects::Qp>, uid: u16) {
-        qp::register(&mut self.objects.lock().unwrap_or_else(|p| p.into_inner()), qp, uid);
-    }
-
-    /// The verbs' DESTROY_QP.
-    pub(crate) fn unregister_verbs_qp(&self, qpn: u32) {
-        qp::unregister(&mut self.objects.lock().unwrap_or_else(|p| p.into_inner()), qpn);
+    /// The device half's QP behind firmware QP `qpn`.
+    pub(crate) fn qp(&self, qpn: u32) -> Option<std::sync::Arc<crate::objects::Qp>> {
+        self.objects.lock().unwrap_or_else(|p| p.into_inner()).qps.get(&qpn).map(|o| o.v.qp.clone())
     }
 
     /// DEALLOC_PD for the kernel half (`mlx5_cmd_dealloc_pd`).

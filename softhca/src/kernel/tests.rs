@@ -247,7 +247,7 @@ fn ioctl_attribute_rules() {
     // QP_CREATE attribute errors.
     let qbuf = page();
     let qd = Mlx5CreateQp { buf_addr: qbuf.0.as_ptr() as u64, db_addr: qbuf.0.as_ptr() as u64, sq_wqe_count: 4,
-                            rq_wqe_count: 4, rq_wqe_shift: 4, flags: 1 << 10, uidx: 0, bfreg_index: 2,
+                            rq_wqe_count: 4, rq_wqe_shift: 4, flags: 1 << 10, uidx: 0, bfreg_index: uar,
                             ..Default::default() };
     let cap = QpCap { max_send_wr: 1, max_recv_wr: 4, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
     let mut cap24 = [0u8; 24];

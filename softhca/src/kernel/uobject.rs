@@ -290,8 +290,13 @@ impl FileState {
                 }
             }
             Uobj::Qp(qp) => {
-                hca.firmware().unregister_verbs_qp(qp.qpn);
-                hca.remove_qp(qp);
+                // mlx5_ib_destroy_qp: 2RST and DESTROY_QP in the firmware (nothing
+                // the firmware refuses for the QP's own uid).
+                let uid = self.ctx.as_ref().map_or(0, |c| c.devx_uid);
+                match super::methods::qp::destroy_qp_cmds(hca, qp, uid) {
+                    Err(e) if why != Why::Abort => return Err(e),
+                    _ => {}
+                }
                 qp.pd.usecnt.fetch_sub(1, Ordering::SeqCst);
                 qp.send_cq.usecnt.fetch_sub(1, Ordering::SeqCst);
                 qp.recv_cq.usecnt.fetch_sub(1, Ordering::SeqCst);
