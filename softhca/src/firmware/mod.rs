@@ -89,6 +89,7 @@ use crate::hca::Hca;
 
 pub(crate) use cq::CqHost;
 pub(crate) use qp::QpHost;
+pub(crate) use qpc::write_attrs as write_qp_attrs;
 pub use status::Outcome;
 use status::syndrome;
 
@@ -174,6 +175,12 @@ struct Cmd<'a> {
 pub(crate) enum Host {
     Cq(cq::CqHost),
     Qp(qp::QpHost),
+    /// The verbs' MODIFY_QP: the attributes `__mlx5_ib_modify_qp` built, with what the
+    /// PRM context does not hold (the requested access flags and responder depth
+    /// before rounding, the path migration state, the SQD notification, the rate
+    /// limit and static rate). The device half gets these rather than the context's
+    /// conversion, so the verbs' QUERY_QP reads back what the verbs set.
+    QpAttrs(Box<crate::objects::QpAttrs>),
 }
 
 /// The EQ number of completion vector 0 (`mlx5_vector2eqn`): EQs 0..3 are mlx5_core's

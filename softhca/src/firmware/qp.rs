@@ -324,6 +324,11 @@ pub(super) fn modify(c: &mut Cmd<'_>) -> R<()> {
     let (from, to) = transition_of(opcode).ok_or(Outcome::err(prm::cmd::status::BAD_OP_ERR, syndrome::UNKNOWN_OPCODE))?;
     let inbox = c.inbox;
     let cfg = c.hca.config().clone();
+    let host = match c.host.take() {
+        Some(super::Host::QpAttrs(a)) => Some(*a),
+        _ => None,
+    };
+    let verbs_modify = host.is_some();
     let qp = &mut target(&mut c.objs.qps, qpn, c.uid)?.v;
     let old = qp.qp.attrs();
     if qp.verbs {
@@ -346,8 +351,12 @@ pub(super) fn modify(c: &mut Cmd<'_>) -> R<()> {
     }
     qp.state = to;
     let view = View::<Qpc>::new(&qp.qpc).map_err(|_| internal())?;
-    let mut attrs = if to == QpState::Reset { QpAttrs::default() } else { qpc::attrs_of(&cfg, &view, to) };
-    if to != QpState::Reset {
+    let mut attrs = match host {
+        Some(a) => QpAttrs { state: to, ..a },
+        None if to == QpState::Reset => QpAttrs::default(),
+        None => qpc::attrs_of(&cfg, &view, to),
+    };
+    if to != QpState::Reset && !verbs_modify {
         // What the context does not hold stays as the verbs set it.
         attrs.path_mig_state = old.path_mig_state;
         attrs.en_sqd_async_notify = old.en_sqd_async_notify;

@@ -44,7 +44,7 @@ use crate::kernel::udata::Udata;
 use crate::kernel::uobject::{FdObj, ObjType, Uobj};
 use crate::kernel::write::WCall;
 use crate::kernel::{FileState, Result};
-use crate::objects::{AddressVector, AsyncEventFile, Cq, Pd, Qp, QpState, QpType};
+use crate::objects::{AddressVector, AsyncEventFile, Cq, Pd, Qp, QpAttrs, QpState, QpType};
 
 use super::port::port_valid;
 
@@ -648,7 +648,7 @@ fn modify_qp(hca: &Hca, st: &mut FileState, cmd: &ExModifyQp, udata: &Udata) -> 
             return Err(Errno::EOPNOTSUPP);
         }
     }
-    let mut attrs = qp.attrs.lock().unwrap_or_else(|p| p.into_inner());
+    let attrs = qp.attrs.lock().unwrap_or_else(|p| p.into_inner());
     let real = attrs.state;
     let cur = if mask & CUR_STATE != 0 { QpState::from_u8(b.cur_qp_state).ok_or(Errno::EINVAL)? } else { real };
     let new = if mask & STATE != 0 { QpState::from_u8(b.qp_state).ok_or(Errno::EINVAL)? } else { cur };
@@ -769,10 +769,56 @@ fn modify_qp(hca: &Hca, st: &mut FileState, cmd: &ExModifyQp, udata: &Udata) -> 
     if mask & MAX_DEST_RD_ATOMIC != 0 {
         n.resp_depth = b.max_dest_rd_atomic;
     }
-    *attrs = n;
+    // The firmware takes the QP's attributes lock itself (and rechecks the state the
+    // QP is in: the device half may have moved it to ERR meanwhile: EINVAL then).
     drop(attrs);
-    hca.device().qp_modified(&qp, real, new);
-    Ok(())
+    let uid = st.ctx()?.devx_uid;
+    let inbox = transition_inbox(uid, &qp, cur, new, &n).ok_or(Errno::EINVAL)?;
+    hca.firmware().kernel_cmd(&inbox, TRANSITION_OUTLEN, Some(Host::QpAttrs(Box::new(n)))).map(|_| ())
+}
+
+/// The longest answer of a transition command (the others are the 16-byte header).
+const TRANSITION_OUTLEN: usize = q::Rst2initQpOut::BYTES;
+
+/// `__mlx5_ib_modify_qp`'s firmware command for `cur -> new` (its `optab`), with the
+/// QP context built from the new attributes `n` (`to_mlx5_st`, the primary address
+/// path, MTU, PSNs, keys, retry counts, RDMA limits, access bits). None where mlx5 has
+/// no command (SQD -> RTS is unreachable here: softhca never enters SQD).
+/// `opt_param_mask` stays 0: softhca's firmware applies every field a transition
+/// carries (see `firmware/qp.rs`), so the optional-parameter table is not consulted.
+fn transition_inbox(uid: u16, qp: &Qp, cur: QpState, new: QpState, n: &QpAttrs) -> Option<Vec<u8>> {
+    use QpState::*;
+    let opcode = match (cur, new) {
+        (_, Reset) => op::QP_2RST,
+        (_, Err) => op::QP_2ERR,
+        (Reset, Init) => op::RST2INIT_QP,
+        (Init, Init) => op::INIT2INIT_QP,
+        (Init, Rtr) => op::INIT2RTR_QP,
+        (Rtr, Rts) => op::RTR2RTS_QP,
+        (Rts, Rts) => op::RTS2RTS_QP,
+        (Sqe, Rts) => op::SQERR2RTS_QP,
+        _ => return None,
+    };
+    // Every transition inbox starts as RST2INIT's; the longest of them is enough for
+    // all (a longer inbox is accepted, its tail ignored).
+    let len = [q::Rst2initQpIn::BYTES, q::Init2rtrQpIn::BYTES, q::Rtr2rtsQpIn::BYTES, q::Rts2rtsQpIn::BYTES]
+        .into_iter()
+        .max()
+        .unwrap_or(q::Rst2initQpIn::BYTES);
+    let mut b = vec![0u8; len];
+    let mut v = ViewMut::<q::Rst2initQpIn>::new(&mut b).ok()?;
+    v.set(q::Rst2initQpIn::opcode, opcode).set(q::Rst2initQpIn::uid, uid).set(q::Rst2initQpIn::qpn, qp.qpn);
+    if !matches!(opcode, op::QP_2RST | op::QP_2ERR) {
+        let mut c = v.sub_mut(q::Rst2initQpIn::qpc);
+        let st = match qp.qp_type {
+            QpType::Rc => q::st::RC,
+            QpType::Uc => q::st::UC,
+            _ => q::st::UD,
+        };
+        c.set(Qpc::st, st).set(Qpc::pm_state, n.path_mig_state);
+        crate::firmware::write_qp_attrs(n, &mut c);
+    }
+    Some(b)
 }
 
 /// MODIFY_QP (write 26): no driver data, no response.
