@@ -25,9 +25,19 @@
 //! [`crate::objects::Qp`] it runs; every QP transition turns the merged context into
 //! [`crate::objects::QpAttrs`] and tells the device half. A PD is the
 //! [`crate::objects::Pd`] keys are checked against; a UAR is a device page. The kernel
-//! half's verbs use the same tables: ALLOC_PD runs here under the context's uid, and
-//! verbs CQs and QPs are entered with their uid (`Firmware::register_verbs_qp`), so
-//! DevX's QUERY_QP on a verbs QP answers its live state and a DevX QP may use a verbs PD.
+//! half's verbs are these same commands, as mlx5_ib's are: ALLOC_PD, CREATE_CQ /
+//! DESTROY_CQ (`kernel/methods/cq.rs` builds the inbox as `create_cq_user` does),
+//! CREATE_QP / the transition commands / 2RST + DESTROY_QP (`kernel/methods/qp.rs`, as
+//! `create_user_qp` and `__mlx5_ib_modify_qp` do), all under the context's uid (0
+//! without DevX). The firmware's object IS the verbs object: what the kernel half
+//! keeps beside the context (user handle, event channels, the requested caps; a
+//! modify's attributes the PRM context does not hold) rides along as a [`Host`].
+//! So a QP made by ibv_create_qp and one made through DevX are the same kind of
+//! object, a DevX QUERY_QP on a verbs QP answers, and DevX may move it. The kernel's
+//! own checks (and errnos) come first; a firmware refusal reaches the verbs as the
+//! errno `mlx5_cmd_check` makes of its status ([`status::errno_of`]). DevX cannot
+//! destroy a verbs object: a raw DESTROY_* is no general command (devx.c: EINVAL) and
+//! a verbs object has no DEVX_OBJ handle.
 //! The kernel half's DevX ([`crate::kernel::methods`]'s `devx.rs`) stamps each
 //! context's uid into its commands.
 //!
@@ -58,11 +68,11 @@
 //! Object numbers come from the HCA's own pools (QPN, CQN, PDN, mkey index), the
 //! ones the verbs use, so a firmware object and a verbs object never share a number.
 //!
-//! Not yet: the verbs' CREATE_CQ/CREATE_QP/MODIFY_QP are not built as mailboxes (the
-//! kernel half makes the objects and enters them here), so QUERY_QP on a verbs QP
-//! answers from its live attributes, a DevX transition of a verbs QP starts from them,
-//! and a destroy command cannot take a verbs CQ/QP (RES_BUSY: it goes with its uverbs
-//! object); mkeys carry no memory (reg_mr keeps its own MRs); DevX events.
+//! Not yet: the verbs' transition commands carry `opt_param_mask` 0 (this firmware
+//! applies every field a transition carries, so mlx5_ib's optional-parameter table
+//! is not modelled); the verbs' QUERY_QP answers from the device half's attributes,
+//! not from a QUERY_QP (the verbs' attributes include what the context does not
+//! hold); reg_mr is not CREATE_MKEY yet (mkeys carry no memory); DevX events.
 
 pub mod caps;
 mod cq;

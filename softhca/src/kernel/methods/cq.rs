@@ -44,8 +44,9 @@ pub(crate) struct CqArgs {
     pub event_file: Option<Arc<AsyncEventFile>>,
 }
 
-/// `mlx5_ib_create_cq` for a user CQ: validates the driver data, builds the CQ context,
-/// enters it in the HCA and writes the CQ number to the driver output. Check order as
+/// `mlx5_ib_create_cq` for a user CQ: validates the driver data, has the firmware make
+/// the CQ (CREATE_CQ, [`create_cq_inbox`]) and writes the CQ number to the driver
+/// output. Check order as
 /// docs/notes/kernel-6.1-uverbs.md §5.3.
 pub(crate) fn create_cq(hca: &Hca, st: &FileState, a: CqArgs, udata: &Udata) -> Result<Arc<Cq>> {
     let ctx = st.ctx()?;

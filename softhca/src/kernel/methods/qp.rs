@@ -3,11 +3,13 @@
 //!
 //! Creation follows the core (`create_qp` / the QP_CREATE handler) and then
 //! `mlx5_ib_create_qp` for a user QP: the driver data names the WQ buffer, its geometry
-//! and the doorbell record, which softhca records in the QP context for the device half.
-//! Modification runs the core's checks, the state table, mlx5's range checks and its
-//! firmware command table, and stores the attributes the way the QP context holds them
-//! (so QUERY_QP reads back what a ConnectX would: e.g. `max_rd_atomic` rounded up to a
-//! power of two, the retry counters truncated to 3 bits).
+//! and the doorbell record, which go into the firmware's CREATE_QP ([`create_qp_inbox`]);
+//! the firmware's QP is the verbs QP. Modification runs the core's checks, the state
+//! table, mlx5's range checks and its firmware command table, builds the attributes the
+//! way the QP context holds them (so QUERY_QP reads back what a ConnectX would: e.g.
+//! `max_rd_atomic` rounded up to a power of two, the retry counters truncated to 3
+//! bits), and sends the transition command, which moves the QP. Destroy is 2RST and
+//! DESTROY_QP.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -75,8 +77,8 @@ pub(crate) struct QpArgs {
 }
 
 /// `mlx5_ib_create_qp` for a user QP plus the core's bookkeeping: validates the driver
-/// data (docs/notes/kernel-6.1-uverbs.md §5.4), makes the QP, counts the PD and CQ uses, enters it in the HCA
-/// and writes the driver response. Returns the QP and the capabilities to report.
+/// data (docs/notes/kernel-6.1-uverbs.md §5.4), writes the driver response, has the
+/// firmware make the QP (CREATE_QP) and counts the PD and CQ uses. Returns the QP and the capabilities to report.
 pub(crate) fn create_qp(hca: &Hca, st: &mut FileState, mut a: QpArgs, udata: &Udata) -> Result<(Arc<Qp>, QpCap)> {
     let ctx = st.ctx_mut()?;
     // check_qp_type: no XRC and no DC on this device; raw packet QPs are not implemented.
