@@ -4,6 +4,7 @@
 mod allreduce;
 mod bench;
 mod devinfo;
+mod devx;
 mod gdr;
 mod launch;
 mod pingpong;
@@ -24,6 +25,8 @@ struct Cli {
 enum Cmd {
     /// Show RDMA devices and their attributes, like ibv_devinfo.
     Devinfo(devinfo::Args),
+    /// DevX: the firmware's capability pages (`caps`) and raw PRM commands (`cmd`).
+    Devx(devx::Args),
     /// Start N local ranks with torchrun's variables (RANK, WORLD_SIZE, ...), like torchrun.
     Launch(launch::Args),
     /// All-reduce check and nccl-tests style sweep (starts 4 local ranks when not launched).
@@ -50,6 +53,7 @@ fn main() {
     let cli = Cli::parse();
     let r = match cli.cmd {
         Cmd::Devinfo(a) => devinfo::run(&a),
+        Cmd::Devx(a) => devx::run(&a),
         Cmd::Launch(a) => launch::run(&a),
         Cmd::Allreduce(a) => allreduce::run(&a),
         Cmd::Softhca(a) => softhca::run(&a),

@@ -77,6 +77,57 @@ pub struct Args {
     /// Give up after this many seconds without a completion (0: never).
     #[arg(long, hide = true, default_value_t = 0)]
     timeout: u64,
+    /// Use an RC QP made entirely through DevX (`devx::rc`: CQ and QP rings and
+    /// doorbell records in UMEMs, a DevX UAR, PRM state transitions) instead of a
+    /// verbs QP; the peer cannot tell.
+    #[arg(long, conflicts_with = "events")]
+    devx: bool,
+}
+
+/// The QP and CQ of the test: the provider's verbs objects, or a DevX RC QP.
+enum Rc {
+    Verbs { qp: Box<provider::Qp>, cq: provider::Cq },
+    Devx(Box<devx::rc::RcQp>),
+}
+
+impl Rc {
+    fn qpn(&self) -> u32 {
+        match self {
+            Rc::Verbs { qp, .. } => qp.qpn(),
+            Rc::Devx(d) => d.qpn(),
+        }
+    }
+
+    fn post_recv_list(&mut self, list: &[(u64, &[Sge])]) -> Result<()> {
+        match self {
+            Rc::Verbs { qp, .. } => qp.post_recv_list(list).map_err(|e| anyhow!("{e}")),
+            Rc::Devx(d) => list.iter().try_for_each(|(id, sgl)| d.post_recv(*id, sgl)).map_err(|e| anyhow!("{e}")),
+        }
+    }
+
+    fn post_send(&mut self, wr_id: u64, wr: &SendWr<'_>) -> Result<()> {
+        match self {
+            Rc::Verbs { qp, .. } => qp.post_send(wr_id, wr).map_err(|e| anyhow!("{e}")),
+            Rc::Devx(d) => d.post_send(wr_id, wr).map_err(|e| anyhow!("{e}")),
+        }
+    }
+
+    fn poll(&mut self, wcs: &mut [Wc]) -> usize {
+        match self {
+            Rc::Verbs { cq, .. } => cq.poll(wcs),
+            Rc::Devx(d) => {
+                let mut n = 0;
+                while n < wcs.len() {
+                    match d.poll() {
+                        Some(wc) => wcs[n] = wc,
+                        None => break,
+                    }
+                    n += 1;
+                }
+                n
+            }
+        }
+    }
 }
 
 const RECV_WRID: u64 = 1;
@@ -191,21 +242,35 @@ pub fn run(a: &Args) -> Result<()> {
     // SAFETY: `buf` outlives `mr`: both live to the end of this function and `mr` is
     // dropped first (declared later).
     let mr = unsafe { pd.reg_mr_raw(buf.as_ptr(), buf.len(), Access::LOCAL_WRITE) }.context("couldn't register MR")?;
-    let mut cq = ctx.create_cq(a.rx_depth + 1, chan.as_ref()).context("couldn't create CQ")?;
-    let cap = QpCap { max_send_wr: 1, max_recv_wr: a.rx_depth, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
-    let mut qp = pd
-        .create_qp(&QpInit { send_cq: &cq, recv_cq: &cq, cap, qp_type: QpType::Rc, sq_sig_all: false, send_ops: None })
-        .context("couldn't create QP")?;
-    let inline = qp.cap().max_inline_data as usize >= size;
-    qp.to_init(a.ib_port, Access::empty()).context("failed to modify QP to INIT")?;
+    let mut rc = if a.devx {
+        let d = devx::DevxContext::new(ctx.clone()).context("DevX")?;
+        let log = |n: u32| n.max(2).next_power_of_two().trailing_zeros() as u8;
+        let cfg = devx::rc::RcConfig {
+            log_sq_size: 2,
+            log_rq_size: log(a.rx_depth),
+            max_recv_sge: 1,
+            log_cq_size: log(a.rx_depth + 2),
+            port: a.ib_port,
+        };
+        Rc::Devx(Box::new(devx::rc::RcQp::new(&d, &pd, cfg).context("couldn't create the DevX QP")?))
+    } else {
+        let cq = ctx.create_cq(a.rx_depth + 1, chan.as_ref()).context("couldn't create CQ")?;
+        let cap = QpCap { max_send_wr: 1, max_recv_wr: a.rx_depth, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
+        let qp = pd
+            .create_qp(&QpInit { send_cq: &cq, recv_cq: &cq, cap, qp_type: QpType::Rc, sq_sig_all: false, send_ops: None })
+            .context("couldn't create QP")?;
+        qp.to_init(a.ib_port, Access::empty()).context("failed to modify QP to INIT")?;
+        Rc::Verbs { qp: Box::new(qp), cq }
+    };
+    let inline = matches!(&rc, Rc::Verbs { qp, .. } if qp.cap().max_inline_data as usize >= size);
 
     let recv_sge = [Sge::new(recv_addr, a.size, mr.lkey())];
-    let post_recvs = |qp: &mut provider::Qp, n: u32| -> Result<u32> {
+    let post_recvs = |rc: &mut Rc, n: u32| -> Result<u32> {
         let list: Vec<(u64, &[Sge])> = (0..n).map(|_| (RECV_WRID, &recv_sge[..])).collect();
-        qp.post_recv_list(&list).map(|()| n).map_err(|e| anyhow!("couldn't post receive: {e}"))
+        rc.post_recv_list(&list).map(|()| n).map_err(|e| anyhow!("couldn't post receive: {e}"))
     };
-    let mut routs = post_recvs(&mut qp, a.rx_depth)?;
-    if a.events {
+    let mut routs = post_recvs(&mut rc, a.rx_depth)?;
+    if let (true, Rc::Verbs { cq, .. }) = (a.events, &mut rc) {
         cq.req_notify(false);
     }
 
@@ -221,15 +286,26 @@ pub fn run(a: &Args) -> Result<()> {
         }
         _ => ([0u8; 16], 0),
     };
-    let me = Dest { lid: pa.lid, qpn: qp.qpn(), psn: rand::random::<u32>() & 0xff_ffff, gid };
+    let me = Dest { lid: pa.lid, qpn: rc.qpn(), psn: rand::random::<u32>() & 0xff_ffff, gid };
     me.print("local");
     std::io::stdout().flush()?;
 
-    let connect = |qp: &provider::Qp, rem: &Dest| -> Result<()> {
+    let connect = |rc: &mut Rc, rem: &Dest| -> Result<()> {
         let global = rem.gid != [0u8; 16];
         if !global && pa.link_layer == link_layer::ETHERNET {
             bail!("the remote end has no GID (run it with -g)");
         }
+        let qp = match rc {
+            Rc::Verbs { qp, .. } => qp,
+            Rc::Devx(d) => {
+                let p = devx::rc::ConnectParams {
+                    psn: me.psn, sgid_index, mtu, retry_count: 7, rnr_retry: 7, ack_timeout: 14, min_rnr_nak: 12,
+                    log_rd_atomic: 0,
+                };
+                let peer = devx::rc::Peer { qpn: rem.qpn, psn: rem.psn, gid: rem.gid };
+                return d.connect(&peer, &p).context("failed to move the DevX QP to RTS");
+            }
+        };
         qp.modify(&QpAttr {
             state: Some(QpState::Rtr),
             path_mtu: Some(mtu),
@@ -253,7 +329,7 @@ pub fn run(a: &Args) -> Result<()> {
         s.write_all(b"done\0").context("couldn't send \"done\"")?;
         let rem = Dest::from_wire(&m)?;
         print_remote(&rem);
-        connect(&qp, &rem)?;
+        connect(&mut rc, &rem)?;
         rem
     } else {
         let l = TcpListener::bind(("0.0.0.0", a.port)).with_context(|| format!("couldn't listen to port {}", a.port))?;
@@ -261,7 +337,7 @@ pub fn run(a: &Args) -> Result<()> {
         let mut m = [0u8; MSG_SIZE];
         s.read_exact(&mut m).context("couldn't read remote address")?;
         let rem = Dest::from_wire(&m)?;
-        connect(&qp, &rem).context("couldn't connect to remote QP")?;
+        connect(&mut rc, &rem).context("couldn't connect to remote QP")?;
         s.write_all(&me.to_wire()).context("couldn't send local address")?;
         let mut done = [0u8; 5];
         s.read_exact(&mut done).context("couldn't read \"done\"")?;
@@ -285,7 +361,7 @@ pub fn run(a: &Args) -> Result<()> {
     let start = Instant::now();
     let mut pending = RECV_WRID;
     if client {
-        qp.post_send(SEND_WRID, &wr).map_err(|e| anyhow!("couldn't post send: {e}"))?;
+        rc.post_send(SEND_WRID, &wr).map_err(|e| anyhow!("couldn't post send: {e}"))?;
         pending |= SEND_WRID;
     }
     let (mut rcnt, mut scnt) = (0u64, 0u64);
@@ -307,11 +383,12 @@ pub fn run(a: &Args) -> Result<()> {
                     Err(e) => bail!("failed to get cq_event: {e}"),
                 }
             }
+            let Rc::Verbs { cq, .. } = &mut rc else { unreachable!("--events excludes --devx") };
             cq.ack_event();
             cq.req_notify(false);
             cq.poll(&mut wcs)
         } else {
-            let n = cq.poll(&mut wcs);
+            let n = rc.poll(&mut wcs);
             if n == 0 {
                 spins = spins.wrapping_add(1);
                 if spins < 64 {
@@ -340,7 +417,7 @@ pub fn run(a: &Args) -> Result<()> {
                     }
                     routs -= 1;
                     if routs <= 1 {
-                        routs += post_recvs(&mut qp, a.rx_depth - routs)?;
+                        routs += post_recvs(&mut rc, a.rx_depth - routs)?;
                     }
                     rcnt += 1;
                     if a.chk {
@@ -366,7 +443,7 @@ pub fn run(a: &Args) -> Result<()> {
             }
             pending &= !wc.wr_id;
             if scnt < a.iters && pending == 0 {
-                qp.post_send(SEND_WRID, &wr).map_err(|e| anyhow!("couldn't post send: {e}"))?;
+                rc.post_send(SEND_WRID, &wr).map_err(|e| anyhow!("couldn't post send: {e}"))?;
                 pending = RECV_WRID | SEND_WRID;
             }
         }
@@ -375,8 +452,7 @@ pub fn run(a: &Args) -> Result<()> {
     let bytes = a.size as u64 * a.iters * 2;
     println!("{bytes} bytes in {:.2} seconds = {:.2} Mbit/sec", usec / 1e6, bytes as f64 * 8.0 / usec);
     println!("{} iters in {:.2} seconds = {:.2} usec/iter", a.iters, usec / 1e6, usec / a.iters as f64);
-    drop(qp);
-    drop(cq);
+    drop(rc);
     drop(mr);
     if bad_pages > 0 {
         bail!("invalid data in {bad_pages} page(s) of received messages");

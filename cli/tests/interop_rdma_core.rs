@@ -32,6 +32,11 @@ fn ibv_rc_pingpong(args: &[&str]) -> Option<(Command, String)> {
 
 /// Runs `server` (doorbell or stock) and `client` with the common flags.
 fn interop(doorbell_is_server: bool, flags: &[&str], size: u64, iters: u64) {
+    interop_ours(doorbell_is_server, flags, &[], size, iters)
+}
+
+/// [`interop`] with `ours` added to doorbell's flags only.
+fn interop_ours(doorbell_is_server: bool, flags: &[&str], ours_only: &[&str], size: u64, iters: u64) {
     let port = free_port();
     let ps = port.to_string();
     let n = iters.to_string();
@@ -40,6 +45,7 @@ fn interop(doorbell_is_server: bool, flags: &[&str], size: u64, iters: u64) {
     common.extend_from_slice(flags);
     let mut ours = vec!["pingpong", "--timeout", "60"];
     ours.extend_from_slice(&common);
+    ours.extend_from_slice(ours_only);
     let mut theirs = vec!["-d", "softhca0"];
     theirs.extend_from_slice(&common);
     let (server, client) = if doorbell_is_server {
@@ -73,4 +79,16 @@ fn doorbell_server_stock_client_events() {
 #[test]
 fn stock_server_doorbell_client_events() {
     interop(false, &["-e"], 3000, 50);
+}
+
+/// Doorbell's DevX RC QP (`pingpong --devx`: rings and doorbell records in UMEMs, a
+/// DevX UAR, PRM transitions) against stock ibv_rc_pingpong's verbs QP, both roles.
+#[test]
+fn doorbell_devx_server_stock_client() {
+    interop_ours(true, &[], &["--devx"], 4096, 100);
+}
+
+#[test]
+fn stock_server_doorbell_devx_client() {
+    interop_ours(false, &[], &["--devx"], 3000, 100);
 }

@@ -24,6 +24,9 @@ use crate::uar::{SharedUarPool, UarPool};
 pub struct Context {
     pub(crate) dev: Device,
     ucontext: AllocUcontextResp,
+    /// Whether the GET_CONTEXT that succeeded asked for DevX (the kernel refuses the
+    /// flag rather than ignoring it, so success means a DevX uid was made).
+    devx: bool,
     num_comp_vectors: u32,
     async_fd: OwnedFd,
     pub(crate) uars: SharedUarPool,
@@ -68,10 +71,14 @@ impl Context {
         let mut resp = AllocUcontextResp::default();
         let mut last = nix::errno::Errno::EINVAL;
         let mut info = None;
+        let mut devx = false;
         for (req, len) in ucontext_requests() {
             match ctxcmd::get_context_ioctl(&dev, &req.as_bytes()[..len], resp.as_mut_bytes()) {
                 Ok(i) => {
                     info = Some(i);
+                    // `flags` sits at offset 8, inside even the shortest (16-byte)
+                    // request, so every retried length carries it.
+                    devx = req.flags & ALLOC_UCTX_DEVX != 0;
                     break;
                 }
                 Err(e) => last = e,
@@ -93,6 +100,7 @@ impl Context {
             dbrecs: DbrecPool::new(resp.cache_line_size.max(8) as usize),
             dev,
             ucontext: resp,
+            devx,
             num_comp_vectors: info.num_comp_vectors,
             async_fd,
             uars: Mutex::new(uars),
@@ -130,6 +138,12 @@ impl Context {
     /// The mlx5 GET_CONTEXT answer.
     pub fn ucontext(&self) -> &AllocUcontextResp {
         &self.ucontext
+    }
+
+    /// Whether the device granted DevX to this context (GET_CONTEXT accepted the DEVX
+    /// flag): PRM commands from userspace (the `devx` crate) need it.
+    pub fn devx_granted(&self) -> bool {
+        self.devx
     }
 
     /// Completion vectors the device offers.

@@ -415,3 +415,76 @@ layout! {
         reserved_at_98: [0x768],
     }
 }
+
+layout! {
+    /// One flow table type's properties in the NIC flow table page
+    /// (`flow_table_prop_layout`), as far as named here: what a steering user checks
+    /// first (support, table size and levels, counters, destinations); the supported
+    /// match fields that follow are kept reserved.
+    pub struct FlowTablePropLayout = flow_table_prop_layout {
+        ft_support: 0x1,
+        reserved_at_1: [0x1],
+        flow_counter: 0x1,
+        flow_modify_en: 0x1,
+        modify_root: 0x1,
+        identified_miss_table_mode: 0x1,
+        flow_table_modify: 0x1,
+        reformat: 0x1,
+        decap: 0x1,
+        reserved_at_9: [0x1],
+        pop_vlan: 0x1,
+        push_vlan: 0x1,
+        reserved_at_c: [0x1],
+        pop_vlan_2: 0x1,
+        push_vlan_2: 0x1,
+        reformat_and_vlan_action: 0x1,
+        reserved_at_10: [0x1],
+        sw_owner: 0x1,
+        reformat_l3_tunnel_to_l2: 0x1,
+        reformat_l2_to_l3_tunnel: 0x1,
+        reformat_and_modify_action: 0x1,
+        reserved_at_15: [0xb],
+        reserved_at_20: [0x2],
+        log_max_ft_size: 0x6,
+        log_max_modify_header_context: 0x8,
+        max_modify_header_actions: 0x8,
+        max_ft_level: 0x8,
+        reserved_at_40: [0x20],
+        reserved_at_60: [0x18],
+        log_max_ft_num: 0x8,
+        reserved_at_80: [0x10],
+        log_max_flow_counter: 0x8,
+        log_max_destination: 0x8,
+        reserved_at_a0: [0x18],
+        log_max_flow: 0x8,
+        reserved_at_c0: [0x140],
+    }
+}
+
+layout! {
+    /// The NIC flow table capabilities page (`op_mod` type 7): receive, RDMA receive,
+    /// sniffer, transmit, RDMA transmit and transmit-sniffer tables. Kernel
+    /// `mlx5_ifc_flow_table_nic_cap_bits`; the ICM addresses and field-support words
+    /// after the six property blocks are kept reserved.
+    pub struct FlowTableNicCap = flow_table_nic_cap {
+        nic_rx_multi_path_tirs: 0x1,
+        nic_rx_multi_path_tirs_fts: 0x1,
+        allow_sniffer_and_nic_rx_shared_tir: 0x1,
+        reserved_at_3: [0x4],
+        sw_owner_reformat_supported: 0x1,
+        reserved_at_8: [0x18],
+        encap_general_header: 0x1,
+        reserved_at_21: [0xa],
+        log_max_packet_reformat_context: 0x5,
+        reserved_at_30: [0x6],
+        max_encap_header_size: 0xa,
+        reserved_at_40: [0x1c0],
+        flow_table_properties_nic_receive: FlowTablePropLayout,
+        flow_table_properties_nic_receive_rdma: FlowTablePropLayout,
+        flow_table_properties_nic_receive_sniffer: FlowTablePropLayout,
+        flow_table_properties_nic_transmit: FlowTablePropLayout,
+        flow_table_properties_nic_transmit_rdma: FlowTablePropLayout,
+        flow_table_properties_nic_transmit_sniffer: FlowTablePropLayout,
+        reserved_at_e00: [0x7200],
+    }
+}

@@ -27,3 +27,27 @@ pub const BAD_SIZE_OUTS_CQES_ERR: u8 = 0x40;
 pub const BAD_INP_LEN_ERR: u8 = 0x50;
 /// The outbox is shorter than the answer.
 pub const BAD_OUTP_LEN_ERR: u8 = 0x51;
+
+/// The PRM name of a status (`MLX5_CMD_STAT_<name>`), for messages; `None` for a
+/// status the PRM does not define.
+pub const fn name(status: u8) -> Option<&'static str> {
+    Some(match status {
+        OK => "OK",
+        INT_ERR => "INT_ERR",
+        BAD_OP_ERR => "BAD_OP_ERR",
+        BAD_PARAM_ERR => "BAD_PARAM_ERR",
+        BAD_SYS_STATE_ERR => "BAD_SYS_STATE_ERR",
+        BAD_RES_ERR => "BAD_RES_ERR",
+        RES_BUSY => "RES_BUSY",
+        LIM_ERR => "LIM_ERR",
+        BAD_RES_STATE_ERR => "BAD_RES_STATE_ERR",
+        IX_ERR => "IX_ERR",
+        NO_RES_ERR => "NO_RES_ERR",
+        BAD_QP_STATE_ERR => "BAD_QP_STATE_ERR",
+        BAD_PKT_ERR => "BAD_PKT_ERR",
+        BAD_SIZE_OUTS_CQES_ERR => "BAD_SIZE_OUTS_CQES_ERR",
+        BAD_INP_LEN_ERR => "BAD_INP_LEN_ERR",
+        BAD_OUTP_LEN_ERR => "BAD_OUTP_LEN_ERR",
+        _ => return None,
+    })
+}

@@ -26,7 +26,7 @@ fn check<L: Layout>(bits: usize, rows: &[(&str, usize, usize)]) {
     }
 }
 
-fn all_fields() -> [&'static [FieldInfo]; 57] {
+fn all_fields() -> [&'static [FieldInfo]; 59] {
     use cq::*;
     use hca_cap::*;
     use header::*;
@@ -49,7 +49,8 @@ fn all_fields() -> [&'static [FieldInfo]; 57] {
         GeneralObjOutCmdHdr::FIELDS, uctx::Uctx::FIELDS, uctx::CreateUctxIn::FIELDS,
         uctx::CreateUctxOut::FIELDS, uctx::DestroyUctxIn::FIELDS, umem::Mtt::FIELDS, umem::Umem::FIELDS,
         umem::CreateUmemIn::FIELDS, umem::CreateUmemOut::FIELDS, umem::DestroyUmemIn::FIELDS,
-        QueryCqIn::FIELDS, QueryCqOut::FIELDS, ModifyCqIn::FIELDS,
+        QueryCqIn::FIELDS, QueryCqOut::FIELDS, ModifyCqIn::FIELDS, FlowTablePropLayout::FIELDS,
+        FlowTableNicCap::FIELDS,
     ]
 }
 
@@ -238,7 +239,9 @@ fn layouts_match_mlx5_ifc() {
     // rdma-core providers/mlx5/mlx5_ifc.h: struct mlx5_ifc_create_qp_in_bits, 0x880 bits
     check::<qp::CreateQpIn>(0x880, &[
         ("opcode", 0x0, 0x10), ("uid", 0x10, 0x10), ("op_mod", 0x30, 0x10),
-        ("opt_param_mask", 0x80, 0x20), ("qpc", 0xc0, 0x740), ("wq_umem_id", 0x840, 0x20),
+        ("opt_param_mask", 0x80, 0x20), ("qpc", 0xc0, 0x740),
+        // wq_umem_offset: the kernel's include/linux/mlx5/mlx5_ifc.h (reserved in rdma-core's)
+        ("wq_umem_offset", 0x800, 0x40), ("wq_umem_id", 0x840, 0x20),
         ("wq_umem_valid", 0x860, 0x1),
     ]);
     // rdma-core providers/mlx5/mlx5_ifc.h: struct mlx5_ifc_create_qp_out_bits, 0x80 bits
@@ -364,6 +367,32 @@ fn more_layouts_match_mlx5_ifc() {
         ("atomic_operations", 0x90, 0x10), ("atomic_size_qp", 0xb0, 0x10),
         ("atomic_size_dc", 0xd0, 0x10), ("fetch_add_pci_atomic", 0x280, 0x10),
         ("swap_pci_atomic", 0x290, 0x10), ("compare_swap_pci_atomic", 0x2a0, 0x10),
+    ]);
+    // The kernel's include/linux/mlx5/mlx5_ifc.h (6.1): struct
+    // mlx5_ifc_flow_table_prop_layout_bits, 0x200 bits (six of them fill 0x200..0xe00 of
+    // the NIC page, where reserved_at_e00 follows the transmit sniffer's)
+    check::<hca_cap::FlowTablePropLayout>(0x200, &[
+        ("ft_support", 0x0, 0x1), ("flow_counter", 0x2, 0x1), ("flow_modify_en", 0x3, 0x1),
+        ("modify_root", 0x4, 0x1), ("identified_miss_table_mode", 0x5, 0x1), ("flow_table_modify", 0x6, 0x1),
+        ("reformat", 0x7, 0x1), ("decap", 0x8, 0x1), ("pop_vlan", 0xa, 0x1), ("push_vlan", 0xb, 0x1),
+        ("pop_vlan_2", 0xd, 0x1), ("push_vlan_2", 0xe, 0x1), ("reformat_and_vlan_action", 0xf, 0x1),
+        ("sw_owner", 0x11, 0x1), ("reformat_l3_tunnel_to_l2", 0x12, 0x1), ("reformat_l2_to_l3_tunnel", 0x13, 0x1),
+        ("reformat_and_modify_action", 0x14, 0x1), ("log_max_ft_size", 0x22, 0x6),
+        ("log_max_modify_header_context", 0x28, 0x8), ("max_modify_header_actions", 0x30, 0x8),
+        ("max_ft_level", 0x38, 0x8), ("log_max_ft_num", 0x78, 0x8), ("log_max_flow_counter", 0x90, 0x8),
+        ("log_max_destination", 0x98, 0x8), ("log_max_flow", 0xb8, 0x8),
+    ]);
+    // The kernel's struct mlx5_ifc_flow_table_nic_cap_bits (the 0x8000-bit union member)
+    check::<hca_cap::FlowTableNicCap>(0x8000, &[
+        ("nic_rx_multi_path_tirs", 0x0, 0x1), ("nic_rx_multi_path_tirs_fts", 0x1, 0x1),
+        ("allow_sniffer_and_nic_rx_shared_tir", 0x2, 0x1), ("sw_owner_reformat_supported", 0x7, 0x1),
+        ("encap_general_header", 0x20, 0x1), ("log_max_packet_reformat_context", 0x2b, 0x5),
+        ("max_encap_header_size", 0x36, 0xa), ("flow_table_properties_nic_receive", 0x200, 0x200),
+        ("flow_table_properties_nic_receive_rdma", 0x400, 0x200),
+        ("flow_table_properties_nic_receive_sniffer", 0x600, 0x200),
+        ("flow_table_properties_nic_transmit", 0x800, 0x200),
+        ("flow_table_properties_nic_transmit_rdma", 0xa00, 0x200),
+        ("flow_table_properties_nic_transmit_sniffer", 0xc00, 0x200),
     ]);
     // rdma-core providers/mlx5/mlx5_ifc.h: struct mlx5_ifc_cmd_hca_cap_2_bits, 0x800 bits
     check::<hca_cap::CmdHcaCap2>(0x800, &[

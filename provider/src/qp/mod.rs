@@ -247,6 +247,11 @@ impl Qp {
     pub fn pd_handle(&self) -> u32 {
         self.pd.handle
     }
+
+    /// The uverbs handle (what `mlx5dv_devx_qp_query` passes to DEVX_OBJ_QUERY).
+    pub fn handle(&self) -> u32 {
+        self.handle
+    }
 }
 
 impl Drop for Qp {

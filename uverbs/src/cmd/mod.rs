@@ -6,6 +6,7 @@
 
 pub mod context;
 pub mod cq;
+pub mod devx;
 pub mod mr;
 pub mod pd;
 pub mod port;
