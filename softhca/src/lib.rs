@@ -18,8 +18,9 @@
 //! - [`firmware`]: the PRM command interface (QUERY_HCA_CAP, UCTX, UMEM, PD, UAR, CQ,
 //!   QP with its state machine, MKEY) on firmware objects per HCA. Its CQs and QPs are
 //!   the ones the device half runs; the kernel half's DevX (`kernel/methods/devx.rs`)
-//!   executes userspace mailboxes here, and the verbs' PDs, CQs and QPs are entered in
-//!   the same tables, so a DevX QUERY_QP on a verbs QP answers.
+//!   executes userspace mailboxes here, and the verbs' ALLOC_PD, CREATE_CQ, CREATE_QP,
+//!   transitions and destroys are these same commands (as mlx5_ib's), so a verbs QP
+//!   and a DevX QP are the same firmware object.
 //! - [`hca`]: one instance ([`Hca`]): device-wide QPN/CQN/MKey tables and number
 //!   allocators shared by both halves.
 //! - [`objects`]: the HCA's view of PDs, MRs, CQs, QPs, AHs, UAR pages and event fds.

@@ -507,6 +507,21 @@ fn devx_query_on_a_verbs_qp() {
     assert_eq!(r, Ok(()), "{:?}", status(&out));
     let qpc = View::<QueryQpOut>::new(&out).unwrap().sub(QueryQpOut::qpc);
     assert_eq!((qpc.get(Qpc::state), qpc.get(Qpc::st), qpc.get(Qpc::cqn_snd)), (q::state::RST, q::st::RC, cqn));
+    // The verbs' CREATE_QP was the firmware's: its context is what create_user_qp and
+    // create_qp_common write from the verbs' arguments (ilog2 of the WQE counts, the
+    // RQ stride as wqe_shift - 4, pm_state MIGRATED, the user index of CQE version 1).
+    assert_eq!((qpc.get(Qpc::pd), qpc.get(Qpc::cqn_rcv), qpc.get(Qpc::uar_page)), (_pdn, cqn, uar));
+    assert_eq!((qpc.get(Qpc::log_sq_size), qpc.get(Qpc::log_rq_size), qpc.get(Qpc::log_rq_stride)), (6, 6, 0));
+    assert_eq!((qpc.get(Qpc::no_sq), qpc.get(Qpc::rq_type)), (false, 0));
+    assert_eq!((qpc.get(Qpc::pm_state), qpc.get(Qpc::user_index)), (q::pm_state::MIGRATED, 5));
+    assert_eq!((qpc.get(Qpc::dbr_addr), qpc.get(Qpc::log_page_size), qpc.get(Qpc::page_offset)), (db.addr() + 64, 0, 0));
+    assert_eq!(h.firmware().counts().qp, 1, "one firmware QP, not a copy");
+    // A raw DESTROY_QP through DEVX_OTHER: no general command (devx.c), EINVAL; a
+    // DEVX_OBJ_DESTROY needs a DevX object's handle, which a verbs QP is not.
+    let (r, _) = other(&dev, &with_id(op::DESTROY_QP, qr.qpn, prm::cmd::qp::DestroyQpIn::BYTES), 16);
+    assert_eq!(r, Err(Errno::EINVAL));
+    assert_eq!(destroy(&dev, qr.handle), Err(Errno::EINVAL));
+    assert_eq!(h.firmware().counts().qp, 1);
     // QUERY_CQ on the verbs CQ.
     let (r, out) = obj_cmd(&dev, false, cq_h, &with_id(op::QUERY_CQ, cqn, QueryCqIn::BYTES), QueryCqOut::BYTES);
     assert_eq!(r, Ok(()));
@@ -518,6 +533,178 @@ fn devx_query_on_a_verbs_qp() {
     assert_eq!(h.qp(qr.qpn).unwrap().state(), QpState::Init);
     let (r, out) = obj_cmd(&dev, true, qr.handle, &transition(op::RTR2RTS_QP, qr.qpn, 0), 16);
     assert_eq!((r, status(&out).0), (Err(Errno::EREMOTEIO), st::BAD_RES_STATE_ERR), "INIT has no RTR2RTS");
+    // The verbs' destroy is the firmware's 2RST + DESTROY_QP, and then the CQ's
+    // DESTROY_CQ has no user left.
+    qp::destroy_qp_ioctl(&dev, qr.handle).unwrap();
+    assert_eq!(h.firmware().counts().qp, 0);
+    assert!(h.qp(qr.qpn).is_none());
+    cq::destroy_cq_ioctl(&dev, cq_h).unwrap();
+    assert_eq!(h.firmware().counts().cq, 0);
+    drop(dev);
+    assert_eq!(h.firmware().counts().total(), 0);
+}
+
+/// The verbs' CREATE_CQ is the firmware's CREATE_CQ (mlx5_ib's `create_cq_user` +
+/// `mlx5_ib_create_cq`): the firmware holds the CQ from the verbs' create to their
+/// destroy, and its context is the one mlx5_ib writes from the verbs' arguments: the
+/// CQE size and count asked for, the UAR page given, the EQ DEVX_QUERY_EQN names for
+/// the vector, the doorbell record's address and the ring's page list (4 KiB pages).
+#[test]
+fn verbs_cq_is_the_firmware_cq() {
+    use uverbs::cmd::cq;
+    use uverbs::sys::mlx5::CreateCq;
+    let h = hca();
+    let dev = open(&h, true);
+    let uar = uar_page(&dev);
+    let ring = Buf::new(4096 * 4);
+    let db = Buf::new(4096);
+    let eqn = query_eqn(&dev, 1).unwrap();
+    for (cqe, cqe_size, log, sz) in [(63u32, 64u32, 6u8, 0u8), (100, 128, 7, 1)] {
+        let ccmd = CreateCq {
+            buf_addr: ring.addr(),
+            db_addr: db.addr() + 8,
+            cqe_size,
+            flags: mlx5::CREATE_CQ_FLAGS_UAR_PAGE_INDEX,
+            uar_page_index: uar as u16,
+            ..Default::default()
+        };
+        let before = h.firmware().counts().cq;
+        let mut cq_out = [0u8; 8];
+        let args = cq::CqArgs { cqe, comp_vector: 1, ..Default::default() };
+        let (cq_h, resp_cqe) = cq::create_cq_ioctl(&dev, &args, ccmd.as_bytes(), &mut cq_out).unwrap();
+        // ibv_create_cq's answer: entries rounded up to a power of two, less one.
+        assert_eq!(resp_cqe, (1u32 << log) - 1);
+        let cqn = u32::from_ne_bytes(cq_out[..4].try_into().unwrap());
+        assert_eq!(h.firmware().counts().cq, before + 1, "one firmware CQ, not a copy");
+        let (r, out) = obj_cmd(&dev, false, cq_h, &with_id(op::QUERY_CQ, cqn, QueryCqIn::BYTES), QueryCqOut::BYTES);
+        assert_eq!(r, Ok(()), "{:?}", status(&out));
+        let cqc = View::<QueryCqOut>::new(&out).unwrap().sub(QueryCqOut::cq_context);
+        // mlx5_ifc.h's cqe_sz: 0 is 64 bytes, 1 is 128.
+        assert_eq!((cqc.get(Cqc::log_cq_size), cqc.get(Cqc::cqe_sz)), (log, sz));
+        assert_eq!((cqc.get(Cqc::uar_page), cqc.get(Cqc::c_eqn) as u32), (uar, eqn));
+        assert_eq!(cqc.get(Cqc::dbr_addr), db.addr() + 8);
+        assert_eq!((cqc.get(Cqc::log_page_size), cqc.get(Cqc::page_offset)), (0, 0));
+        // A raw DESTROY_CQ through DEVX_OTHER is no general command (devx.c): EINVAL,
+        // and the CQ stays.
+        let (r, _) = other(&dev, &with_id(op::DESTROY_CQ, cqn, prm::cmd::cq::DestroyCqIn::BYTES), 16);
+        assert_eq!(r, Err(Errno::EINVAL));
+        assert_eq!(h.firmware().counts().cq, before + 1);
+        // The verbs' destroy is the firmware's DESTROY_CQ.
+        cq::destroy_cq_ioctl(&dev, cq_h).unwrap();
+        assert_eq!(h.firmware().counts().cq, before);
+        assert!(h.cq(cqn).is_none());
+    }
+    // A UAR index that is no UAR page: mlx5_ib passes it on, the firmware refuses
+    // (BAD_PARAM), and mlx5_cmd_check makes that EINVAL.
+    let ccmd = CreateCq {
+        buf_addr: ring.addr(),
+        db_addr: db.addr(),
+        cqe_size: 64,
+        flags: mlx5::CREATE_CQ_FLAGS_UAR_PAGE_INDEX,
+        uar_page_index: 0xfff0,
+        ..Default::default()
+    };
+    let mut cq_out = [0u8; 8];
+    let r = cq::create_cq_ioctl(&dev, &cq::CqArgs { cqe: 7, ..Default::default() }, ccmd.as_bytes(), &mut cq_out);
+    assert_eq!(r.err(), Some(Errno::EINVAL));
+    drop(dev);
+    assert_eq!(h.firmware().counts().total(), 0);
+    assert_eq!(h.live_objects(), 0);
+}
+
+/// The verbs' MODIFY_QP is the firmware's transition command: after ibv_modify_qp to
+/// RTS, DEVX_OBJ_QUERY's QUERY_QP answers the values the verbs set, in the encodings
+/// mlx5_ib's `__mlx5_ib_modify_qp` writes (log2 of the rounded-up RDMA depths, the
+/// 3-bit retry counts, the path's GID index, hop limit and traffic class); a DevX 2ERR
+/// then moves the verbs QP, and the verbs' RESET is the firmware's 2RST.
+#[test]
+fn verbs_modify_is_the_firmware_transition() {
+    use uverbs::cmd::{cq, qp};
+    use uverbs::sys::mlx5::{CreateCq, CreateQp};
+    use uverbs::sys::verbs::{qp_attr, qp_state, ModifyQp, QpCap, QpDest, QPT_RC, ACCESS_REMOTE_ATOMIC,
+                             ACCESS_REMOTE_READ, ACCESS_REMOTE_WRITE};
+    let h = hca();
+    let dev = open(&h, true);
+    let (pd_h, _) = alloc_pdn(&dev);
+    let uar = uar_page(&dev);
+    let ring = Buf::new(4096 * 4);
+    let db = Buf::new(4096);
+    let ccmd = CreateCq {
+        buf_addr: ring.addr(),
+        db_addr: db.addr(),
+        cqe_size: 64,
+        flags: mlx5::CREATE_CQ_FLAGS_UAR_PAGE_INDEX,
+        uar_page_index: uar as u16,
+        ..Default::default()
+    };
+    let mut cq_out = [0u8; 8];
+    let (cq_h, _) = cq::create_cq_ioctl(&dev, &cq::CqArgs { cqe: 63, ..Default::default() }, ccmd.as_bytes(), &mut cq_out).unwrap();
+    let wq = Buf::new(4096 * 8);
+    let qcmd = CreateQp {
+        buf_addr: wq.addr(),
+        db_addr: db.addr() + 64,
+        sq_wqe_count: 64,
+        rq_wqe_count: 64,
+        rq_wqe_shift: 4,
+        flags: mlx5::QP_FLAG_UAR_PAGE_INDEX,
+        bfreg_index: uar,
+        uidx: 1,
+        ..Default::default()
+    };
+    let cap = QpCap { max_send_wr: 16, max_recv_wr: 64, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
+    let qargs = qp::QpArgs { qp_type: QPT_RC, pd: pd_h, send_cq: cq_h, recv_cq: cq_h, cap, ..Default::default() };
+    let qr = qp::create_qp_ioctl(&dev, &qargs, qcmd.as_bytes(), &mut [0u8; 32]).unwrap();
+    let base = |mask: u32, state: u8| ModifyQp { qp_handle: qr.handle, attr_mask: mask | qp_attr::STATE, qp_state: state,
+                                                 ..Default::default() };
+    let mut m = base(qp_attr::PKEY_INDEX | qp_attr::PORT | qp_attr::ACCESS_FLAGS, qp_state::INIT);
+    m.port_num = 1;
+    m.qp_access_flags = ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ | ACCESS_REMOTE_ATOMIC;
+    qp::modify_qp(&dev, &m).unwrap();
+    let dgid = h.config().ip_gid();
+    let mut m = base(qp_attr::AV | qp_attr::PATH_MTU | qp_attr::DEST_QPN | qp_attr::RQ_PSN | qp_attr::MAX_DEST_RD_ATOMIC
+                     | qp_attr::MIN_RNR_TIMER, qp_state::RTR);
+    m.path_mtu = 3;
+    m.dest_qp_num = 0x1234;
+    m.rq_psn = 0xab_cdef;
+    m.max_dest_rd_atomic = 3;
+    m.min_rnr_timer = 12;
+    m.dest = QpDest { dgid, sgid_index: 3, hop_limit: 64, traffic_class: 8, is_global: 1, port_num: 1, ..Default::default() };
+    qp::modify_qp(&dev, &m).unwrap();
+    let mut m = base(qp_attr::TIMEOUT | qp_attr::RETRY_CNT | qp_attr::RNR_RETRY | qp_attr::SQ_PSN | qp_attr::MAX_QP_RD_ATOMIC,
+                     qp_state::RTS);
+    m.timeout = 14;
+    m.retry_cnt = 7;
+    m.rnr_retry = 9;
+    m.sq_psn = 0x12_3456;
+    m.max_rd_atomic = 2;
+    qp::modify_qp(&dev, &m).unwrap();
+    let query = with_id(op::QUERY_QP, qr.qpn, QueryQpIn::BYTES);
+    let (r, out) = obj_cmd(&dev, false, qr.handle, &query, QueryQpOut::BYTES);
+    assert_eq!(r, Ok(()), "{:?}", status(&out));
+    let qpc = View::<QueryQpOut>::new(&out).unwrap().sub(QueryQpOut::qpc);
+    assert_eq!(qpc.get(Qpc::state), q::state::RTS);
+    assert_eq!((qpc.get(Qpc::mtu), qpc.get(Qpc::remote_qpn), qpc.get(Qpc::next_rcv_psn), qpc.get(Qpc::next_send_psn)),
+               (3, 0x1234, 0xab_cdef, 0x12_3456));
+    // max_dest_rd_atomic 3 -> 4 responder resources (log 2), max_rd_atomic 2 (log 1).
+    assert_eq!((qpc.get(Qpc::log_rra_max), qpc.get(Qpc::log_sra_max), qpc.get(Qpc::min_rnr_nak)), (2, 1, 12));
+    assert_eq!((qpc.get(Qpc::retry_count), qpc.get(Qpc::rnr_retry)), (7, 9 & 7));
+    assert_eq!((qpc.get(Qpc::rre), qpc.get(Qpc::rwe), qpc.get(Qpc::rae)), (true, true, true));
+    let path = qpc.sub(Qpc::primary_address_path);
+    assert_eq!((path.get(Ads::ack_timeout), path.get(Ads::vhca_port_num), path.get(Ads::src_addr_index)), (14, 1, 3));
+    assert_eq!((path.get(Ads::hop_limit), path.get(Ads::tclass)), (64, 8));
+    assert_eq!(&path.bytes(Ads::rgid_rip)[..16], &dgid[..]);
+    // DevX moves the verbs QP to ERR; the verbs see it.
+    let mut e = vec![0u8; prm::cmd::qp::Qp2errIn::BYTES];
+    ViewMut::<prm::cmd::qp::Qp2errIn>::new(&mut e).unwrap().set(prm::cmd::qp::Qp2errIn::opcode, op::QP_2ERR)
+        .set(prm::cmd::qp::Qp2errIn::qpn, qr.qpn);
+    let (r, out) = obj_cmd(&dev, true, qr.handle, &e, 16);
+    assert_eq!(r, Ok(()), "{:?}", status(&out));
+    assert_eq!(qp::query_qp(&dev, qr.handle, 0).unwrap().qp_state, qp_state::ERR);
+    // The verbs' RESET: the firmware's 2RST.
+    qp::modify_qp(&dev, &base(0, qp_state::RESET)).unwrap();
+    let (_, out) = obj_cmd(&dev, false, qr.handle, &query, QueryQpOut::BYTES);
+    assert_eq!(View::<QueryQpOut>::new(&out).unwrap().sub(QueryQpOut::qpc).get(Qpc::state), q::state::RST);
+    assert_eq!(h.qp(qr.qpn).unwrap().state(), QpState::Reset);
     drop(dev);
     assert_eq!(h.firmware().counts().total(), 0);
 }

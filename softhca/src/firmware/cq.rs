@@ -34,28 +34,21 @@ pub(super) struct CqObj {
     /// The context as created (what QUERY_CQ answers, with the live counters).
     cqc: Vec<u8>,
     pub(super) cq: Arc<objects::Cq>,
-    /// Made by the verbs ([`super::Firmware::register_verbs_cq`]): destroyed with its
-    /// uverbs object, never by a command.
-    pub(super) verbs: bool,
 }
 
-/// The context of a CQ the verbs made, in the PRM's form.
-pub(super) fn verbs_cqc(cq: &objects::Cq) -> Vec<u8> {
-    let mut b = vec![0u8; Cqc::BYTES];
-    if let Ok(mut v) = prm::bits::ViewMut::<Cqc>::new(&mut b) {
-        v.set(Cqc::cqe_sz, if cq.cqe_size == 128 { cqe_sz::BYTES_128 } else { cqe_sz::BYTES_64 })
-            .set(Cqc::log_cq_size, cq.entries.trailing_zeros() as u8)
-            .set(Cqc::uar_page, cq.uar_page)
-            .set(Cqc::c_eqn, cq.comp_vector as u8)
-            .set(Cqc::dbr_addr, cq.db_addr);
-    }
-    b
-}
-
-/// Enters a verbs CQ (`mlx5_ib_create_cq`'s CREATE_CQ) in the table.
-pub(super) fn register(objs: &mut super::Objects, cq: &Arc<objects::Cq>, uid: u16) {
-    let v = CqObj { uar: cq.uar_page, umems: Vec::new(), cqc: verbs_cqc(cq), cq: cq.clone(), verbs: true };
-    objs.cqs.insert(cq.cqn, Obj { uid, users: 0, v });
+/// What the kernel half keeps of a verbs CQ besides its context (mlx5_ib's
+/// `struct mlx5_ib_cq` around the `mlx5_core_cq`): the firmware's CQ object carries it
+/// so that the object the device half runs is the one the uverbs handle names. A
+/// CREATE_CQ from DevX has none of it.
+#[derive(Debug, Default)]
+pub(crate) struct CqHost {
+    pub user_handle: u64,
+    /// `ib_uverbs_create_cq_flags`.
+    pub flags: u32,
+    /// `mlx5_ib_create_cq.flags`.
+    pub mlx5_flags: u16,
+    pub comp_channel: Option<Arc<objects::CompChannel>>,
+    pub event_file: Option<Arc<objects::AsyncEventFile>>,
 }
 
 pub(super) fn create(c: &mut Cmd<'_>) -> R<()> {
@@ -106,6 +99,10 @@ pub(super) fn create(c: &mut Cmd<'_>) -> R<()> {
         return Err(bad_param(syndrome::BAD_ADDRESS));
     }
     let cqn = c.hca.alloc_cqn().ok_or_else(exhausted)?;
+    let host = match c.host.take() {
+        Some(super::Host::Cq(h)) => h,
+        _ => CqHost::default(),
+    };
     use_named(&mut c.objs.uars, uar, 1);
     for &u in &umems {
         use_named(&mut c.objs.umems, u, 1);
@@ -118,13 +115,16 @@ pub(super) fn create(c: &mut Cmd<'_>) -> R<()> {
         buf_addr,
         db_addr,
         uar_page: uar,
-        user_handle: 0,
-        comp_vector: cqc.get(Cqc::c_eqn) as u32,
-        flags: 0,
-        mlx5_flags: 0,
+        user_handle: host.user_handle,
+        // The completion EQs are the vectors (`mlx5_vector2eqn`); any other EQ
+        // number is taken as vector 0 (DevX CQs get no events: see the module doc).
+        comp_vector: (cqc.get(Cqc::c_eqn) as u32).checked_sub(super::FIRST_COMP_EQN)
+            .filter(|&v| v < c.hca.config().num_comp_vectors).unwrap_or(0),
+        flags: host.flags,
+        mlx5_flags: host.mlx5_flags,
         cqe_comp: None,
-        comp_channel: None,
-        event_file: None,
+        comp_channel: host.comp_channel,
+        event_file: host.event_file,
         comp_events_reported: AtomicU32::new(0),
         async_events_reported: AtomicU32::new(0),
         usecnt: AtomicU32::new(0),
@@ -132,7 +132,7 @@ pub(super) fn create(c: &mut Cmd<'_>) -> R<()> {
         _live: Live::new(c.hca.live_counts(), Kind::Cq),
     });
     c.hca.insert_cq(&cq);
-    let v = CqObj { uar, umems, cqc: cqc.as_bytes()[..Cqc::BYTES].to_vec(), cq, verbs: false };
+    let v = CqObj { uar, umems, cqc: cqc.as_bytes()[..Cqc::BYTES].to_vec(), cq };
     c.objs.cqs.insert(cqn, Obj { uid: c.uid, users: 0, v });
     c.output::<CreateCqOut>()?.set(CreateCqOut::cqn, cqn);
     Ok(())
@@ -140,11 +140,6 @@ pub(super) fn create(c: &mut Cmd<'_>) -> R<()> {
 
 pub(super) fn destroy(c: &mut Cmd<'_>) -> R<()> {
     let cqn = c.input::<DestroyCqIn>()?.get(DestroyCqIn::cqn);
-    if c.objs.cqs.get(&cqn).is_some_and(|o| o.v.verbs) {
-        // A verbs CQ goes with its uverbs object (the verbs' DESTROY_CQ).
-        target(&mut c.objs.cqs, cqn, c.uid)?;
-        return Err(super::busy());
-    }
     let cq = remove(&mut c.objs.cqs, cqn, c.uid)?.v;
     use_named(&mut c.objs.uars, cq.uar, -1);
     for &u in &cq.umems {

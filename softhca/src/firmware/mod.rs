@@ -25,9 +25,19 @@
 //! [`crate::objects::Qp`] it runs; every QP transition turns the merged context into
 //! [`crate::objects::QpAttrs`] and tells the device half. A PD is the
 //! [`crate::objects::Pd`] keys are checked against; a UAR is a device page. The kernel
-//! half's verbs use the same tables: ALLOC_PD runs here under the context's uid, and
-//! verbs CQs and QPs are entered with their uid (`Firmware::register_verbs_qp`), so
-//! DevX's QUERY_QP on a verbs QP answers its live state and a DevX QP may use a verbs PD.
+//! half's verbs are these same commands, as mlx5_ib's are: ALLOC_PD, CREATE_CQ /
+//! DESTROY_CQ (`kernel/methods/cq.rs` builds the inbox as `create_cq_user` does),
+//! CREATE_QP / the transition commands / 2RST + DESTROY_QP (`kernel/methods/qp.rs`, as
+//! `create_user_qp` and `__mlx5_ib_modify_qp` do), all under the context's uid (0
+//! without DevX). The firmware's object IS the verbs object: what the kernel half
+//! keeps beside the context (user handle, event channels, the requested caps; a
+//! modify's attributes the PRM context does not hold) rides along as a [`Host`].
+//! So a QP made by ibv_create_qp and one made through DevX are the same kind of
+//! object, a DevX QUERY_QP on a verbs QP answers, and DevX may move it. The kernel's
+//! own checks (and errnos) come first; a firmware refusal reaches the verbs as the
+//! errno `mlx5_cmd_check` makes of its status ([`status::errno_of`]). DevX cannot
+//! destroy a verbs object: a raw DESTROY_* is no general command (devx.c: EINVAL) and
+//! a verbs object has no DEVX_OBJ handle.
 //! The kernel half's DevX ([`crate::kernel::methods`]'s `devx.rs`) stamps each
 //! context's uid into its commands.
 //!
@@ -58,11 +68,11 @@
 //! Object numbers come from the HCA's own pools (QPN, CQN, PDN, mkey index), the
 //! ones the verbs use, so a firmware object and a verbs object never share a number.
 //!
-//! Not yet: the verbs' CREATE_CQ/CREATE_QP/MODIFY_QP are not built as mailboxes (the
-//! kernel half makes the objects and enters them here), so QUERY_QP on a verbs QP
-//! answers from its live attributes, a DevX transition of a verbs QP starts from them,
-//! and a destroy command cannot take a verbs CQ/QP (RES_BUSY: it goes with its uverbs
-//! object); mkeys carry no memory (reg_mr keeps its own MRs); DevX events.
+//! Not yet: the verbs' transition commands carry `opt_param_mask` 0 (this firmware
+//! applies every field a transition carries, so mlx5_ib's optional-parameter table
+//! is not modelled); the verbs' QUERY_QP answers from the device half's attributes,
+//! not from a QUERY_QP (the verbs' attributes include what the context does not
+//! hold); reg_mr is not CREATE_MKEY yet (mkeys carry no memory); DevX events.
 
 pub mod caps;
 mod cq;
@@ -87,6 +97,9 @@ use prm::cmd::{self as c, opcode as op};
 
 use crate::hca::Hca;
 
+pub(crate) use cq::CqHost;
+pub(crate) use qp::QpHost;
+pub(crate) use qpc::write_attrs as write_qp_attrs;
 pub use status::Outcome;
 use status::syndrome;
 
@@ -161,7 +174,28 @@ struct Cmd<'a> {
     uid: u16,
     inbox: &'a [u8],
     outbox: &'a mut [u8],
+    /// What the kernel half hands along with its own commands ([`Host`]).
+    host: Option<Host>,
 }
+
+/// The kernel half's own state of an object it creates through a command (mlx5_ib's
+/// `mlx5_ib_cq` around the `mlx5_core_cq`): carried into the firmware's object, since
+/// that object is the one the uverbs handle names. DevX commands carry none.
+#[derive(Debug)]
+pub(crate) enum Host {
+    Cq(cq::CqHost),
+    Qp(qp::QpHost),
+    /// The verbs' MODIFY_QP: the attributes `__mlx5_ib_modify_qp` built, with what the
+    /// PRM context does not hold (the requested access flags and responder depth
+    /// before rounding, the path migration state, the SQD notification, the rate
+    /// limit and static rate). The device half gets these rather than the context's
+    /// conversion, so the verbs' QUERY_QP reads back what the verbs set.
+    QpAttrs(Box<crate::objects::QpAttrs>),
+}
+
+/// The EQ number of completion vector 0 (`mlx5_vector2eqn`): EQs 0..3 are mlx5_core's
+/// async, command and page-request EQs; DEVX_QUERY_EQN answers from here too.
+pub(crate) const FIRST_COMP_EQN: u32 = 3;
 
 impl<'a> Cmd<'a> {
     /// The inbox as `L` (its length was checked against the command's).
@@ -240,8 +274,14 @@ impl<'a> Firmware<'a> {
     /// first, then the status and syndrome in its header when it holds one), and
     /// returns the status and syndrome. Never panics, whatever the bytes.
     pub fn exec(&self, inbox: &[u8], outbox: &mut [u8]) -> Outcome {
+        self.exec_host(inbox, outbox, None)
+    }
+
+    /// [`Firmware::exec`] of one of the kernel half's commands, with what the kernel
+    /// keeps of the object it creates.
+    pub(crate) fn exec_host(&self, inbox: &[u8], outbox: &mut [u8], host: Option<Host>) -> Outcome {
         outbox.fill(0);
-        let outcome = match self.run(inbox, outbox) {
+        let outcome = match self.run(inbox, outbox, host) {
             Ok(()) => Outcome::OK,
             Err(e) => e,
         };
@@ -251,7 +291,7 @@ impl<'a> Firmware<'a> {
         outcome
     }
 
-    fn run(&self, inbox: &[u8], outbox: &mut [u8]) -> R<()> {
+    fn run(&self, inbox: &[u8], outbox: &mut [u8], host: Option<Host>) -> R<()> {
         let hdr = View::<MboxIn>::new(inbox)
             .map_err(|_| Outcome::err(c::status::BAD_INP_LEN_ERR, syndrome::INBOX_LEN))?;
         if outbox.len() < MboxOut::BYTES {
@@ -272,7 +312,7 @@ impl<'a> Firmware<'a> {
             return Err(Outcome::err(c::status::BAD_PARAM_ERR, syndrome::BAD_OP_MOD));
         }
         let mut objs = self.objects.lock().unwrap_or_else(|p| p.into_inner());
-        let mut cmd = Cmd { hca: self.hca, objs: &mut objs, uid: hdr.get(MboxIn::uid), inbox, outbox };
+        let mut cmd = Cmd { hca: self.hca, objs: &mut objs, uid: hdr.get(MboxIn::uid), inbox, outbox, host };
         (e.run)(&mut cmd)
     }
 
@@ -320,31 +360,33 @@ impl<'a> Firmware<'a> {
         objs.pds.get(&pdn).map(|o| o.v.clone()).ok_or(nix::errno::Errno::EIO)
     }
 
-    /// The verbs' CREATE_CQ (mlx5_ib issues it with the context's uid): the kernel half
-    /// made `cq`; the firmware knows it from now on (QUERY_CQ, a DevX QP naming it).
-    pub(crate) fn register_verbs_cq(&self, cq: &std::sync::Arc<crate::objects::Cq>, uid: u16) {
-        cq::register(&mut self.objects.lock().unwrap_or_else(|p| p.into_inner()), cq, uid);
-    }
-
-    /// The verbs' DESTROY_CQ: EBUSY (RES_BUSY) while a DevX QP still uses the CQ.
-    pub(crate) fn unregister_verbs_cq(&self, cqn: u32) -> Result<(), nix::errno::Errno> {
-        let mut o = self.objects.lock().unwrap_or_else(|p| p.into_inner());
-        if o.cqs.get(&cqn).is_some_and(|c| c.users > 0) {
-            return Err(nix::errno::Errno::EBUSY);
+    /// A command of the kernel half (`mlx5_cmd_exec`): the outbox, or the errno
+    /// `mlx5_cmd_check` makes of a failed status (see [`status::errno_of`]).
+    pub(crate) fn kernel_cmd(&self, inbox: &[u8], outlen: usize, host: Option<Host>) -> Result<Vec<u8>, nix::errno::Errno> {
+        let mut out = vec![0u8; outlen];
+        match self.exec_host(inbox, &mut out, host).errno() {
+            Some(e) => Err(e),
+            None => Ok(out),
         }
-        o.cqs.remove(&cqn);
-        Ok(())
     }
 
-    /// The verbs' CREATE_QP: `qp` becomes a firmware QP too, so DEVX_OBJ_QUERY with
-    /// QUERY_QP on a verbs QP answers its live state.
-    pub(crate) fn register_verbs_qp(&self, qp: &std::sync::Arc<crate::objects::Qp>, uid: u16) {
-        qp::register(&mut self.objects.lock().unwrap_or_else(|p| p.into_inner()), qp, uid);
+    /// The device half's CQ behind firmware CQ `cqn`.
+    pub(crate) fn cq(&self, cqn: u32) -> Option<std::sync::Arc<crate::objects::Cq>> {
+        self.objects.lock().unwrap_or_else(|p| p.into_inner()).cqs.get(&cqn).map(|o| o.v.cq.clone())
     }
 
-    /// The verbs' DESTROY_QP.
-    pub(crate) fn unregister_verbs_qp(&self, qpn: u32) {
-        qp::unregister(&mut self.objects.lock().unwrap_or_else(|p| p.into_inner()), qpn);
+    /// Takes firmware CQ `cqn` out of the tables whatever uses it (the uverbs
+    /// abort path, `Why::Abort`: the uverbs object goes regardless).
+    pub(crate) fn forget_cq(&self, cqn: u32) {
+        let gone = self.objects.lock().unwrap_or_else(|p| p.into_inner()).cqs.remove(&cqn);
+        if let Some(o) = gone {
+            self.hca.remove_cq(&o.v.cq);
+        }
+    }
+
+    /// The device half's QP behind firmware QP `qpn`.
+    pub(crate) fn qp(&self, qpn: u32) -> Option<std::sync::Arc<crate::objects::Qp>> {
+        self.objects.lock().unwrap_or_else(|p| p.into_inner()).qps.get(&qpn).map(|o| o.v.qp.clone())
     }
 
     /// DEALLOC_PD for the kernel half (`mlx5_cmd_dealloc_pd`).

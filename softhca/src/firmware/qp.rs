@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use uverbs::sys::verbs::QpCap;
 
 use super::status::syndrome;
-use super::{bad_param, busy, check_named, exhausted, internal, qpc, remove, target, uar, umem, use_named, Cmd, Obj, Outcome, R};
+use super::{bad_param, check_named, exhausted, internal, qpc, remove, target, uar, umem, use_named, Cmd, Obj, Outcome, R};
 use crate::kernel::mlx5::caps;
 use crate::kernel::pin::pin;
 use crate::kernel::qp_state;
@@ -38,9 +38,26 @@ pub(super) struct QpObj {
     qpc: Vec<u8>,
     /// The QP the device half runs.
     pub(super) qp: Arc<objects::Qp>,
-    /// Made by the verbs (the kernel half registered it, [`super::Firmware::verbs_qp`]):
-    /// its context is the QP's live attributes, not a merged `qpc`.
+    /// Made by the verbs: their MODIFY_QP still sets the device half's attributes
+    /// itself, so the context's transition fields are the QP's live attributes, not a
+    /// merged `qpc`.
     verbs: bool,
+}
+
+/// What the kernel half keeps of a verbs QP besides its context (`mlx5_ib_qp` around
+/// the `mlx5_core_qp`; see [`super::Host`]).
+#[derive(Debug)]
+pub(crate) struct QpHost {
+    pub user_handle: u64,
+    pub sq_sig_all: bool,
+    pub create_flags: u32,
+    pub mlx5_flags: u32,
+    /// The capabilities the verbs answered with.
+    pub cap: QpCap,
+    /// Scatter entries per receive WQE (less the signature entry).
+    pub rq_max_gs: u32,
+    pub bfregn: Option<u32>,
+    pub event_file: Option<Arc<objects::AsyncEventFile>>,
 }
 
 /// The PRM's state number (`qpc.state`) of a state; softhca numbers SQD and SQE the
@@ -125,6 +142,10 @@ pub(super) fn create(c: &mut Cmd<'_>) -> R<()> {
         return Err(internal());
     };
     let qpn = c.hca.alloc_qpn().ok_or_else(exhausted)?;
+    let host = match c.host.take() {
+        Some(super::Host::Qp(h)) => Some(h),
+        _ => None,
+    };
     use_named(&mut c.objs.pds, pd, 1);
     use_named(&mut c.objs.cqs, snd, 1);
     use_named(&mut c.objs.cqs, rcv, 1);
@@ -134,24 +155,34 @@ pub(super) fn create(c: &mut Cmd<'_>) -> R<()> {
     }
     let mut stored = qpc.as_bytes()[..Qpc::BYTES].to_vec();
     ViewMut::<Qpc>::new(&mut stored).map_err(|_| internal())?.set(Qpc::state, q::state::RST);
-    let rq_max_gs = if has_rq { (1u32 << rq_shift) / 16 } else { 0 };
+    let rq_max_gs = match &host {
+        Some(h) => h.rq_max_gs,
+        None if has_rq => (1u32 << rq_shift) / 16,
+        None => 0,
+    };
+    let verbs = host.is_some();
+    let host = host.unwrap_or(QpHost {
+        user_handle: 0,
+        sq_sig_all: false,
+        create_flags: 0,
+        mlx5_flags: 0,
+        cap: QpCap { max_send_wr: sq_count, max_recv_wr: rq_count, max_send_sge: 0, max_recv_sge: rq_max_gs,
+                     max_inline_data: 0 },
+        rq_max_gs,
+        bfregn: None,
+        event_file: None,
+    });
     let qp = Arc::new(objects::Qp {
         qpn,
         qp_type: ty,
         pd: pd_obj,
         send_cq,
         recv_cq,
-        user_handle: 0,
-        sq_sig_all: false,
-        create_flags: 0,
-        mlx5_flags: 0,
-        cap: QpCap {
-            max_send_wr: sq_count,
-            max_recv_wr: rq_count,
-            max_send_sge: 0,
-            max_recv_sge: rq_max_gs,
-            max_inline_data: 0,
-        },
+        user_handle: host.user_handle,
+        sq_sig_all: host.sq_sig_all,
+        create_flags: host.create_flags,
+        mlx5_flags: host.mlx5_flags,
+        cap: host.cap,
         buf_addr,
         sq_offset,
         sq_buf_addr: 0,
@@ -162,78 +193,22 @@ pub(super) fn create(c: &mut Cmd<'_>) -> R<()> {
         sq_wqe_count: sq_count,
         uidx: qpc.get(Qpc::user_index),
         uar_page: uar,
-        bfregn: None,
-        event_file: None,
+        bfregn: host.bfregn,
+        event_file: host.event_file,
         events_reported: AtomicU32::new(0),
         attrs: Mutex::new(QpAttrs::default()),
         dev: Mutex::new(Default::default()),
         _live: Live::new(c.hca.live_counts(), Kind::Qp),
     });
     c.hca.insert_qp(&qp);
-    let v = QpObj { ty, state: QpState::Reset, pd, cqn_snd: snd, cqn_rcv: rcv, uar, umems, qpc: stored, qp, verbs: false };
+    let v = QpObj { ty, state: QpState::Reset, pd, cqn_snd: snd, cqn_rcv: rcv, uar, umems, qpc: stored, qp, verbs };
     c.objs.qps.insert(qpn, Obj { uid: c.uid, users: 0, v });
     c.output::<CreateQpOut>()?.set(CreateQpOut::qpn, qpn);
     Ok(())
 }
 
-/// Enters a verbs QP (`mlx5_ib_create_qp`'s CREATE_QP) in the table, counting its uses
-/// of the firmware's PD and CQs.
-pub(super) fn register(objs: &mut super::Objects, qp: &Arc<objects::Qp>, uid: u16) {
-    let st = match qp.qp_type {
-        QpType::Rc => q::st::RC,
-        QpType::Uc => q::st::UC,
-        _ => q::st::UD,
-    };
-    let mut b = vec![0u8; Qpc::BYTES];
-    if let Ok(mut v) = ViewMut::<Qpc>::new(&mut b) {
-        v.set(Qpc::st, st)
-            .set(Qpc::pd, qp.pd.pdn)
-            .set(Qpc::cqn_snd, qp.send_cq.cqn)
-            .set(Qpc::cqn_rcv, qp.recv_cq.cqn)
-            .set(Qpc::uar_page, qp.uar_page)
-            .set(Qpc::user_index, qp.uidx)
-            .set(Qpc::log_sq_size, qp.sq_wqe_count.max(1).trailing_zeros() as u8)
-            .set(Qpc::no_sq, qp.sq_wqe_count == 0)
-            .set(Qpc::log_rq_size, qp.rq_wqe_count.max(1).trailing_zeros() as u8)
-            .set(Qpc::log_rq_stride, qp.rq_wqe_shift.saturating_sub(4) as u8)
-            .set(Qpc::rq_type, if qp.rq_wqe_count == 0 { RQ_TYPE_ZERO_LEN } else { 0 })
-            .set(Qpc::dbr_addr, qp.db_addr);
-    }
-    use_named(&mut objs.pds, qp.pd.pdn, 1);
-    use_named(&mut objs.cqs, qp.send_cq.cqn, 1);
-    use_named(&mut objs.cqs, qp.recv_cq.cqn, 1);
-    let v = QpObj {
-        ty: qp.qp_type,
-        state: QpState::Reset,
-        pd: qp.pd.pdn,
-        cqn_snd: qp.send_cq.cqn,
-        cqn_rcv: qp.recv_cq.cqn,
-        uar: qp.uar_page,
-        umems: Vec::new(),
-        qpc: b,
-        qp: qp.clone(),
-        verbs: true,
-    };
-    objs.qps.insert(qp.qpn, Obj { uid, users: 0, v });
-}
-
-/// Takes a verbs QP out of the table (its uverbs object is being destroyed).
-pub(super) fn unregister(objs: &mut super::Objects, qpn: u32) {
-    if let Some(o) = objs.qps.remove(&qpn) {
-        use_named(&mut objs.pds, o.v.pd, -1);
-        use_named(&mut objs.cqs, o.v.cqn_snd, -1);
-        use_named(&mut objs.cqs, o.v.cqn_rcv, -1);
-    }
-}
-
 pub(super) fn destroy(c: &mut Cmd<'_>) -> R<()> {
     let qpn = c.input::<DestroyQpIn>()?.get(DestroyQpIn::qpn);
-    if c.objs.qps.get(&qpn).is_some_and(|o| o.v.verbs) {
-        // A verbs QP goes with its uverbs object (DESTROY_QP of the verbs), which
-        // unregisters it; the command cannot take it from under the kernel half.
-        target(&mut c.objs.qps, qpn, c.uid)?;
-        return Err(busy());
-    }
     let qp = remove(&mut c.objs.qps, qpn, c.uid)?.v;
     use_named(&mut c.objs.pds, qp.pd, -1);
     use_named(&mut c.objs.cqs, qp.cqn_snd, -1);
@@ -349,6 +324,11 @@ pub(super) fn modify(c: &mut Cmd<'_>) -> R<()> {
     let (from, to) = transition_of(opcode).ok_or(Outcome::err(prm::cmd::status::BAD_OP_ERR, syndrome::UNKNOWN_OPCODE))?;
     let inbox = c.inbox;
     let cfg = c.hca.config().clone();
+    let host = match c.host.take() {
+        Some(super::Host::QpAttrs(a)) => Some(*a),
+        _ => None,
+    };
+    let verbs_modify = host.is_some();
     let qp = &mut target(&mut c.objs.qps, qpn, c.uid)?.v;
     let old = qp.qp.attrs();
     if qp.verbs {
@@ -371,8 +351,12 @@ pub(super) fn modify(c: &mut Cmd<'_>) -> R<()> {
     }
     qp.state = to;
     let view = View::<Qpc>::new(&qp.qpc).map_err(|_| internal())?;
-    let mut attrs = if to == QpState::Reset { QpAttrs::default() } else { qpc::attrs_of(&cfg, &view, to) };
-    if to != QpState::Reset {
+    let mut attrs = match host {
+        Some(a) => QpAttrs { state: to, ..a },
+        None if to == QpState::Reset => QpAttrs::default(),
+        None => qpc::attrs_of(&cfg, &view, to),
+    };
+    if to != QpState::Reset && !verbs_modify {
         // What the context does not hold stays as the verbs set it.
         attrs.path_mig_state = old.path_mig_state;
         attrs.en_sqd_async_notify = old.en_sqd_async_notify;

@@ -207,11 +207,14 @@ fn ioctl_attribute_rules() {
     res.elem_id = 1;
     assert_eq!(d(&mut [res]), Err(Errno::EINVAL), "IDR reserved");
 
-    // CQ_CREATE attribute errors, and a failed create gives its handle back.
+    // CQ_CREATE attribute errors, and a failed create gives its handle back. The UAR
+    // page is one the device handed out (as UAR_OBJ_ALLOC would): the firmware's
+    // CREATE_CQ refuses a page that is no UAR (below).
     let ring = page();
     let db = page();
+    let uar = h.pages().alloc().unwrap();
     let ucmd = Mlx5CreateCq { buf_addr: ring.0.as_ptr() as u64, db_addr: db.0.as_ptr() as u64, cqe_size: 64,
-                              flags: 2, uar_page_index: 2, ..Default::default() };
+                              flags: 2, uar_page_index: uar as u16, ..Default::default() };
     let mut cqe_out = 0u32;
     let mut cqn = [0u32; 2];
     let co = &mut cqe_out as *mut u32 as u64;
@@ -244,7 +247,7 @@ fn ioctl_attribute_rules() {
     // QP_CREATE attribute errors.
     let qbuf = page();
     let qd = Mlx5CreateQp { buf_addr: qbuf.0.as_ptr() as u64, db_addr: qbuf.0.as_ptr() as u64, sq_wqe_count: 4,
-                            rq_wqe_count: 4, rq_wqe_shift: 4, flags: 1 << 10, uidx: 0, bfreg_index: 2,
+                            rq_wqe_count: 4, rq_wqe_shift: 4, flags: 1 << 10, uidx: 0, bfreg_index: uar,
                             ..Default::default() };
     let cap = QpCap { max_send_wr: 1, max_recv_wr: 4, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
     let mut cap24 = [0u8; 24];

@@ -280,15 +280,23 @@ impl FileState {
                 if busy(cq.usecnt()) {
                     return Err(Errno::EBUSY);
                 }
-                match hca.firmware().unregister_verbs_cq(cq.cqn) {
+                // mlx5_ib_destroy_cq: DESTROY_CQ, refused (EBUSY) while a DevX QP
+                // still uses the CQ; an abort takes it out all the same.
+                let uid = self.ctx.as_ref().map_or(0, |c| c.devx_uid);
+                match super::methods::cq::destroy_cq_cmd(hca, cq.cqn, uid) {
+                    Err(e) if why != Why::Abort => return Err(e),
+                    Err(_) => hca.firmware().forget_cq(cq.cqn),
+                    Ok(()) => {}
+                }
+            }
+            Uobj::Qp(qp) => {
+                // mlx5_ib_destroy_qp: 2RST and DESTROY_QP in the firmware (nothing
+                // the firmware refuses for the QP's own uid).
+                let uid = self.ctx.as_ref().map_or(0, |c| c.devx_uid);
+                match super::methods::qp::destroy_qp_cmds(hca, qp, uid) {
                     Err(e) if why != Why::Abort => return Err(e),
                     _ => {}
                 }
-                hca.remove_cq(cq);
-            }
-            Uobj::Qp(qp) => {
-                hca.firmware().unregister_verbs_qp(qp.qpn);
-                hca.remove_qp(qp);
                 qp.pd.usecnt.fetch_sub(1, Ordering::SeqCst);
                 qp.send_cq.usecnt.fetch_sub(1, Ordering::SeqCst);
                 qp.recv_cq.usecnt.fetch_sub(1, Ordering::SeqCst);

@@ -1,8 +1,8 @@
 //! Completion queues: CQ_CREATE (ioctl), CREATE_CQ (write, legacy and extended),
 //! CQ_DESTROY / DESTROY_CQ.
 
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use nix::errno::Errno;
 use zerocopy::IntoBytes;
@@ -15,6 +15,12 @@ use uverbs::sys::verbs::{
     CQ_FLAGS_TIMESTAMP_COMPLETION,
 };
 
+use prm::bits::{View, ViewMut};
+use prm::cmd::cq::{cqe_sz, CreateCqIn, CreateCqOut, Cqc, DestroyCqIn};
+use prm::cmd::header::MboxOut;
+use prm::cmd::opcode as op;
+
+use crate::firmware::{CqHost, Host, FIRST_COMP_EQN};
 use crate::hca::Hca;
 use crate::kernel::ioctl::Call;
 use crate::kernel::mlx5::caps;
@@ -23,7 +29,7 @@ use crate::kernel::udata::Udata;
 use crate::kernel::uobject::{FdObj, ObjType, Uobj};
 use crate::kernel::write::WCall;
 use crate::kernel::{FileState, Result};
-use crate::objects::{AsyncEventFile, CompChannel, Cq, Kind, Live};
+use crate::objects::{AsyncEventFile, CompChannel, Cq};
 
 /// Core flags the CQ commands accept.
 const CQ_FLAGS: u32 = CQ_FLAGS_TIMESTAMP_COMPLETION | CQ_FLAGS_IGNORE_OVERRUN;
@@ -38,8 +44,9 @@ pub(crate) struct CqArgs {
     pub event_file: Option<Arc<AsyncEventFile>>,
 }
 
-/// `mlx5_ib_create_cq` for a user CQ: validates the driver data, builds the CQ context,
-/// enters it in the HCA and writes the CQ number to the driver output. Check order as
+/// `mlx5_ib_create_cq` for a user CQ: validates the driver data, has the firmware make
+/// the CQ (CREATE_CQ, [`create_cq_inbox`]) and writes the CQ number to the driver
+/// output. Check order as
 /// docs/notes/kernel-6.1-uverbs.md §5.3.
 pub(crate) fn create_cq(hca: &Hca, st: &FileState, a: CqArgs, udata: &Udata) -> Result<Arc<Cq>> {
     let ctx = st.ctx()?;
@@ -88,36 +95,66 @@ pub(crate) fn create_cq(hca: &Hca, st: &FileState, a: CqArgs, udata: &Udata) -> 
         // No 128-byte CQE padding either.
         return Err(Errno::EOPNOTSUPP);
     }
-    let cqn = hca.alloc_cqn().ok_or(Errno::ENOMEM)?;
-    if let Err(e) = udata.copy_to(cqn.as_bytes()) {
-        hca.free_cqn(cqn);
-        return Err(e);
-    }
-    let cq = Arc::new(Cq {
-        cqn,
-        entries,
-        cqe: entries - 1,
-        cqe_size: ucmd.cqe_size,
-        buf_addr: ucmd.buf_addr,
-        db_addr: ucmd.db_addr,
-        uar_page,
+    // mlx5_ib_create_cq: CREATE_CQ under the context's uid, and the firmware's CQ is
+    // the verbs CQ.
+    let inbox = create_cq_inbox(ctx.devx_uid, entries, ucmd.cqe_size, uar_page, a.comp_vector, ucmd.buf_addr,
+                                ucmd.db_addr);
+    let host = CqHost {
         user_handle: a.user_handle,
-        comp_vector: a.comp_vector,
         flags: a.flags,
         mlx5_flags: ucmd.flags,
-        cqe_comp: None,
         comp_channel: a.channel,
         event_file: a.event_file,
-        comp_events_reported: AtomicU32::new(0),
-        async_events_reported: AtomicU32::new(0),
-        usecnt: AtomicU32::new(0),
-        dev: Mutex::new(Default::default()),
-        _live: Live::new(hca.live_counts(), Kind::Cq),
-    });
-    hca.insert_cq(&cq);
-    // mlx5_ib's CREATE_CQ runs in the firmware under the context's uid.
-    hca.firmware().register_verbs_cq(&cq, ctx.devx_uid);
+    };
+    let fw = hca.firmware();
+    let out = fw.kernel_cmd(&inbox, CreateCqOut::BYTES, Some(Host::Cq(host)))?;
+    let cqn = View::<CreateCqOut>::new(&out).map_err(|_| Errno::EIO)?.get(CreateCqOut::cqn);
+    let Some(cq) = fw.cq(cqn) else { return Err(Errno::EIO) };
+    if let Err(e) = udata.copy_to(cqn.as_bytes()) {
+        let _ = destroy_cq_cmd(hca, cqn, ctx.devx_uid);
+        return Err(e);
+    }
     Ok(cq)
+}
+
+/// The CREATE_CQ inbox `create_cq_user` and `mlx5_ib_create_cq` build for a user CQ:
+/// the ring as a page list of the pinned buffer (softhca's DMA addresses are the
+/// process's virtual addresses, its pages 4 KiB: `log_page_size` 0, `page_offset` in
+/// 64-byte units), the CQE size, `log_cq_size`, the UAR page, the completion EQ of the
+/// vector and the doorbell record's address. IGNORE_OVERRUN would set `cqc.oi`, which
+/// softhca's capabilities do not have (`cq_oi` 0): its CQs report no overrun at all, so
+/// the flag stays the kernel half's (on the CQ) and the firmware is not asked for it.
+pub(crate) fn create_cq_inbox(uid: u16, entries: u32, cqe_size: u32, uar_page: u32, comp_vector: u32, buf: u64,
+                              db: u64) -> Vec<u8> {
+    const PAGE: u64 = 4096;
+    let first = buf & !(PAGE - 1);
+    let end = buf + entries as u64 * cqe_size as u64;
+    let npages = (end - first).div_ceil(PAGE).max(1) as usize;
+    let mut b = vec![0u8; CreateCqIn::BYTES + npages * 8];
+    if let Ok(mut v) = ViewMut::<CreateCqIn>::new(&mut b) {
+        v.set(CreateCqIn::opcode, op::CREATE_CQ).set(CreateCqIn::uid, uid);
+        v.sub_mut(CreateCqIn::cq_context)
+            .set(Cqc::cqe_sz, if cqe_size == 128 { cqe_sz::BYTES_128 } else { cqe_sz::BYTES_64 })
+            .set(Cqc::log_cq_size, entries.trailing_zeros() as u8)
+            .set(Cqc::uar_page, uar_page)
+            .set(Cqc::c_eqn, (FIRST_COMP_EQN + comp_vector) as u8)
+            .set(Cqc::log_page_size, 0)
+            .set(Cqc::page_offset, ((buf - first) / 64) as u8)
+            .set(Cqc::dbr_addr, db);
+    }
+    for (i, e) in b[CreateCqIn::BYTES..].chunks_exact_mut(8).enumerate() {
+        e.copy_from_slice(&(first + i as u64 * PAGE).to_be_bytes());
+    }
+    b
+}
+
+/// DESTROY_CQ (`mlx5_core_destroy_cq`) under the context's uid.
+pub(crate) fn destroy_cq_cmd(hca: &Hca, cqn: u32, uid: u16) -> Result<()> {
+    let mut b = vec![0u8; DestroyCqIn::BYTES];
+    if let Ok(mut v) = ViewMut::<DestroyCqIn>::new(&mut b) {
+        v.set(DestroyCqIn::opcode, op::DESTROY_CQ).set(DestroyCqIn::uid, uid).set(DestroyCqIn::cqn, cqn);
+    }
+    hca.firmware().kernel_cmd(&b, MboxOut::BYTES, None).map(|_| ())
 }
 
 fn channel_of(o: Option<&FdObj>) -> Option<Arc<CompChannel>> {

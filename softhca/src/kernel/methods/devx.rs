@@ -39,7 +39,7 @@ use zerocopy::IntoBytes;
 use uverbs::sys::ids::mlx5 as ids;
 use uverbs::sys::verbs::{ACCESS_LOCAL_WRITE, ACCESS_REMOTE_READ, ACCESS_REMOTE_WRITE};
 
-use crate::firmware::Outcome;
+use crate::firmware::{Outcome, FIRST_COMP_EQN};
 use crate::hca::Hca;
 use crate::kernel::ioctl::Call;
 use crate::kernel::pin::pin;
@@ -94,9 +94,6 @@ const MTT_READ: u64 = 1 << 0;
 const MTT_WRITE: u64 = 1 << 1;
 /// `MAX_ASYNC_BYTES_IN_USE`.
 const MAX_ASYNC_BYTES: u64 = 1024 * 1024;
-/// The EQ number of completion vector 0 (the EQs before it are the command, async and
-/// page-request EQs mlx5_core makes first).
-const FIRST_COMP_EQN: u32 = 3;
 
 fn opcode(inb: &[u8]) -> u16 {
     u16::from_be_bytes([inb[0], inb[1]])

@@ -3,14 +3,16 @@
 //!
 //! Creation follows the core (`create_qp` / the QP_CREATE handler) and then
 //! `mlx5_ib_create_qp` for a user QP: the driver data names the WQ buffer, its geometry
-//! and the doorbell record, which softhca records in the QP context for the device half.
-//! Modification runs the core's checks, the state table, mlx5's range checks and its
-//! firmware command table, and stores the attributes the way the QP context holds them
-//! (so QUERY_QP reads back what a ConnectX would: e.g. `max_rd_atomic` rounded up to a
-//! power of two, the retry counters truncated to 3 bits).
+//! and the doorbell record, which go into the firmware's CREATE_QP ([`create_qp_inbox`]);
+//! the firmware's QP is the verbs QP. Modification runs the core's checks, the state
+//! table, mlx5's range checks and its firmware command table, builds the attributes the
+//! way the QP context holds them (so QUERY_QP reads back what a ConnectX would: e.g.
+//! `max_rd_atomic` rounded up to a power of two, the retry counters truncated to 3
+//! bits), and sends the transition command, which moves the QP. Destroy is 2RST and
+//! DESTROY_QP.
 
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use nix::errno::Errno;
 use zerocopy::IntoBytes;
@@ -29,6 +31,12 @@ use uverbs::sys::verbs::{
     QP_CREATE_SCATTER_FCS, QP_CREATE_SQ_SIG_ALL,
 };
 
+use prm::bits::{View, ViewMut};
+use prm::cmd::header::MboxOut;
+use prm::cmd::opcode as op;
+use prm::cmd::qp::{self as q, CreateQpIn, CreateQpOut, DestroyQpIn, Qp2rstIn, Qpc};
+
+use crate::firmware::{Host, QpHost};
 use crate::hca::Hca;
 use crate::kernel::ioctl::Call;
 use crate::kernel::mlx5::{adjust_bfregn, caps, DEFAULT_UIDX, INVALID_BFREG};
@@ -38,7 +46,7 @@ use crate::kernel::udata::Udata;
 use crate::kernel::uobject::{FdObj, ObjType, Uobj};
 use crate::kernel::write::WCall;
 use crate::kernel::{FileState, Result};
-use crate::objects::{AddressVector, AsyncEventFile, Cq, Kind, Live, Pd, Qp, QpAttrs, QpState, QpType};
+use crate::objects::{AddressVector, AsyncEventFile, Cq, Pd, Qp, QpAttrs, QpState, QpType};
 
 use super::port::port_valid;
 
@@ -69,8 +77,8 @@ pub(crate) struct QpArgs {
 }
 
 /// `mlx5_ib_create_qp` for a user QP plus the core's bookkeeping: validates the driver
-/// data (docs/notes/kernel-6.1-uverbs.md §5.4), makes the QP, counts the PD and CQ uses, enters it in the HCA
-/// and writes the driver response. Returns the QP and the capabilities to report.
+/// data (docs/notes/kernel-6.1-uverbs.md §5.4), writes the driver response, has the
+/// firmware make the QP (CREATE_QP) and counts the PD and CQ uses. Returns the QP and the capabilities to report.
 pub(crate) fn create_qp(hca: &Hca, st: &mut FileState, mut a: QpArgs, udata: &Udata) -> Result<(Arc<Qp>, QpCap)> {
     let ctx = st.ctx_mut()?;
     // check_qp_type: no XRC and no DC on this device; raw packet QPs are not implemented.
@@ -197,7 +205,8 @@ pub(crate) fn create_qp(hca: &Hca, st: &mut FileState, mut a: QpArgs, udata: &Ud
         }
         Ok((rq_size, total))
     })();
-    let (sq_offset, buf_size) = match sizes {
+    // The SQ's offset (the RQ's size) is the firmware's to derive from the context.
+    let (_sq_offset, buf_size) = match sizes {
         Ok(v) => v,
         Err(e) => {
             release(ctx);
@@ -217,55 +226,153 @@ pub(crate) fn create_qp(hca: &Hca, st: &mut FileState, mut a: QpArgs, udata: &Ud
         release(ctx);
         return Err(e);
     }
-    let Some(qpn) = hca.alloc_qpn() else {
-        release(ctx);
-        return Err(Errno::ENOMEM);
-    };
     let resp = Mlx5CreateQpResp {
         bfreg_index: bfregn.map(adjust_bfregn).unwrap_or(INVALID_BFREG),
         ..Default::default()
     };
     let outlen = udata.out.len.min(std::mem::size_of::<Mlx5CreateQpResp>());
     if let Err(e) = udata.copy_to(&resp.as_bytes()[..outlen]) {
-        hca.free_qpn(qpn);
         release(ctx);
         return Err(e);
     }
-    a.pd.usecnt.fetch_add(1, Ordering::SeqCst);
-    a.send_cq.usecnt.fetch_add(1, Ordering::SeqCst);
-    a.recv_cq.usecnt.fetch_add(1, Ordering::SeqCst);
-    let qp = Arc::new(Qp {
-        qpn,
-        qp_type: a.ty,
-        pd: a.pd,
-        send_cq: a.send_cq,
-        recv_cq: a.recv_cq,
+    // create_qp_common: CREATE_QP under the context's uid; the firmware's QP is the
+    // verbs QP.
+    let geo = UserQp {
+        ty: a.ty,
+        pdn: a.pd.pdn,
+        cqn_snd: a.send_cq.cqn,
+        cqn_rcv: a.recv_cq.cqn,
+        uar_page,
+        uidx,
+        cqe_version: ctx.cqe_version,
+        signature: wq_sig != 0,
+        block_mc_lb: a.create_flags & QP_CREATE_BLOCK_MULTICAST_LOOPBACK != 0,
+        rq_cnt,
+        rq_shift,
+        sq_cnt: ucmd.sq_wqe_count,
+        buf: ucmd.buf_addr,
+        buf_size,
+        db: ucmd.db_addr,
+    };
+    let inbox = create_qp_inbox(ctx.devx_uid, &geo);
+    let host = QpHost {
         user_handle: a.user_handle,
         sq_sig_all: a.sq_sig_all,
         create_flags: a.create_flags & !QP_CREATE_SQ_SIG_ALL,
         mlx5_flags: flags_en,
         cap: a.cap,
-        buf_addr: ucmd.buf_addr,
-        sq_offset,
-        sq_buf_addr: 0,
-        db_addr: ucmd.db_addr,
-        rq_wqe_count: rq_cnt,
-        rq_wqe_shift: rq_shift,
         rq_max_gs,
-        sq_wqe_count: ucmd.sq_wqe_count,
-        uidx,
-        uar_page,
         bfregn,
-        event_file: a.event_file,
-        events_reported: AtomicU32::new(0),
-        attrs: Mutex::new(QpAttrs::default()),
-        dev: Mutex::new(Default::default()),
-        _live: Live::new(hca.live_counts(), Kind::Qp),
+        event_file: a.event_file.clone(),
+    };
+    let fw = hca.firmware();
+    let made = fw.kernel_cmd(&inbox, CreateQpOut::BYTES, Some(Host::Qp(host))).and_then(|out| {
+        let qpn = View::<CreateQpOut>::new(&out).map_err(|_| Errno::EIO)?.get(CreateQpOut::qpn);
+        fw.qp(qpn).ok_or(Errno::EIO)
     });
-    hca.insert_qp(&qp);
-    // mlx5_ib's CREATE_QP runs in the firmware under the context's uid.
-    hca.firmware().register_verbs_qp(&qp, ctx.devx_uid);
+    let qp = match made {
+        Ok(qp) => qp,
+        Err(e) => {
+            release(ctx);
+            return Err(e);
+        }
+    };
+    qp.pd.usecnt.fetch_add(1, Ordering::SeqCst);
+    qp.send_cq.usecnt.fetch_add(1, Ordering::SeqCst);
+    qp.recv_cq.usecnt.fetch_add(1, Ordering::SeqCst);
     Ok((qp, a.cap))
+}
+
+/// What `create_user_qp` / `create_qp_common` put into a user QP's CREATE_QP.
+pub(crate) struct UserQp {
+    pub ty: QpType,
+    pub pdn: u32,
+    pub cqn_snd: u32,
+    pub cqn_rcv: u32,
+    pub uar_page: u32,
+    pub uidx: u32,
+    pub cqe_version: u8,
+    pub signature: bool,
+    pub block_mc_lb: bool,
+    pub rq_cnt: u32,
+    pub rq_shift: u32,
+    pub sq_cnt: u32,
+    pub buf: u64,
+    pub buf_size: u64,
+    pub db: u64,
+}
+
+/// The CREATE_QP inbox of a user QP as mlx5_ib builds it: `st` of the type
+/// (`to_mlx5_st`), `pm_state` MIGRATED, the PD, the UAR page, `user_index` with CQE
+/// version 1, the WQ signature and multicast-loopback block bits, the RQ's
+/// `log_rq_stride` (`wqe_shift - 4`, in the field's 3 bits as MLX5_SET truncates it)
+/// and `log_rq_size` or a zero-length RQ, `log_sq_size` or `no_sq`, the CQs, the
+/// doorbell record and the WQ buffer as a page list of 4 KiB pages (softhca's DMA
+/// addresses are the process's virtual addresses).
+pub(crate) fn create_qp_inbox(uid: u16, g: &UserQp) -> Vec<u8> {
+    const PAGE: u64 = 4096;
+    let first = g.buf & !(PAGE - 1);
+    let npages = if g.buf_size == 0 { 0 } else { (g.buf + g.buf_size - first).div_ceil(PAGE) as usize };
+    let mut b = vec![0u8; CreateQpIn::BYTES + npages * 8];
+    if let Ok(mut v) = ViewMut::<CreateQpIn>::new(&mut b) {
+        v.set(CreateQpIn::opcode, op::CREATE_QP).set(CreateQpIn::uid, uid);
+        let mut c = v.sub_mut(CreateQpIn::qpc);
+        let st = match g.ty {
+            QpType::Rc => q::st::RC,
+            QpType::Uc => q::st::UC,
+            _ => q::st::UD,
+        };
+        c.set(Qpc::st, st)
+            .set(Qpc::pm_state, q::pm_state::MIGRATED)
+            .set(Qpc::pd, g.pdn)
+            .set(Qpc::uar_page, g.uar_page)
+            .set(Qpc::wq_signature, g.signature)
+            .set(Qpc::block_lb_mc, g.block_mc_lb)
+            .set(Qpc::log_page_size, 0)
+            .set(Qpc::page_offset, ((g.buf - first) / 64) as u8)
+            .set(Qpc::cqn_snd, g.cqn_snd)
+            .set(Qpc::cqn_rcv, g.cqn_rcv)
+            .set(Qpc::dbr_addr, g.db);
+        if g.cqe_version == 1 {
+            c.set(Qpc::user_index, g.uidx);
+        }
+        if g.rq_cnt != 0 {
+            c.set(Qpc::log_rq_stride, (g.rq_shift.wrapping_sub(4) & 7) as u8)
+                .set(Qpc::log_rq_size, (g.rq_cnt.ilog2() & 0xf) as u8);
+        } else {
+            c.set(Qpc::rq_type, RQ_TYPE_ZERO_LEN);
+        }
+        if g.sq_cnt != 0 {
+            c.set(Qpc::log_sq_size, (g.sq_cnt.ilog2() & 0xf) as u8);
+        } else {
+            c.set(Qpc::no_sq, true);
+        }
+    }
+    for (i, e) in b[CreateQpIn::BYTES..].chunks_exact_mut(8).enumerate() {
+        e.copy_from_slice(&(first + i as u64 * PAGE).to_be_bytes());
+    }
+    b
+}
+
+/// `MLX5_ZERO_LEN_RQ`.
+const RQ_TYPE_ZERO_LEN: u8 = 0x3;
+
+/// `destroy_qp_common`: 2RST unless the QP is in RESET already, then DESTROY_QP, under
+/// the context's uid.
+pub(crate) fn destroy_qp_cmds(hca: &Hca, qp: &Qp, uid: u16) -> Result<()> {
+    let fw = hca.firmware();
+    if qp.state() != QpState::Reset {
+        let mut b = vec![0u8; Qp2rstIn::BYTES];
+        if let Ok(mut v) = ViewMut::<Qp2rstIn>::new(&mut b) {
+            v.set(Qp2rstIn::opcode, op::QP_2RST).set(Qp2rstIn::uid, uid).set(Qp2rstIn::qpn, qp.qpn);
+        }
+        fw.kernel_cmd(&b, MboxOut::BYTES, None)?;
+    }
+    let mut b = vec![0u8; DestroyQpIn::BYTES];
+    if let Ok(mut v) = ViewMut::<DestroyQpIn>::new(&mut b) {
+        v.set(DestroyQpIn::opcode, op::DESTROY_QP).set(DestroyQpIn::uid, uid).set(DestroyQpIn::qpn, qp.qpn);
+    }
+    fw.kernel_cmd(&b, MboxOut::BYTES, None).map(|_| ())
 }
 
 fn as_pd(o: Uobj) -> Result<Arc<Pd>> {
@@ -543,7 +650,7 @@ fn modify_qp(hca: &Hca, st: &mut FileState, cmd: &ExModifyQp, udata: &Udata) -> 
             return Err(Errno::EOPNOTSUPP);
         }
     }
-    let mut attrs = qp.attrs.lock().unwrap_or_else(|p| p.into_inner());
+    let attrs = qp.attrs.lock().unwrap_or_else(|p| p.into_inner());
     let real = attrs.state;
     let cur = if mask & CUR_STATE != 0 { QpState::from_u8(b.cur_qp_state).ok_or(Errno::EINVAL)? } else { real };
     let new = if mask & STATE != 0 { QpState::from_u8(b.qp_state).ok_or(Errno::EINVAL)? } else { cur };
@@ -664,10 +771,56 @@ fn modify_qp(hca: &Hca, st: &mut FileState, cmd: &ExModifyQp, udata: &Udata) -> 
     if mask & MAX_DEST_RD_ATOMIC != 0 {
         n.resp_depth = b.max_dest_rd_atomic;
     }
-    *attrs = n;
+    // The firmware takes the QP's attributes lock itself (and rechecks the state the
+    // QP is in: the device half may have moved it to ERR meanwhile: EINVAL then).
     drop(attrs);
-    hca.device().qp_modified(&qp, real, new);
-    Ok(())
+    let uid = st.ctx()?.devx_uid;
+    let inbox = transition_inbox(uid, &qp, cur, new, &n).ok_or(Errno::EINVAL)?;
+    hca.firmware().kernel_cmd(&inbox, TRANSITION_OUTLEN, Some(Host::QpAttrs(Box::new(n)))).map(|_| ())
+}
+
+/// The longest answer of a transition command (the others are the 16-byte header).
+const TRANSITION_OUTLEN: usize = q::Rst2initQpOut::BYTES;
+
+/// `__mlx5_ib_modify_qp`'s firmware command for `cur -> new` (its `optab`), with the
+/// QP context built from the new attributes `n` (`to_mlx5_st`, the primary address
+/// path, MTU, PSNs, keys, retry counts, RDMA limits, access bits). None where mlx5 has
+/// no command (SQD -> RTS is unreachable here: softhca never enters SQD).
+/// `opt_param_mask` stays 0: softhca's firmware applies every field a transition
+/// carries (see `firmware/qp.rs`), so the optional-parameter table is not consulted.
+fn transition_inbox(uid: u16, qp: &Qp, cur: QpState, new: QpState, n: &QpAttrs) -> Option<Vec<u8>> {
+    use QpState::*;
+    let opcode = match (cur, new) {
+        (_, Reset) => op::QP_2RST,
+        (_, Err) => op::QP_2ERR,
+        (Reset, Init) => op::RST2INIT_QP,
+        (Init, Init) => op::INIT2INIT_QP,
+        (Init, Rtr) => op::INIT2RTR_QP,
+        (Rtr, Rts) => op::RTR2RTS_QP,
+        (Rts, Rts) => op::RTS2RTS_QP,
+        (Sqe, Rts) => op::SQERR2RTS_QP,
+        _ => return None,
+    };
+    // Every transition inbox starts as RST2INIT's; the longest of them is enough for
+    // all (a longer inbox is accepted, its tail ignored).
+    let len = [q::Rst2initQpIn::BYTES, q::Init2rtrQpIn::BYTES, q::Rtr2rtsQpIn::BYTES, q::Rts2rtsQpIn::BYTES]
+        .into_iter()
+        .max()
+        .unwrap_or(q::Rst2initQpIn::BYTES);
+    let mut b = vec![0u8; len];
+    let mut v = ViewMut::<q::Rst2initQpIn>::new(&mut b).ok()?;
+    v.set(q::Rst2initQpIn::opcode, opcode).set(q::Rst2initQpIn::uid, uid).set(q::Rst2initQpIn::qpn, qp.qpn);
+    if !matches!(opcode, op::QP_2RST | op::QP_2ERR) {
+        let mut c = v.sub_mut(q::Rst2initQpIn::qpc);
+        let st = match qp.qp_type {
+            QpType::Rc => q::st::RC,
+            QpType::Uc => q::st::UC,
+            _ => q::st::UD,
+        };
+        c.set(Qpc::st, st).set(Qpc::pm_state, n.path_mig_state);
+        crate::firmware::write_qp_attrs(n, &mut c);
+    }
+    Some(b)
 }
 
 /// MODIFY_QP (write 26): no driver data, no response.
