@@ -42,6 +42,12 @@ fn caps_agree_with_the_verbs_queries() {
     assert!(1u64 << g.get(CmdHcaCap::log_max_qp_sz) >= attr.max_qp_wr as u64);
     assert!(1u64 << g.get(CmdHcaCap::log_max_cq_sz) >= attr.max_cqe as u64);
     assert_eq!(g.get(CmdHcaCap::gid_table_size) as u32, port.gid_tbl_len);
+    // Every completion vector's EQ (DEVX_QUERY_EQN, the kernel's mlx5_vector2eqn) is one
+    // the device says it has.
+    for v in 0..h.ctx.num_comp_vectors() {
+        let eqn = d.query_eqn(v).unwrap();
+        assert!(eqn < 1 << g.get(CmdHcaCap::log_max_eq), "vector {v}: EQ {eqn}, log_max_eq {}", g.get(CmdHcaCap::log_max_eq));
+    }
     assert_eq!(g.get(CmdHcaCap::cqe_version), h.ctx.ucontext().cqe_version);
     assert!(g.get(CmdHcaCap::rc) && g.get(CmdHcaCap::ud) && g.get(CmdHcaCap::roce));
     // The current values are a page too.

@@ -38,7 +38,11 @@ pub const ATOMIC_SIZE_QP_8BYTES: u16 = 1 << 3;
 /// Writes the general page (`cmd_hca_cap`).
 pub fn write_general(cfg: &Config, p: &mut ViewMut<'_, CmdHcaCap>) {
     type C = CmdHcaCap;
+    // EQs 0..FIRST_COMP_EQN are mlx5_core's command, async and page-request EQs, then one
+    // per completion vector: QUERY_EQN's answers must fit under 1 << log_max_eq.
+    let eqs = super::FIRST_COMP_EQN + cfg.num_comp_vectors;
     p.set(C::hca_cap_2, true)
+        .set(C::log_max_eq, eqs.next_power_of_two().trailing_zeros() as u8)
         .set(C::log_max_srq_sz, caps::LOG_MAX_SRQ_SZ as u8)
         .set(C::log_max_qp_sz, caps::LOG_MAX_QP_SZ as u8)
         .set(C::log_max_qp, caps::LOG_MAX_QP as u8)
