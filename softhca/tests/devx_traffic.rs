@@ -77,7 +77,10 @@ struct DevxEnd {
     umem: Buf,
     data: Buf,
     lkey: u32,
-    uar: u32,
+    /// The DevX UAR page mapped as libmlx5 maps it (mmap of the uverbs fd at the
+    /// offset UAR_OBJ_ALLOC gave): stores there are what the device's doorbell trap
+    /// watches, so a sleeping engine wakes.
+    uar_map: uverbs::Mapping,
     qp_h: u32,
     qpn: u32,
     cq_ci: u32,
@@ -124,6 +127,7 @@ impl DevxEnd {
         c.out_struct(ids::ATTR_UAR_OBJ_ALLOC_MMAP_LENGTH, &mut len);
         c.out_struct(ids::ATTR_UAR_OBJ_ALLOC_PAGE_ID, &mut uar);
         c.run(&dev).unwrap();
+        let uar_map = dev.mmap(len as usize, libc::PROT_WRITE, off).expect("mmap of the DevX UAR");
         let mut eqn = 0u32;
         let mut c = Ioctl::new(object::MLX5_DEVX, ids::DEVX_QUERY_EQN);
         c.in_value(ids::ATTR_DEVX_QUERY_EQN_USER_VEC, 0u32);
@@ -156,7 +160,7 @@ impl DevxEnd {
                 .set(Qpc::dbr_addr, QP_DBR as u64);
         });
         let (qp_h, qpn) = devx_create(&dev, &qp_in);
-        DevxEnd { dev, umem, data, lkey: m.lkey, uar, qp_h, qpn, cq_ci: 0 }
+        DevxEnd { dev, umem, data, lkey: m.lkey, uar_map, qp_h, qpn, cq_ci: 0 }
     }
 
     /// RST2INIT, INIT2RTR, RTR2RTS towards `remote_qpn` at `remote_gid`, from the
@@ -213,7 +217,7 @@ impl DevxEnd {
     }
 
     /// Posts a signaled SEND of `len` bytes at `at` as WQE `pi`, then rings the UAR.
-    fn post_send(&self, hca: &softhca::Hca, pi: u16, at: usize, len: u32) {
+    fn post_send(&self, pi: u16, at: usize, len: u32) {
         let mut ctrl = [0u8; 16];
         CtrlSeg::new(pi, WqeOpcode::Send, self.qpn, 2, FmCeSe::CQ_UPDATE).write(&mut ctrl);
         let mut data = [0u8; 16];
@@ -223,8 +227,12 @@ impl DevxEnd {
         self.umem.write(wqe + 16, &data);
         self.dbr(QP_DBR + 4, pi as u32 + 1);
         // The doorbell: the control segment's first 8 bytes to the UAR page's BlueFlame
-        // register (what libmlx5 writes through its mapping of the page).
-        hca.pages().write_u64(self.uar, prm::uar::BF_OFFSET, u64::from_ne_bytes(ctrl[..8].try_into().unwrap()));
+        // register, through the application's mapping of the page as libmlx5 writes it
+        // (the doorbell record must be visible first: the Release fence in `dbr`).
+        let word = u64::from_ne_bytes(ctrl[..8].try_into().unwrap());
+        // SAFETY: the mapping is the UAR page (at least 4 KiB) and lives as long as
+        // `self`; BF_OFFSET + 8 is inside it; a doorbell is one aligned 8-byte store.
+        unsafe { std::ptr::write_volatile(self.uar_map.as_ptr().add(prm::uar::BF_OFFSET).cast::<u64>(), word) };
     }
 
     /// Waits for the next CQE of the DevX CQ: (opcode, byte count, wqe counter).
@@ -262,7 +270,7 @@ fn devx_rc_qp_talks_to_a_verbs_qp() {
     eb.qp.post_recv(1, &[rbuf.sge(0, 4096)]).unwrap();
     let msg: Vec<u8> = (0..100u8).map(|i| i ^ 0x5a).collect();
     x.data.write(0, &msg);
-    x.post_send(&a.hca, 0, 0, 100);
+    x.post_send(0, 0, 100);
     let (opc, _, wqe) = x.poll();
     assert_eq!((opc, wqe), (prm::opcode::CqeOpcode::Req as u8, 0), "requester CQE of WQE 0");
     let wc = wait(&mut eb.rcq, 1)[0];
