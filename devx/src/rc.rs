@@ -37,8 +37,6 @@ use crate::error::{Error, Result};
 use crate::umem::access;
 use crate::{DevxContext, Obj, Uar, Umem};
 
-/// `MLX5_QP_OPTPAR_Q_KEY`: the transition's `q_key` is to be taken.
-const OPTPAR_Q_KEY: u32 = 1 << 5;
 
 /// The sizes of a DevX RC QP (or, with [`RcQp::new_ud`], a UD one).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -283,7 +281,7 @@ impl RcQp {
         // The Q_Key again, flagged in opt_param_mask (MLX5_QP_OPTPAR_Q_KEY), as mlx5_ib
         // sends it when the verbs' INIT->RTR carries IB_QP_QKEY: a firmware may take
         // the field from any transition that carries it.
-        v.set(Init2rtrQpIn::qpn, qpn).set(Init2rtrQpIn::opt_param_mask, OPTPAR_Q_KEY);
+        v.set(Init2rtrQpIn::qpn, qpn).set(Init2rtrQpIn::opt_param_mask, prm::cmd::qp::optpar::Q_KEY);
         v.sub_mut(Init2rtrQpIn::qpc).set(Qpc::mtu, mtu::MTU_4096).set(Qpc::log_msg_max, 12).set(Qpc::q_key, qkey);
         self.qp.modify(&b, &mut outbox::<Init2rtrQpOut>())?;
         self.qp.modify(

@@ -40,6 +40,13 @@ pub mod pm_state {
 }
 
 /// `qpc.mtu` (the IB MTU enumeration: 1 = 256 bytes ... 5 = 4096).
+/// `opt_param_mask` bits of the transition commands (`MLX5_QP_OPTPAR_*`, the kernel's
+/// include/linux/mlx5/qp.h): the optional context fields a transition changes; a field
+/// whose bit is clear keeps the value the QP already has.
+pub mod optpar {
+    pub const Q_KEY: u32 = 1 << 5;
+}
+
 pub mod mtu {
     pub const MTU_256: u8 = 0x1;
     pub const MTU_512: u8 = 0x2;

@@ -266,7 +266,7 @@ fn copy_ads<T: Value>(dst: &mut ViewMut<'_, Qpc>, src: &View<'_, Qpc>, f: Field<
 
 /// Checks and merges the context fields `opcode` carries (those mlx5_ib's
 /// `__mlx5_ib_modify_qp` fills for the transition) into `dst`.
-fn merge(opcode: u16, ty: QpType, src: &View<'_, Qpc>, stored: &mut [u8]) -> R<()> {
+fn merge(opcode: u16, ty: QpType, opt: u32, src: &View<'_, Qpc>, stored: &mut [u8]) -> R<()> {
     let path = src.sub(Qpc::primary_address_path);
     let init2rtr = opcode == op::INIT2RTR_QP;
     if init2rtr && ty != QpType::Ud && !(q::mtu::MTU_256..=q::mtu::MTU_4096).contains(&src.get(Qpc::mtu)) {
@@ -299,7 +299,11 @@ fn merge(opcode: u16, ty: QpType, src: &View<'_, Qpc>, stored: &mut [u8]) -> R<(
             }
             copy(dst, src, Qpc::remote_qpn);
             copy(dst, src, Qpc::next_rcv_psn);
-            copy(dst, src, Qpc::q_key);
+            // INIT2RTR's Q_Key is optional (RST2INIT's is required): taken only when
+            // flagged, as mlx5_ib flags it for IB_QP_QKEY.
+            if opt & q::optpar::Q_KEY != 0 {
+                copy(dst, src, Qpc::q_key);
+            }
         }
         op::RTR2RTS_QP | op::RTS2RTS_QP | op::SQERR2RTS_QP => {
             copy_ads(dst, src, Ads::ack_timeout);
@@ -344,10 +348,10 @@ pub(super) fn modify(c: &mut Cmd<'_>) -> R<()> {
         return Err(Outcome::err(BAD_RES_STATE_ERR, syndrome::QP_STATE));
     }
     if !matches!(opcode, op::QP_2ERR | op::QP_2RST) {
-        let src = View::<q::Rst2initQpIn>::new(inbox)
-            .map_err(|_| Outcome::err(prm::cmd::status::BAD_INP_LEN_ERR, syndrome::INBOX_LEN))?
-            .sub(q::Rst2initQpIn::qpc);
-        merge(opcode, qp.ty, &src, &mut qp.qpc)?;
+        let cmd = View::<q::Rst2initQpIn>::new(inbox)
+            .map_err(|_| Outcome::err(prm::cmd::status::BAD_INP_LEN_ERR, syndrome::INBOX_LEN))?;
+        let opt = cmd.get(q::Rst2initQpIn::opt_param_mask);
+        merge(opcode, qp.ty, opt, &cmd.sub(q::Rst2initQpIn::qpc), &mut qp.qpc)?;
     }
     qp.state = to;
     let view = View::<Qpc>::new(&qp.qpc).map_err(|_| internal())?;

@@ -327,6 +327,34 @@ fn firmware_errnos_are_the_kernels() {
 }
 
 /// Drives a fresh RC QP of uid 1 into `state` with the PRM commands.
+/// INIT2RTR's Q_Key is an optional parameter (the PRM's `opt_param_mask`, bit
+/// MLX5_QP_OPTPAR_Q_KEY): without the bit the Q_Key set at RST2INIT stays, with it the
+/// new one is taken (a DevX user sending INIT2RTR's usual fields must not wipe it).
+#[test]
+fn init2rtr_takes_the_qkey_only_when_flagged() {
+    let h = Hca::for_tests();
+    let s = make_set(&h, 1);
+    let qkey_of = |qpn: u32| {
+        let (o, out) = exec(&h, &with_id(op::QUERY_QP, 1, qpn));
+        assert!(o.is_ok());
+        View::<QueryQpOut>::new(&out).unwrap().sub(QueryQpOut::qpc).get(Qpc::q_key)
+    };
+    for (flag, want) in [(0, 0x1111_1111), (q::optpar::Q_KEY, 0x2222_2222)] {
+        let ud = ok(&h, &qp_in(1, q::st::UD, s.pd, s.cq, s.uar));
+        let mut b = transition(op::RST2INIT_QP, 1, ud);
+        ViewMut::<Rst2initQpIn>::new(&mut b).unwrap().sub_mut(Rst2initQpIn::qpc).set(Qpc::q_key, 0x1111_1111);
+        ok(&h, &b);
+        let mut b = transition(op::INIT2RTR_QP, 1, ud);
+        let mut v = ViewMut::<Rst2initQpIn>::new(&mut b).unwrap();
+        v.set(Rst2initQpIn::opt_param_mask, flag);
+        v.sub_mut(Rst2initQpIn::qpc).set(Qpc::q_key, 0x2222_2222);
+        ok(&h, &b);
+        assert_eq!(qkey_of(ud), want, "opt_param_mask {flag:#x}");
+        ok(&h, &with_id(op::DESTROY_QP, 1, ud));
+    }
+    destroy_set(&h, 1, &s);
+}
+
 fn qp_in_state(h: &Hca, s: &Set, state: u8) -> u32 {
     let qpn = ok(h, &qp_in(1, q::st::RC, s.pd, s.cq, s.uar));
     let path: &[u16] = match state {

@@ -786,8 +786,9 @@ const TRANSITION_OUTLEN: usize = q::Rst2initQpOut::BYTES;
 /// QP context built from the new attributes `n` (`to_mlx5_st`, the primary address
 /// path, MTU, PSNs, keys, retry counts, RDMA limits, access bits). None where mlx5 has
 /// no command (SQD -> RTS is unreachable here: softhca never enters SQD).
-/// `opt_param_mask` stays 0: softhca's firmware applies every field a transition
-/// carries (see `firmware/qp.rs`), so the optional-parameter table is not consulted.
+/// The context carries every attribute, so of the optional parameters only INIT2RTR's
+/// Q_Key (the one softhca's firmware reads the mask for) is flagged; the rest of
+/// `__mlx5_ib_modify_qp`'s optional-parameter table is not modelled.
 fn transition_inbox(uid: u16, qp: &Qp, cur: QpState, new: QpState, n: &QpAttrs) -> Option<Vec<u8>> {
     use QpState::*;
     let opcode = match (cur, new) {
@@ -810,6 +811,9 @@ fn transition_inbox(uid: u16, qp: &Qp, cur: QpState, new: QpState, n: &QpAttrs) 
     let mut b = vec![0u8; len];
     let mut v = ViewMut::<q::Rst2initQpIn>::new(&mut b).ok()?;
     v.set(q::Rst2initQpIn::opcode, opcode).set(q::Rst2initQpIn::uid, uid).set(q::Rst2initQpIn::qpn, qp.qpn);
+    if opcode == op::INIT2RTR_QP {
+        v.set(q::Rst2initQpIn::opt_param_mask, q::optpar::Q_KEY);
+    }
     if !matches!(opcode, op::QP_2RST | op::QP_2ERR) {
         let mut c = v.sub_mut(q::Rst2initQpIn::qpc);
         let st = match qp.qp_type {
