@@ -31,7 +31,7 @@
 //! `create_user_qp` and `__mlx5_ib_modify_qp` do), all under the context's uid (0
 //! without DevX). The firmware's object IS the verbs object: what the kernel half
 //! keeps beside the context (user handle, event channels, the requested caps; a
-//! modify's attributes the PRM context does not hold) rides along as a [`Host`].
+//! modify's attributes the PRM context does not hold) rides along as a `Host`.
 //! So a QP made by ibv_create_qp and one made through DevX are the same kind of
 //! object, a DevX QUERY_QP on a verbs QP answers, and DevX may move it. The kernel's
 //! own checks (and errnos) come first; a firmware refusal reaches the verbs as the
