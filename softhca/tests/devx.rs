@@ -8,6 +8,9 @@
 //! mlx5_cmd_do/`cmd_status_to_err`, statuses from the PRM (`prm::cmd::status`),
 //! offsets from mlx5_ifc.h (through `prm`'s tested layouts).
 
+mod common;
+use common::{hca, Buf};
+
 use std::sync::Arc;
 
 use nix::errno::Errno;
@@ -30,38 +33,6 @@ use uverbs::sys::verbs::ACCESS_LOCAL_WRITE;
 use uverbs::Device;
 use zerocopy::IntoBytes;
 
-/// Page-aligned zeroed memory.
-struct Buf {
-    ptr: *mut u8,
-    len: usize,
-}
-
-impl Buf {
-    fn new(len: usize) -> Buf {
-        let layout = std::alloc::Layout::from_size_align(len, 4096).unwrap();
-        // SAFETY: non-zero size, valid alignment.
-        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
-        assert!(!ptr.is_null());
-        Buf { ptr, len }
-    }
-    fn addr(&self) -> u64 {
-        self.ptr as u64
-    }
-}
-
-impl Drop for Buf {
-    fn drop(&mut self) {
-        // SAFETY: allocated in `new` with this layout.
-        unsafe { std::alloc::dealloc(self.ptr, std::alloc::Layout::from_size_align(self.len, 4096).unwrap()) };
-    }
-}
-
-fn hca() -> Arc<Hca> {
-    match softhca::config::forced_addr().unwrap() {
-        None => Hca::new_default().expect("softhca instance"),
-        Some(a) => Hca::with_socket(softhca::Config::for_addr(a), std::net::UdpSocket::bind((a, 0)).unwrap()).unwrap(),
-    }
-}
 
 /// Opens a context as mlx5dv_open_device(MLX5DV_CONTEXT_FLAGS_DEVX) does (or a plain
 /// one without the flag), with dynamic UARs.

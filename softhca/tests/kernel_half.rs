@@ -3,6 +3,9 @@
 //! ioctl and the write() paths, then mmap of the device pages, destroys in and out of
 //! order, and close with live objects.
 
+mod common;
+use common::{hca, Buf};
+
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;
 
@@ -18,40 +21,6 @@ use uverbs::sys::verbs::{qp_attr, qp_state, ExModifyQp, ModifyQp, QpCap, QpDest,
 use uverbs::Device;
 use zerocopy::{FromBytes, IntoBytes};
 
-/// Page-aligned zeroed memory, as libmlx5 allocates rings and doorbell pages.
-struct Buf {
-    ptr: *mut u8,
-    len: usize,
-}
-
-impl Buf {
-    fn new(len: usize) -> Buf {
-        let layout = std::alloc::Layout::from_size_align(len, 4096).unwrap();
-        // SAFETY: non-zero size, valid alignment.
-        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
-        assert!(!ptr.is_null());
-        Buf { ptr, len }
-    }
-    fn addr(&self) -> u64 {
-        self.ptr as u64
-    }
-}
-
-impl Drop for Buf {
-    fn drop(&mut self) {
-        // SAFETY: allocated in `new` with this layout.
-        unsafe { std::alloc::dealloc(self.ptr, std::alloc::Layout::from_size_align(self.len, 4096).unwrap()) };
-    }
-}
-
-/// A fresh instance at the next free 127.0.0.N (or, when DOORBELL_SOFTHCA_ADDR pins the
-/// address for the whole process, one bound to an ephemeral port of it).
-fn hca() -> Arc<Hca> {
-    match softhca::config::forced_addr().unwrap() {
-        None => Hca::new_default().expect("softhca instance"),
-        Some(a) => Hca::with_socket(softhca::Config::for_addr(a), std::net::UdpSocket::bind((a, 0)).unwrap()).unwrap(),
-    }
-}
 
 #[test]
 fn default_instance_is_shared() {

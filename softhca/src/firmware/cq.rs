@@ -23,7 +23,6 @@ use prm::cmd::cq::{cqe_sz, modify_op, CreateCqIn, CreateCqOut, Cqc, DestroyCqIn,
 use super::status::syndrome;
 use super::{bad_param, exhausted, internal, remove, target, uar, umem, use_named, Cmd, Obj, R};
 use crate::kernel::mlx5::caps;
-use crate::kernel::pin::pin;
 use crate::objects::{self, Kind, Live};
 
 #[derive(Debug)]
@@ -74,30 +73,17 @@ pub(super) fn create(c: &mut Cmd<'_>) -> R<()> {
     let entries = 1u32 << log_size;
     let ring_len = entries as u64 * cqe_size as u64;
     let mut umems = Vec::new();
-    let buf_addr = if inp.get(CreateCqIn::cq_umem_valid) {
-        let id = inp.get(CreateCqIn::cq_umem_id);
-        umems.push(id);
-        umem::resolve(&c.objs.umems, id, c.uid, inp.get(CreateCqIn::cq_umem_offset), ring_len, syndrome::BAD_UMEM)?
-    } else {
-        umem::pas_addr(inp.tail(), cqc.get(Cqc::log_page_size), cqc.get(Cqc::page_offset) as u64 * 64, ring_len)?
-    };
-    let dbr = cqc.get(Cqc::dbr_addr);
-    let db_addr = if cqc.get(Cqc::dbr_umem_valid) {
-        let id = cqc.get(Cqc::dbr_umem_id);
-        umems.push(id);
-        umem::resolve(&c.objs.umems, id, c.uid, dbr, 8, syndrome::BAD_UMEM)?
-    } else {
-        dbr
-    };
-    if buf_addr == 0 || buf_addr % 64 != 0 || db_addr == 0 || db_addr % 8 != 0 {
-        return Err(bad_param(syndrome::BAD_ADDRESS));
-    }
-    // The device half dereferences these addresses: they must be mapped, as the
-    // kernel's page pinning would have made sure (the DMA of a real device would
-    // fault instead).
-    if pin(buf_addr, ring_len.max(1), true).is_err() || pin(db_addr & !0xfff, 4096, false).is_err() {
-        return Err(bad_param(syndrome::BAD_ADDRESS));
-    }
+    let (buf_addr, db_addr) = umem::place_queue(c, &umem::QueueMemory {
+        ring_umem: inp.get(CreateCqIn::cq_umem_valid)
+            .then(|| (inp.get(CreateCqIn::cq_umem_id), inp.get(CreateCqIn::cq_umem_offset))),
+        pas: inp.tail(),
+        log_page_size: cqc.get(Cqc::log_page_size),
+        page_offset: cqc.get(Cqc::page_offset) as u64,
+        ring_len,
+        ring_written: true,
+        dbr_umem: cqc.get(Cqc::dbr_umem_valid).then(|| cqc.get(Cqc::dbr_umem_id)),
+        dbr_addr: cqc.get(Cqc::dbr_addr),
+    }, &mut umems)?;
     let cqn = c.hca.alloc_cqn().ok_or_else(exhausted)?;
     let host = match c.host.take() {
         Some(super::Host::Cq(h)) => h,

@@ -20,7 +20,6 @@ use uverbs::sys::verbs::QpCap;
 use super::status::syndrome;
 use super::{bad_param, check_named, exhausted, internal, qpc, remove, target, uar, umem, use_named, Cmd, Obj, Outcome, R};
 use crate::kernel::mlx5::caps;
-use crate::kernel::pin::pin;
 use crate::kernel::qp_state;
 use crate::objects::{self, Kind, Live, QpAttrs, QpState, QpType};
 
@@ -112,30 +111,17 @@ pub(super) fn create(c: &mut Cmd<'_>) -> R<()> {
     let sq_offset = (rq_count as u64) << rq_shift;
     let wq_len = sq_offset + ((sq_count as u64) << 6);
     let mut umems = Vec::new();
-    let buf_addr = if inp.get(CreateQpIn::wq_umem_valid) {
-        let id = inp.get(CreateQpIn::wq_umem_id);
-        umems.push(id);
-        umem::resolve(&c.objs.umems, id, c.uid, inp.get(CreateQpIn::wq_umem_offset), wq_len, syndrome::BAD_UMEM)?
-    } else {
-        umem::pas_addr(inp.tail(), qpc.get(Qpc::log_page_size), qpc.get(Qpc::page_offset) as u64 * 64, wq_len)?
-    };
-    let dbr = qpc.get(Qpc::dbr_addr);
-    let db_addr = if qpc.get(Qpc::dbr_umem_valid) {
-        let id = qpc.get(Qpc::dbr_umem_id);
-        umems.push(id);
-        umem::resolve(&c.objs.umems, id, c.uid, dbr, 8, syndrome::BAD_UMEM)?
-    } else {
-        dbr
-    };
-    if buf_addr == 0 || buf_addr % 64 != 0 || db_addr == 0 || db_addr % 8 != 0 {
-        return Err(bad_param(syndrome::BAD_ADDRESS));
-    }
-    // The device half dereferences these addresses: they must be mapped, as the
-    // kernel's page pinning would have made sure (the DMA of a real device would
-    // fault instead).
-    if pin(buf_addr, wq_len.max(1), false).is_err() || pin(db_addr & !0xfff, 4096, false).is_err() {
-        return Err(bad_param(syndrome::BAD_ADDRESS));
-    }
+    let (buf_addr, db_addr) = umem::place_queue(c, &umem::QueueMemory {
+        ring_umem: inp.get(CreateQpIn::wq_umem_valid)
+            .then(|| (inp.get(CreateQpIn::wq_umem_id), inp.get(CreateQpIn::wq_umem_offset))),
+        pas: inp.tail(),
+        log_page_size: qpc.get(Qpc::log_page_size),
+        page_offset: qpc.get(Qpc::page_offset) as u64,
+        ring_len: wq_len,
+        ring_written: false,
+        dbr_umem: qpc.get(Qpc::dbr_umem_valid).then(|| qpc.get(Qpc::dbr_umem_id)),
+        dbr_addr: qpc.get(Qpc::dbr_addr),
+    }, &mut umems)?;
     let (Some(pd_obj), Some(send_cq), Some(recv_cq)) =
         (c.objs.pds.get(&pd).map(|o| o.v.clone()), c.objs.cqs.get(&snd).map(|o| o.v.cq.clone()), c.objs.cqs.get(&rcv).map(|o| o.v.cq.clone()))
     else {

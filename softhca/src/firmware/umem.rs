@@ -13,6 +13,7 @@ use prm::cmd::umem::{CreateUmemIn, CreateUmemOut, DestroyUmemIn, Mtt, Umem};
 
 use super::status::syndrome;
 use super::{bad_param, exhausted, remove, Cmd, Obj, Outcome, R};
+use crate::kernel::pin::pin;
 
 /// The largest UMEM page: 4 KiB << 20 (4 GiB), far above what softhca needs.
 const MAX_LOG_PAGE_SIZE: u8 = 20;
@@ -123,4 +124,51 @@ pub(super) fn pas_addr(tail: &[u8], log_page_size: u8, offset: u64, len: u64) ->
         return Err(bad_param(syndrome::BAD_ADDRESS));
     }
     Ok(first + offset)
+}
+
+/// Where CREATE_CQ or CREATE_QP puts a ring and its doorbell record.
+pub(super) struct QueueMemory<'a> {
+    /// The ring's UMEM and the offset into it, when the inbox names one (`*_umem_valid`).
+    pub ring_umem: Option<(u32, u64)>,
+    /// Otherwise the page list after the inbox, with the context's `log_page_size` and
+    /// `page_offset` (in 64-byte units).
+    pub pas: &'a [u8],
+    pub log_page_size: u8,
+    pub page_offset: u64,
+    pub ring_len: u64,
+    /// Whether the device writes the ring (a CQ's) or only reads it (a WQ's).
+    pub ring_written: bool,
+    /// The doorbell record's UMEM (`dbr_umem_valid`), in which `dbr_addr` is an offset;
+    /// without one `dbr_addr` is the record's address.
+    pub dbr_umem: Option<u32>,
+    pub dbr_addr: u64,
+}
+
+/// Resolves a queue's ring and doorbell record to addresses the device half can reach,
+/// appending the UMEMs it names to `umems` (the queue then uses them): BAD_PARAM for a
+/// missing or foreign UMEM, a misaligned ring (64 bytes) or record (8 bytes), or
+/// memory that is not mapped (the kernel's page pinning would have refused it; a real
+/// device's DMA would fault instead); BAD_INP_LEN for a page list shorter than the ring.
+pub(super) fn place_queue(c: &Cmd<'_>, q: &QueueMemory<'_>, umems: &mut Vec<u32>) -> R<(u64, u64)> {
+    let buf_addr = match q.ring_umem {
+        Some((id, offset)) => {
+            umems.push(id);
+            resolve(&c.objs.umems, id, c.uid, offset, q.ring_len, syndrome::BAD_UMEM)?
+        }
+        None => pas_addr(q.pas, q.log_page_size, q.page_offset * 64, q.ring_len)?,
+    };
+    let db_addr = match q.dbr_umem {
+        Some(id) => {
+            umems.push(id);
+            resolve(&c.objs.umems, id, c.uid, q.dbr_addr, 8, syndrome::BAD_UMEM)?
+        }
+        None => q.dbr_addr,
+    };
+    if buf_addr == 0 || buf_addr % 64 != 0 || db_addr == 0 || db_addr % 8 != 0 {
+        return Err(bad_param(syndrome::BAD_ADDRESS));
+    }
+    if pin(buf_addr, q.ring_len.max(1), q.ring_written).is_err() || pin(db_addr & !0xfff, 4096, false).is_err() {
+        return Err(bad_param(syndrome::BAD_ADDRESS));
+    }
+    Ok((buf_addr, db_addr))
 }

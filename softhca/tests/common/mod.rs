@@ -31,6 +31,15 @@ pub fn trace() {
     }
 }
 
+/// A fresh instance at the next free 127.0.0.N (or, when DOORBELL_SOFTHCA_ADDR pins the
+/// address for the whole process, one bound to an ephemeral port of it).
+pub fn hca() -> Arc<Hca> {
+    match softhca::config::forced_addr().unwrap() {
+        None => Hca::new_default().expect("softhca instance"),
+        Some(a) => Hca::with_socket(Config::for_addr(a), UdpSocket::bind((a, 0)).unwrap()).unwrap(),
+    }
+}
+
 /// Page-aligned, zeroed memory the device may access (freed on drop).
 pub struct Buf {
     ptr: *mut u8,
