@@ -14,7 +14,6 @@
 mod common;
 
 use std::path::PathBuf;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// Every check the program makes, in order.
@@ -37,28 +36,12 @@ fn build_with(name: &str, defines: &[&str]) -> Option<PathBuf> {
     let out_dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("libmlx5_devx");
     std::fs::create_dir_all(&out_dir).expect("temp dir");
     let exe = out_dir.join(name);
-    let out = match Command::new("cc")
-        .args(["-std=gnu11", "-O1", "-Wall", "-Werror", "-Wno-unused-function"])
-        .args(defines)
-        .arg("-I").arg(&inc)
-        .arg(&src).arg("-o").arg(&exe)
-        .args(["-libverbs", "-lmlx5"])
-        .output()
-    {
-        Ok(o) => o,
-        Err(e) => {
-            testkit::skip(testkit::Need::Tool, format!("cannot run cc ({e}) (apt-get install gcc libibverbs-dev)"));
-            return None;
-        }
-    };
-    if !out.status.success() {
-        let err = String::from_utf8_lossy(&out.stderr);
-        if err.contains("mlx5dv.h") || err.contains("verbs.h") || err.contains("cannot find -l") {
-            testkit::skip(testkit::Need::Tool, format!("rdma-core development files missing (apt-get install libibverbs-dev ibverbs-providers)\n{err}"));
-            return None;
-        }
-        panic!("compiling {} failed:\n{err}", src.display());
-    }
+    let mut args: Vec<std::ffi::OsString> =
+        ["-std=gnu11", "-O1", "-Wall", "-Werror", "-Wno-unused-function"].iter().map(Into::into).collect();
+    args.extend(defines.iter().map(Into::into));
+    args.extend(["-I".into(), inc.clone().into_os_string(), src.clone().into_os_string(), "-o".into(),
+                 exe.clone().into_os_string(), "-libverbs".into(), "-lmlx5".into()]);
+    testkit::cc(&src, args)?;
     Some(exe)
 }
 

@@ -35,22 +35,10 @@ fn build_and_run() -> Option<BTreeMap<(String, String), String>> {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("mlx5dv_layout");
     std::fs::create_dir_all(&dir).expect("create temp dir");
     let exe = dir.join("mlx5dv_layout");
-    let args = ["-std=gnu11", "-O1", "-Wall", "-Werror"];
-    let out = match Command::new("cc").args(args).arg(&src).arg("-o").arg(&exe).output() {
-        Err(e) => {
-            testkit::skip(testkit::Need::Tool, format!("cannot run cc ({e}) (apt-get install gcc libibverbs-dev)"));
-            return None;
-        }
-        Ok(o) => o,
-    };
-    if !out.status.success() {
-        let err = String::from_utf8_lossy(&out.stderr);
-        if err.contains("mlx5dv.h") {
-            testkit::skip(testkit::Need::Tool, "infiniband/mlx5dv.h not found (apt-get install libibverbs-dev)");
-            return None;
-        }
-        panic!("compiling {} failed:\n{err}", src.display());
-    }
+    testkit::cc(&src, [
+        std::ffi::OsStr::new("-std=gnu11"), "-O1".as_ref(), "-Wall".as_ref(), "-Werror".as_ref(), src.as_os_str(),
+        "-o".as_ref(), exe.as_os_str(),
+    ])?;
     let run = Command::new(&exe).output().expect("run reference program");
     assert!(run.status.success(), "reference program failed: {}", String::from_utf8_lossy(&run.stderr));
     let text = String::from_utf8(run.stdout).expect("utf-8 output");

@@ -237,3 +237,32 @@ pub mod vm {
         Err(reason.to_string())
     }
 }
+
+/// Compiles a C test program: runs `cc` with `args` (sources, `-o`, flags and libraries,
+/// in the order cc needs them) and returns `Some(())` once it built. When cc cannot run,
+/// or the compiler's complaint is about rdma-core's development files (verbs.h,
+/// mlx5dv.h, or a library it cannot find), it skips with the package to install and
+/// returns None; any other failure is a bug in the test program and panics with cc's
+/// output. `what` names the program in messages.
+pub fn cc<I, S>(what: &std::path::Path, args: I) -> Option<()>
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    let out = match std::process::Command::new("cc").args(args).output() {
+        Ok(o) => o,
+        Err(e) => {
+            skip(Need::Tool, format!("cannot run cc ({e}) (apt-get install gcc libibverbs-dev)"));
+            return None;
+        }
+    };
+    if out.status.success() {
+        return Some(());
+    }
+    let err = String::from_utf8_lossy(&out.stderr);
+    if err.contains("mlx5dv.h") || err.contains("verbs.h") || err.contains("cannot find -l") {
+        skip(Need::Tool, format!("rdma-core development files missing (apt-get install libibverbs-dev ibverbs-providers)\n{err}"));
+        return None;
+    }
+    panic!("compiling {} failed:\n{err}", what.display());
+}

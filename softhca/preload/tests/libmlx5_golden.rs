@@ -53,28 +53,10 @@ fn build() -> Option<PathBuf> {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("libmlx5_golden");
     std::fs::create_dir_all(&dir).expect("temp dir");
     let exe = dir.join("libmlx5_wqe_dump");
-    let out = match Command::new("cc")
-        .args(["-std=gnu11", "-O1", "-Wall", "-Werror"])
-        .arg(&src)
-        .arg("-o")
-        .arg(&exe)
-        .args(["-libverbs", "-lmlx5"])
-        .output()
-    {
-        Ok(o) => o,
-        Err(e) => {
-            testkit::skip(testkit::Need::Tool, format!("cannot run cc ({e}) (apt-get install gcc libibverbs-dev)"));
-            return None;
-        }
-    };
-    if !out.status.success() {
-        let err = String::from_utf8_lossy(&out.stderr);
-        if err.contains("mlx5dv.h") || err.contains("verbs.h") || err.contains("cannot find -l") {
-            testkit::skip(testkit::Need::Tool, format!("rdma-core development files missing (apt-get install libibverbs-dev ibverbs-providers)\n{err}"));
-            return None;
-        }
-        panic!("compiling {} failed:\n{err}", src.display());
-    }
+    testkit::cc(&src, [
+        std::ffi::OsStr::new("-std=gnu11"), "-O1".as_ref(), "-Wall".as_ref(), "-Werror".as_ref(), src.as_os_str(),
+        "-o".as_ref(), exe.as_os_str(), "-libverbs".as_ref(), "-lmlx5".as_ref(),
+    ])?;
     Some(exe)
 }
 
