@@ -435,15 +435,23 @@ fn devx_error_table() {
     assert_eq!(h.live_objects(), 0);
 }
 
-#[test]
-fn devx_query_on_a_verbs_qp() {
+/// A verbs CQ (64 CQEs of 64 bytes, doorbell record at `db`) and a verbs RC QP on it
+/// (64 send WQEBBs, 64 receive WQEs of 16 bytes, user index `uidx`, doorbell record at
+/// `db + 64`), created with the driver data libmlx5 sends, on UAR page `uar`. The rings
+/// live as long as the value.
+struct VerbsRc {
+    cq_h: u32,
+    cqn: u32,
+    qp: uverbs::cmd::qp::QpCreated,
+    db: Buf,
+    _ring: Buf,
+    _wq: Buf,
+}
+
+fn verbs_rc(dev: &Device, pd_h: u32, uar: u32, uidx: u32) -> VerbsRc {
     use uverbs::cmd::{cq, qp};
     use uverbs::sys::mlx5::{CreateCq, CreateQp};
     use uverbs::sys::verbs::{QpCap, QPT_RC};
-    let h = hca();
-    let dev = open(&h, true);
-    let (pd_h, _pdn) = alloc_pdn(&dev);
-    let uar = uar_page(&dev);
     let ring = Buf::new(4096 * 4);
     let db = Buf::new(4096);
     let ccmd = CreateCq {
@@ -455,7 +463,7 @@ fn devx_query_on_a_verbs_qp() {
         ..Default::default()
     };
     let mut cq_out = [0u8; 8];
-    let (cq_h, _) = cq::create_cq_ioctl(&dev, &cq::CqArgs { cqe: 63, ..Default::default() }, ccmd.as_bytes(), &mut cq_out).unwrap();
+    let (cq_h, _) = cq::create_cq_ioctl(dev, &cq::CqArgs { cqe: 63, ..Default::default() }, ccmd.as_bytes(), &mut cq_out).unwrap();
     let cqn = u32::from_ne_bytes(cq_out[..4].try_into().unwrap());
     let wq = Buf::new(4096 * 8);
     let qcmd = CreateQp {
@@ -466,13 +474,24 @@ fn devx_query_on_a_verbs_qp() {
         rq_wqe_shift: 4,
         flags: mlx5::QP_FLAG_UAR_PAGE_INDEX,
         bfreg_index: uar,
-        uidx: 5,
+        uidx,
         ..Default::default()
     };
     let cap = QpCap { max_send_wr: 16, max_recv_wr: 64, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
     let qargs = qp::QpArgs { qp_type: QPT_RC, pd: pd_h, send_cq: cq_h, recv_cq: cq_h, cap, ..Default::default() };
-    let mut qp_out = [0u8; 32];
-    let qr = qp::create_qp_ioctl(&dev, &qargs, qcmd.as_bytes(), &mut qp_out).unwrap();
+    let qp = qp::create_qp_ioctl(dev, &qargs, qcmd.as_bytes(), &mut [0u8; 32]).unwrap();
+    VerbsRc { cq_h, cqn, qp, db, _ring: ring, _wq: wq }
+}
+
+#[test]
+fn devx_query_on_a_verbs_qp() {
+    use uverbs::cmd::{cq, qp};
+    let h = hca();
+    let dev = open(&h, true);
+    let (pd_h, _pdn) = alloc_pdn(&dev);
+    let uar = uar_page(&dev);
+    let v = verbs_rc(&dev, pd_h, uar, 5);
+    let (cq_h, cqn, qr, db) = (v.cq_h, v.cqn, &v.qp, &v.db);
     // DEVX_OBJ_QUERY with QUERY_QP on the verbs QP's handle.
     let (r, out) = obj_cmd(&dev, false, qr.handle, &with_id(op::QUERY_QP, qr.qpn, QueryQpIn::BYTES), QueryQpOut::BYTES);
     assert_eq!(r, Ok(()), "{:?}", status(&out));
@@ -590,41 +609,15 @@ fn verbs_cq_is_the_firmware_cq() {
 /// then moves the verbs QP, and the verbs' RESET is the firmware's 2RST.
 #[test]
 fn verbs_modify_is_the_firmware_transition() {
-    use uverbs::cmd::{cq, qp};
-    use uverbs::sys::mlx5::{CreateCq, CreateQp};
-    use uverbs::sys::verbs::{qp_attr, qp_state, ModifyQp, QpCap, QpDest, QPT_RC, ACCESS_REMOTE_ATOMIC,
+    use uverbs::cmd::qp;
+    use uverbs::sys::verbs::{qp_attr, qp_state, ModifyQp, QpDest, ACCESS_REMOTE_ATOMIC,
                              ACCESS_REMOTE_READ, ACCESS_REMOTE_WRITE};
     let h = hca();
     let dev = open(&h, true);
     let (pd_h, _) = alloc_pdn(&dev);
     let uar = uar_page(&dev);
-    let ring = Buf::new(4096 * 4);
-    let db = Buf::new(4096);
-    let ccmd = CreateCq {
-        buf_addr: ring.addr(),
-        db_addr: db.addr(),
-        cqe_size: 64,
-        flags: mlx5::CREATE_CQ_FLAGS_UAR_PAGE_INDEX,
-        uar_page_index: uar as u16,
-        ..Default::default()
-    };
-    let mut cq_out = [0u8; 8];
-    let (cq_h, _) = cq::create_cq_ioctl(&dev, &cq::CqArgs { cqe: 63, ..Default::default() }, ccmd.as_bytes(), &mut cq_out).unwrap();
-    let wq = Buf::new(4096 * 8);
-    let qcmd = CreateQp {
-        buf_addr: wq.addr(),
-        db_addr: db.addr() + 64,
-        sq_wqe_count: 64,
-        rq_wqe_count: 64,
-        rq_wqe_shift: 4,
-        flags: mlx5::QP_FLAG_UAR_PAGE_INDEX,
-        bfreg_index: uar,
-        uidx: 1,
-        ..Default::default()
-    };
-    let cap = QpCap { max_send_wr: 16, max_recv_wr: 64, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
-    let qargs = qp::QpArgs { qp_type: QPT_RC, pd: pd_h, send_cq: cq_h, recv_cq: cq_h, cap, ..Default::default() };
-    let qr = qp::create_qp_ioctl(&dev, &qargs, qcmd.as_bytes(), &mut [0u8; 32]).unwrap();
+    let v = verbs_rc(&dev, pd_h, uar, 1);
+    let qr = &v.qp;
     let base = |mask: u32, state: u8| ModifyQp { qp_handle: qr.handle, attr_mask: mask | qp_attr::STATE, qp_state: state,
                                                  ..Default::default() };
     let mut m = base(qp_attr::PKEY_INDEX | qp_attr::PORT | qp_attr::ACCESS_FLAGS, qp_state::INIT);
