@@ -177,6 +177,37 @@ fn doorbell_uar_and_wqe_constants_match_header() {
     }
 }
 
+/// The error CQE's syndromes and the control segment's `fm_ce_se` flags against the
+/// header's `MLX5_CQE_SYNDROME_*` and `MLX5_WQE_CTRL_*`.
+#[test]
+fn syndromes_and_ctrl_flags_match_header() {
+    use prm::cqe::Syndrome;
+    use prm::opcode::FmCeSe;
+    let all = reference_or_skip!();
+    let consts: [(&str, u64); 17] = [
+        ("MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR", Syndrome::LocalLengthErr as u64),
+        ("MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR", Syndrome::LocalQpOpErr as u64),
+        ("MLX5_CQE_SYNDROME_LOCAL_PROT_ERR", Syndrome::LocalProtErr as u64),
+        ("MLX5_CQE_SYNDROME_WR_FLUSH_ERR", Syndrome::WrFlushErr as u64),
+        ("MLX5_CQE_SYNDROME_MW_BIND_ERR", Syndrome::MwBindErr as u64),
+        ("MLX5_CQE_SYNDROME_BAD_RESP_ERR", Syndrome::BadRespErr as u64),
+        ("MLX5_CQE_SYNDROME_LOCAL_ACCESS_ERR", Syndrome::LocalAccessErr as u64),
+        ("MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR", Syndrome::RemoteInvalReqErr as u64),
+        ("MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR", Syndrome::RemoteAccessErr as u64),
+        ("MLX5_CQE_SYNDROME_REMOTE_OP_ERR", Syndrome::RemoteOpErr as u64),
+        ("MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR", Syndrome::TransportRetryExcErr as u64),
+        ("MLX5_CQE_SYNDROME_RNR_RETRY_EXC_ERR", Syndrome::RnrRetryExcErr as u64),
+        ("MLX5_CQE_SYNDROME_REMOTE_ABORTED_ERR", Syndrome::RemoteAbortedErr as u64),
+        ("MLX5_WQE_CTRL_CQ_UPDATE", FmCeSe::CQ_UPDATE.bits() as u64),
+        ("MLX5_WQE_CTRL_SOLICITED", FmCeSe::SOLICITED.bits() as u64),
+        ("MLX5_WQE_CTRL_FENCE", FmCeSe::FENCE.bits() as u64),
+        ("MLX5_WQE_CTRL_INITIATOR_SMALL_FENCE", FmCeSe::INITIATOR_SMALL_FENCE.bits() as u64),
+    ];
+    for (name, ours) in consts {
+        assert_eq!(num(&value(all, "const", name)), ours, "{name}");
+    }
+}
+
 /// `Cqe64`'s accessors of `op_own` against the header's `mlx5dv_get_cqe_*` for every
 /// value of the byte; inline scatter against `MLX5_INLINE_SCATTER_32/64`; the GRH flag
 /// as libmlx5 reads it (cq.c: `(be32toh(cqe->flags_rqpn) >> 28) & 3` sets IBV_WC_GRH).
