@@ -692,7 +692,8 @@ fn killed(test: &str, victim: &str) {
     let took = at.saturating_sub(killed_at);
     println!("the survivor's call failed {took} ms after the kill: {line}");
     assert!(took < BOUND.as_millis(), "took {took} ms");
-    assert!(wait_exit(alive, "survivor", Duration::from_secs(30)).success());
+    let st = wait_exit(alive, "survivor", Duration::from_secs(30));
+    assert!(st.success(), "the survivor exited {st} after its failed call");
 }
 
 #[test]
