@@ -14,6 +14,8 @@ use crate::sys::{NCCL_PTR_CUDA, NCCL_PTR_DMABUF, NCCL_PTR_HOST};
 
 /// The variable that restricts the device list.
 pub const DEVICES_ENV: &str = "DOORBELL_NCCL_DEVICES";
+/// `DOORBELL_NCCL_GDR=1`: offer GPU memory (CUDA and dma-buf pointers) on softhca.
+pub const GDR_ENV: &str = "DOORBELL_NCCL_GDR";
 /// Port used on every device.
 pub const PORT: u8 = 1;
 
@@ -99,7 +101,19 @@ fn open(name: &str, soft: bool, gpu: bool) -> Result<Dev, String> {
     // GPU memory: only on softhca, which reaches it through gdr's resolver and lands a
     // peer's write in GPU memory before its completion (so iflush has nothing to do).
     // A real NIC would need the RDMA READ flush NCCL's IB transport does, not written.
-    let ptr_support = if soft && gpu {
+    // GPU memory is opt-in (DOORBELL_NCCL_GDR=1). softhca reaches it with CUDA copies
+    // made on the thread that steps the device, NCCL's proxy thread; a program thread
+    // that makes a blocking CUDA call while a collective runs (a first kernel launch under
+    // lazy module loading, a synchronous device-to-host copy such as `loss.item()`) holds
+    // a driver lock those copies need while it waits for NCCL's kernel, which waits for
+    // the copies: both deadlocked on the H200 (docs/nccl.md). A NIC's DMA takes no driver
+    // lock; this is the emulation's limit. Programs that make no such call while a
+    // collective is in flight (nccl-tests) run GDRDMA correctly with the opt-in.
+    let gdr_wanted = std::env::var(GDR_ENV).is_ok_and(|v| matches!(v.trim(), "1" | "yes" | "on" | "true"));
+    if soft && gpu && !gdr_wanted {
+        crate::info!("{name}: GPU memory not offered (NCCL stages through host memory); {GDR_ENV}=1 offers it, at the risk of a deadlock described in docs/nccl.md");
+    }
+    let ptr_support = if soft && gpu && gdr_wanted {
         gdr::install();
         NCCL_PTR_HOST | NCCL_PTR_CUDA | NCCL_PTR_DMABUF
     } else {

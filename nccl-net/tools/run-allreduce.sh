@@ -46,7 +46,7 @@ case $mode in
             nodevice) common+=(DOORBELL_NCCL_DEVICES=none-such) ;;
             *) common+=(NCCL_NET=doorbell DOORBELL_NCCL_DEVICES=${DOORBELL_NCCL_DEVICES:-softhca0}) ;;
         esac
-        [ "$mode" = doorbell-gdr ] && common+=(NCCL_NET_GDR_LEVEL=SYS NCCL_DMABUF_ENABLE=1)
+        [ "$mode" = doorbell-gdr ] && common+=(NCCL_NET_GDR_LEVEL=SYS NCCL_DMABUF_ENABLE=1 DOORBELL_NCCL_GDR=1)
         # The survivor tears itself down when NCCL reports the error (torch's watchdog).
         [ "$mode" = kill ] && common+=(LOOP_SECONDS=300 OPS=all_reduce SIZES=1024 DTYPES=float32 TORCH_NCCL_ASYNC_ERROR_HANDLING=3)
         ;;

@@ -35,7 +35,7 @@ for t in "$@"; do
         socket) env+=(NCCL_NET_PLUGIN=none NCCL_NET=Socket) ;;
         doorbell|doorbell-gdr|doorbell-thread)
             env+=(NCCL_NET_PLUGIN="$plugin" NCCL_NET=doorbell DOORBELL_NCCL_DEVICES=softhca0)
-            [ "$t" = doorbell-gdr ] && env+=(NCCL_NET_GDR_LEVEL=SYS NCCL_DMABUF_ENABLE=1)
+            [ "$t" = doorbell-gdr ] && env+=(NCCL_NET_GDR_LEVEL=SYS NCCL_DMABUF_ENABLE=1 DOORBELL_NCCL_GDR=1)
             [ "$t" = doorbell-thread ] && env+=(DOORBELL_POLLED=0)
             ;;
         *) echo "unknown transport $t"; exit 2 ;;
