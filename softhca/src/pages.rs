@@ -208,7 +208,8 @@ impl DevicePages {
             let bytes = c.last.to_ne_bytes();
             // SAFETY: pwrite of 8 bytes from a live buffer into our own memfd, at the
             // clock page's offset 0.
-            let n = unsafe { libc::pwrite(self.fd.as_raw_fd(), bytes.as_ptr().cast(), 8, 0) };
+            let at = CLOCK_PAGE as libc::off_t * PAGE_SIZE as libc::off_t;
+            let n = unsafe { libc::pwrite(self.fd.as_raw_fd(), bytes.as_ptr().cast(), 8, at) };
             if n != 8 {
                 // Still punched: the next write tries again; readers keep waiting for it.
                 return;
