@@ -21,8 +21,8 @@ use crate::kernel::File;
 use crate::objects::{Cq, Kind, LiveCounts, Mr, Pd, Qp};
 use crate::pages::{DevicePages, CLOCK_INFO_PAGE, CLOCK_PAGE};
 
-/// Device pages in the shared memory file (2 clock pages and the rest UARs).
-const DEVICE_PAGES: u32 = 4096;
+/// UAR pages in the shared memory file (after the clock pages, see `pages`).
+const DEVICE_PAGES: u32 = 4094;
 /// QPNs and CQNs are 24-bit numbers chosen by the firmware; these are where ours start.
 const FIRST_QPN: u32 = 0x108;
 const FIRST_CQN: u32 = 0x400;

@@ -30,13 +30,24 @@ use nix::errno::Errno;
 
 /// Page size of every device page (mlx5 UARs are 4 KiB with `uar_4k`).
 pub const PAGE_SIZE: usize = 4096;
+// Layout: every page sits at the page offset mlx5_ib's mmap gives it (`cmd << 8 |
+// index`), so a program that maps the uverbs fd itself (the mmap system call, or a hooked
+// `mmap` that bypasses the preload) gets the right page from the file: the uverbs fd the
+// preload hands out is this file.
+
 /// The page whose first 8 bytes are the HCA's free-running timer (`internal_timer_h`
-/// big-endian at +0, `internal_timer_l` at +4), mapped by MLX5_IB_MMAP_CORE_CLOCK.
-pub const CLOCK_PAGE: u32 = 0;
-/// The page holding `struct mlx5_ib_clock_info`, mapped by MLX5_IB_MMAP_CLOCK_INFO.
-pub const CLOCK_INFO_PAGE: u32 = 1;
-/// First page available for UARs.
-pub const FIRST_UAR_PAGE: u32 = 2;
+/// big-endian at +0, `internal_timer_l` at +4), mapped by MLX5_IB_MMAP_CORE_CLOCK: page
+/// offset `5 << 8`.
+pub const CLOCK_PAGE: u32 = 0x500;
+/// The page holding `struct mlx5_ib_clock_info`, mapped by MLX5_IB_MMAP_CLOCK_INFO with
+/// index MLX5_IB_CLOCK_INFO_V1 (0): page offset `7 << 8`.
+pub const CLOCK_INFO_PAGE: u32 = 0x700;
+/// First page available for UARs: the first dynamic mmap entry mlx5_ib hands out
+/// (`MLX5_IB_MMAP_OFFSET_START` = 9, index 0). UAR page `p` is entry (command `p >> 8`,
+/// index `p & 0xff`), whose mmap offset is `p` pages.
+pub const FIRST_UAR_PAGE: u32 = 0x900;
+/// Pages past the last UAR page the layout allows: commands up to 255, index below 256.
+pub const MAX_PAGE: u32 = 0x1_0000;
 /// The memfd's name, as `/proc/self/maps` shows every mapping of it
 /// (`/memfd:softhca-device-pages (deleted)`).
 pub const MEMFD_NAME: &str = "softhca-device-pages";
@@ -68,8 +79,10 @@ unsafe impl Send for DevicePages {}
 unsafe impl Sync for DevicePages {}
 
 impl DevicePages {
-    /// A file of `npages` pages (sparse: untouched pages cost nothing).
-    pub fn new(npages: u32) -> io::Result<DevicePages> {
+    /// A file with `uar_pages` UAR pages after the clock pages (sparse: untouched pages
+    /// cost nothing). At most `MAX_PAGE - FIRST_UAR_PAGE` UAR pages.
+    pub fn new(uar_pages: u32) -> io::Result<DevicePages> {
+        let npages = FIRST_UAR_PAGE + uar_pages.min(MAX_PAGE - FIRST_UAR_PAGE);
         let len = npages as usize * PAGE_SIZE;
         let fd = nix::sys::memfd::memfd_create(c"softhca-device-pages", nix::sys::memfd::MemFdCreateFlag::MFD_CLOEXEC)?;
         nix::unistd::ftruncate(&fd, len as i64)?;
@@ -84,6 +97,7 @@ impl DevicePages {
         }
         let base = NonNull::new(p.cast::<u8>()).ok_or_else(|| io::Error::from(Errno::ENOMEM))?;
         let mut free = vec![true; npages as usize];
+        // Only UAR pages are handed out; the rest is the clock pages and holes.
         for p in free.iter_mut().take(FIRST_UAR_PAGE as usize) {
             *p = false;
         }
@@ -194,7 +208,8 @@ impl DevicePages {
             let bytes = c.last.to_ne_bytes();
             // SAFETY: pwrite of 8 bytes from a live buffer into our own memfd, at the
             // clock page's offset 0.
-            let n = unsafe { libc::pwrite(self.fd.as_raw_fd(), bytes.as_ptr().cast(), 8, 0) };
+            let at = CLOCK_PAGE as libc::off_t * PAGE_SIZE as libc::off_t;
+            let n = unsafe { libc::pwrite(self.fd.as_raw_fd(), bytes.as_ptr().cast(), 8, at) };
             if n != 8 {
                 // Still punched: the next write tries again; readers keep waiting for it.
                 return;
@@ -274,6 +289,21 @@ impl DevicePages {
         Ok(p as u64)
     }
 
+    /// A new fd of the memfd for an application to hold as its uverbs fd: mapping it at
+    /// an mmap offset the kernel half answered maps the same page (see the layout
+    /// above), whatever the program's mmap goes through. The fd shares the memfd's open
+    /// file description (the HCA never uses its file position or status flags).
+    pub fn user_fd(&self, cloexec: bool) -> io::Result<OwnedFd> {
+        let cmd = if cloexec { libc::F_DUPFD_CLOEXEC } else { libc::F_DUPFD };
+        // SAFETY: fcntl duplicating our own fd; it touches no memory.
+        let fd = unsafe { libc::fcntl(self.fd.as_raw_fd(), cmd, 0) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: a new fd that nothing else owns.
+        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    }
+
     /// A duplicate of the memfd (tests and tools that map pages themselves).
     pub fn dup_fd(&self) -> io::Result<OwnedFd> {
         let fd = nix::unistd::dup(self.fd.as_raw_fd())?;
@@ -311,10 +341,10 @@ mod tests {
         assert_eq!(unsafe { std::ptr::read_volatile((user as *const u64).add(1)) }, 7);
         // SAFETY: unmapping the test's own mapping.
         unsafe { libc::munmap(user as *mut libc::c_void, PAGE_SIZE) };
-        assert_eq!(p.read_u64(99, 0), 0);
+        assert_eq!(p.read_u64(p.npages(), 0), 0);
         assert_eq!(p.read_u64(b, 4095), 0);
         while p.alloc().is_some() {}
-        assert_eq!(p.in_use(), 6);
+        assert_eq!(p.in_use(), 8);
     }
 
     #[test]

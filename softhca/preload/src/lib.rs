@@ -16,8 +16,10 @@
 //!    ConnectX-5). The directory is removed at exit.
 //! 2. **Netlink.** `socket(AF_NETLINK, *, NETLINK_RDMA)` fails with EPROTONOSUPPORT, as
 //!    on a host without `ib_core`: libibverbs then reads sysfs.
-//! 3. **The char device.** `open("/dev/infiniband/uverbs0")` returns a real fd (a memfd,
-//!    so close/dup/poll/fcntl work) mapped in a table to a softhca [`softhca::File`];
+//! 3. **The char device.** `open("/dev/infiniband/uverbs0")` returns a real fd (of the
+//!    HCA's device page memfd, so close/dup/poll/fcntl work, and an mmap that bypasses
+//!    our hook still maps the page mlx5_ib would: the file is laid out at its mmap
+//!    offsets) mapped in a table to a softhca [`softhca::File`];
 //!    `stat`/`fstat`/`statx` of that path or fd report a character device `231:192`,
 //!    the number the sysfs `dev` file carries, so libibverbs' `st_rdev` check passes.
 //! 4. **The kernel calls.** `ioctl`, `write` and `mmap` on that fd go to the

@@ -184,12 +184,18 @@ pub fn open_uverbs(flags: c_int) -> c_int {
         }
     };
     let acc = flags & libc::O_ACCMODE;
-    let cloexec = if flags & libc::O_CLOEXEC != 0 { libc::MFD_CLOEXEC } else { 0 };
-    // SAFETY: memfd_create with a NUL-terminated name; the fd is ours until registered.
-    let fd = unsafe { libc::memfd_create(c"softhca-uverbs0".as_ptr(), cloexec) };
-    if fd < 0 {
-        return -1;
-    }
+    // The fd is the HCA's device page file, laid out at mlx5_ib's mmap offsets
+    // (softhca::pages): a program whose mmap does not come through our hook (UCX's
+    // bistro hooks patch `mmap` itself and then issue the system call; some programs call
+    // it directly) still maps the right UAR or clock page from it.
+    use std::os::fd::IntoRawFd;
+    let fd = match inst.hca.pages().user_fd(flags & libc::O_CLOEXEC != 0) {
+        Ok(f) => f.into_raw_fd(),
+        Err(e) => {
+            set_errno(e.raw_os_error().unwrap_or(libc::EMFILE));
+            return -1;
+        }
+    };
     if fd >= MAX_FD {
         // SAFETY: closing the fd just created.
         unsafe { real::close(fd) };

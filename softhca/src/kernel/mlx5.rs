@@ -169,7 +169,8 @@ pub struct Ucontext {
     /// Dynamic UARs (`MLX5_LIB_CAP_DYN_UAR`): no static pages, UAR objects instead.
     pub dyn_uar: bool,
     pub(crate) bfregs: Option<StaticUars>,
-    /// mmap entries of UAR objects by `cmd << 16 | index`.
+    /// mmap entries of UAR objects by `cmd << 16 | index` (named after their device page:
+    /// `methods::uar::key_for_page`).
     pub(crate) mmap_entries: BTreeMap<u32, Arc<UarObj>>,
     pub(crate) _live: Live,
 }
@@ -179,18 +180,6 @@ impl Ucontext {
         if let Some(c) = self.bfregs.as_mut().and_then(|b| b.count.get_mut(n as usize)) {
             *c = c.saturating_sub(1);
         }
-    }
-
-    /// The lowest free mmap key for a new UAR object.
-    pub(crate) fn free_mmap_key(&self) -> Option<u32> {
-        let mut k = MMAP_OFFSET_START;
-        for &used in self.mmap_entries.keys() {
-            if used != k {
-                break;
-            }
-            k += 1;
-        }
-        (k <= MMAP_OFFSET_END).then_some(k)
     }
 }
 

@@ -27,6 +27,11 @@ pub(crate) fn mmap_offset(key: u32) -> u64 {
     (((index as u64 >> 8) << 16) | ((cmd as u64) << 8) | (index as u64 & 0xff)) * PAGE_SIZE as u64
 }
 
+/// The mmap entry key (`cmd << 16 | index`) whose offset is device page `page`.
+pub(crate) fn key_for_page(page: u32) -> u32 {
+    ((page >> 8) << 16) | (page & 0xff)
+}
+
 /// `MLX5_IB_METHOD_UAR_OBJ_ALLOC`.
 pub(crate) fn uar_obj_alloc(c: &mut Call<'_>) -> Result<()> {
     c.st.ctx()?;
@@ -40,8 +45,12 @@ pub(crate) fn uar_obj_alloc(c: &mut Call<'_>) -> Result<()> {
         return Err(Errno::EOPNOTSUPP);
     }
     let ctx = c.st.ctx_mut()?;
-    let key = ctx.free_mmap_key().ok_or(Errno::ENOMEM)?;
     let page = c.hca.pages().alloc().ok_or(Errno::ENOMEM)?;
+    // The entry is named after its page (see `crate::pages`): its mmap offset is the
+    // page's offset in the device page file, unique on the HCA (mlx5_ib picks any free
+    // entry of the context; a program cannot tell).
+    let key = key_for_page(page);
+    debug_assert!((crate::kernel::mlx5::MMAP_OFFSET_START..=crate::kernel::mlx5::MMAP_OFFSET_END).contains(&key));
     let uar = new_uar(c.hca, page, kind, Some(key));
     ctx.mmap_entries.insert(key, uar.clone());
     c.fill_new(ids::ATTR_UAR_OBJ_ALLOC_HANDLE, Uobj::Uar(uar))?;
@@ -61,5 +70,10 @@ mod tests {
         assert_eq!(mmap_offset((9 << 16) | 0x100), 0x1090_0000);
         let (cmd, index) = uverbs::sys::mlx5::mmap_split(mmap_offset((9 << 16) | 0x1ff) / PAGE_SIZE as u64);
         assert_eq!((cmd, index), (9, 0x1ff));
+        // Every UAR page's entry maps at the page's own offset in the device page file.
+        for page in [crate::pages::FIRST_UAR_PAGE, 0x9ff, 0xa00, crate::pages::MAX_PAGE - 1] {
+            assert_eq!(mmap_offset(key_for_page(page)), page as u64 * PAGE_SIZE as u64);
+            assert!((crate::kernel::mlx5::MMAP_OFFSET_START..=crate::kernel::mlx5::MMAP_OFFSET_END).contains(&key_for_page(page)));
+        }
     }
 }
