@@ -109,7 +109,7 @@ fn open(name: &str, soft: bool, gpu: bool) -> Result<Dev, String> {
     // the copies: both deadlocked on the H200 (docs/nccl.md). A NIC's DMA takes no driver
     // lock; this is the emulation's limit. Programs that make no such call while a
     // collective is in flight (nccl-tests) run GDRDMA correctly with the opt-in.
-    let gdr_wanted = std::env::var(GDR_ENV).is_ok_and(|v| matches!(v.trim(), "1" | "yes" | "on" | "true"));
+    let gdr_wanted = softhca::config::switched_on(GDR_ENV);
     if soft && gpu && !gdr_wanted {
         crate::info!("{name}: GPU memory not offered (NCCL stages through host memory); {GDR_ENV}=1 offers it, at the risk of a deadlock described in docs/nccl.md");
     }
@@ -129,7 +129,7 @@ fn open(name: &str, soft: bool, gpu: bool) -> Result<Dev, String> {
         max_qp: attr.max_qp.min(i32::MAX as u32) as i32,
         pci_path,
         ptr_support,
-        polled: soft && !std::env::var("DOORBELL_POLLED").is_ok_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "0" | "false" | "off" | "no")),
+        polled: soft && !softhca::config::switched_off("DOORBELL_POLLED"),
         soft,
         ctx,
         pd,

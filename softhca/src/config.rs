@@ -265,6 +265,17 @@ pub fn is_off(v: Option<&str>) -> bool {
     v.is_some_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "0" | "false" | "off" | "no"))
 }
 
+/// Whether an opt-in environment switch is set to on: `1`, `true`, `on` or `yes`, in any
+/// case and with surrounding blanks. Unset or anything else leaves the feature off.
+pub fn switched_on(var: &str) -> bool {
+    is_on(std::env::var(var).ok().as_deref())
+}
+
+/// [`switched_on`] of a value (`None`: unset).
+pub fn is_on(v: Option<&str>) -> bool {
+    v.is_some_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "1" | "true" | "on" | "yes"))
+}
+
 /// The PCI placement [`PCI_ENV`] configures (trimmed; unset or blank is `None`).
 pub fn pci_path_from_env() -> Option<String> {
     std::env::var(PCI_ENV).ok().map(|s| s.trim().to_string()).filter(|s| !s.is_empty())
@@ -418,6 +429,16 @@ mod tests {
         assert!(!is_off(Some("")));
         for off in ["0", " 0 ", "false", "OFF", "no"] {
             assert!(is_off(Some(off)), "{off:?}");
+        }
+    }
+
+    #[test]
+    fn on_switches() {
+        assert!(!is_on(None));
+        assert!(!is_on(Some("0")));
+        assert!(!is_on(Some("")));
+        for on in ["1", " 1 ", "true", "ON", "yes"] {
+            assert!(is_on(Some(on)), "{on:?}");
         }
     }
 

@@ -22,7 +22,7 @@ use crate::objects::{Cq, Kind, LiveCounts, Mr, Pd, Qp};
 use crate::pages::{DevicePages, CLOCK_INFO_PAGE, CLOCK_PAGE};
 
 /// UAR pages in the shared memory file (after the clock pages, see `pages`).
-const DEVICE_PAGES: u32 = 4094;
+const UAR_PAGES: u32 = 4094;
 /// QPNs and CQNs are 24-bit numbers chosen by the firmware; these are where ours start.
 const FIRST_QPN: u32 = 0x108;
 const FIRST_CQN: u32 = 0x400;
@@ -196,7 +196,7 @@ impl Hca {
 
     /// An HCA using an already bound RoCEv2 socket.
     pub fn with_socket(config: Config, socket: UdpSocket) -> io::Result<Arc<Hca>> {
-        let pages = Arc::new(DevicePages::new(DEVICE_PAGES)?);
+        let pages = Arc::new(DevicePages::new(UAR_PAGES)?);
         let mut mkey = KeyPool { used: BTreeSet::new(), variant: 0 };
         let dump_fill_mkey = mkey.alloc().ok_or_else(|| io::Error::from(io::ErrorKind::OutOfMemory))?;
         let hca = Hca {

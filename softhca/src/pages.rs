@@ -206,8 +206,8 @@ impl DevicePages {
         }
         if c.punched {
             let bytes = c.last.to_ne_bytes();
-            // SAFETY: pwrite of 8 bytes from a live buffer into our own memfd, at the
-            // clock page's offset 0.
+            // SAFETY: pwrite of 8 bytes from a live buffer into our own memfd, at byte 0
+            // of the clock page.
             let at = CLOCK_PAGE as libc::off_t * PAGE_SIZE as libc::off_t;
             let n = unsafe { libc::pwrite(self.fd.as_raw_fd(), bytes.as_ptr().cast(), 8, at) };
             if n != 8 {
@@ -301,13 +301,6 @@ impl DevicePages {
             return Err(io::Error::last_os_error());
         }
         // SAFETY: a new fd that nothing else owns.
-        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-    }
-
-    /// A duplicate of the memfd (tests and tools that map pages themselves).
-    pub fn dup_fd(&self) -> io::Result<OwnedFd> {
-        let fd = nix::unistd::dup(self.fd.as_raw_fd())?;
-        // SAFETY: `dup` returned a new fd that nothing else owns.
         Ok(unsafe { OwnedFd::from_raw_fd(fd) })
     }
 }
