@@ -422,23 +422,19 @@ pub const ZERO_GID: [u8; 16] = Ipv6Addr::UNSPECIFIED.octets();
 mod tests {
     use super::*;
 
+    /// Each switch: unset and the other switch's words leave the default; its own words,
+    /// in any case and with blanks, flip it.
     #[test]
-    fn off_switches() {
-        assert!(!is_off(None));
-        assert!(!is_off(Some("1")));
-        assert!(!is_off(Some("")));
-        for off in ["0", " 0 ", "false", "OFF", "no"] {
-            assert!(is_off(Some(off)), "{off:?}");
-        }
-    }
-
-    #[test]
-    fn on_switches() {
-        assert!(!is_on(None));
-        assert!(!is_on(Some("0")));
-        assert!(!is_on(Some("")));
-        for on in ["1", " 1 ", "true", "ON", "yes"] {
-            assert!(is_on(Some(on)), "{on:?}");
+    fn on_and_off_switches() {
+        let cases: [(fn(Option<&str>) -> bool, &str, [&str; 5]); 2] =
+            [(is_off, "1", ["0", " 0 ", "false", "OFF", "no"]), (is_on, "0", ["1", " 1 ", "true", "ON", "yes"])];
+        for (flipped, other, words) in cases {
+            assert!(!flipped(None));
+            assert!(!flipped(Some(other)));
+            assert!(!flipped(Some("")));
+            for w in words {
+                assert!(flipped(Some(w)), "{w:?}");
+            }
         }
     }
 
