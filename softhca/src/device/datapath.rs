@@ -38,6 +38,9 @@ use super::trace::Capture;
 use super::tx::Tx;
 use super::{events, State};
 
+/// How soon a step comes back for packets waiting for room in a same-host peer's lane.
+const BACKLOG_RETRY: std::time::Duration = std::time::Duration::from_micros(20);
+
 /// The socket and the buffers a step works with.
 pub(crate) struct Datapath {
     pub sock: UdpSocket,
@@ -177,6 +180,12 @@ pub(crate) fn step(hca: &Hca, st: &mut State, counters: &Counters, now: Instant,
         return (true, deadline);
     }
     work |= dp.tx.flush(&dp.sock, counters, dp.capture.as_mut()) > 0;
+    if dp.tx.backlogged() {
+        // Back soon for what a same-host peer had no room for (not at once: its
+        // receiver needs the CPU to make room).
+        let d = now + BACKLOG_RETRY;
+        deadline = Some(deadline.map_or(d, |x| x.min(d)));
+    }
     (work, deadline)
 }
 

@@ -942,7 +942,9 @@ fn emit_request(w: &SqWqe, k: u32, p: u32, window_full: bool, q: &QpCtx, peer: S
                 // the step's flush has sent the packet; or the range is in the QP's
                 // staging buffer, which is neither refilled in this step (`OutStage`) nor
                 // dropped before its flush (the QP context goes only under the lock).
-                Some(addr) => unsafe { env.tx.send_mem(&pkt, MemRef { addr, len, app: true }, peer, env.counters) },
+                // The staging buffer is refilled in later steps: a same-host peer gets its
+                // bytes inline (`app: false`), the application's memory by reference.
+                Some(addr) => unsafe { env.tx.send_mem(&pkt, MemRef { addr, len, app: !w.peer }, peer, env.counters) },
                 None => env.tx.send(&pkt, peer, env.counters),
             }
             Ok(1)

@@ -44,6 +44,8 @@ use super::trace::Capture;
 const BATCH: usize = 64;
 /// Header buffers kept for reuse.
 const POOL: usize = 1024;
+/// Packets held for same-host peers whose lane is full (beyond: dropped and counted).
+const BACKLOG: usize = 16384;
 /// Most datagrams and bytes in one segmented `sendmmsg` entry: the kernel allows 64
 /// segments, and as many bytes as one UDP datagram carries (IPv4: 65535 less the 20-byte
 /// IP and 8-byte UDP headers; IPv6 allows 20 more, unused). The full limit rather than a
@@ -139,6 +141,9 @@ pub struct Tx {
     /// Same-host peers ([`super::link`]); None when the path is off (capture, faults, or
     /// `DOORBELL_WIRE=udp`).
     peers: Option<Peers>,
+    /// Packets for same-host peers whose lane was full, owning their bytes, in order; the
+    /// next flushes push them first (the inbox's equivalent of a socket send buffer).
+    backlog: std::collections::VecDeque<OutPkt>,
     /// Reused `sendmmsg` arguments.
     iovs: Vec<libc::iovec>,
     hdrs: Vec<libc::mmsghdr>,
@@ -203,6 +208,7 @@ impl Tx {
         Tx {
             local,
             peers,
+            backlog: std::collections::VecDeque::new(),
             queue: Vec::new(),
             wire: Vec::new(),
             pool: Vec::new(),
@@ -316,7 +322,7 @@ impl Tx {
     /// Applies faults and hands everything queued to the socket. Returns the datagrams
     /// sent. Nothing queued still refers to application memory afterwards.
     pub fn flush(&mut self, sock: &UdpSocket, counters: &Counters, mut capture: Option<&mut Capture>) -> usize {
-        if self.queue.is_empty() && self.held.is_none() {
+        if self.queue.is_empty() && self.held.is_none() && self.backlog.is_empty() {
             return 0;
         }
         let mut wire = std::mem::take(&mut self.wire);
@@ -384,6 +390,12 @@ impl Tx {
         sent
     }
 
+    /// Whether packets wait for room in a same-host peer's lane (the engine comes back
+    /// for them soon, see `datapath::step`).
+    pub fn backlogged(&self) -> bool {
+        !self.backlog.is_empty()
+    }
+
     /// Computes the ICRC a packet built for a same-host peer skipped (it goes over UDP).
     fn seal(&self, p: &mut OutPkt) {
         if p.sealed {
@@ -404,7 +416,19 @@ impl Tx {
         let forced = peers.wire() == Wire::Local;
         let mut rest = Vec::new();
         let mut done = Vec::new();
-        for p in queue {
+        let mut backlog = std::mem::take(&mut self.backlog);
+        for mut p in backlog.drain(..).chain(queue) {
+            // Order per peer: nothing overtakes a packet still waiting for room.
+            if self.backlog.iter().any(|b| b.dst == p.dst) {
+                if self.backlog.len() < BACKLOG {
+                    p.own();
+                    self.backlog.push_back(p);
+                } else {
+                    counters.local_tx_full.fetch_add(1, Relaxed);
+                    done.push(p);
+                }
+                continue;
+            }
             let Some(refs) = peers.route(p.dst, now) else {
                 if forced {
                     counters.tx_errors.fetch_add(1, Relaxed);
@@ -435,6 +459,10 @@ impl Tx {
                 Pushed::Done => {
                     step_add(&counters.local_tx_packets, 1);
                     done.push(p);
+                }
+                Pushed::Full if self.backlog.len() < BACKLOG => {
+                    p.own();
+                    self.backlog.push_back(p);
                 }
                 Pushed::Full => {
                     counters.local_tx_full.fetch_add(1, Relaxed);

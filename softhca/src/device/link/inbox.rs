@@ -33,8 +33,8 @@ pub const VERSION: u32 = 1;
 pub const PAGE: usize = 4096;
 /// Peers that can send to one instance at once (one lane each); more fall back to UDP.
 pub const LANES: usize = 16;
-/// Bytes of ring per lane: 64 full-MTU packets inline, or thousands of references.
-pub const RING: usize = 1 << 20;
+/// Bytes of ring per lane: 1000 full-MTU packets inline, or 50000 references.
+pub const RING: usize = 4 << 20;
 /// Bytes of one lane: its header page and its ring.
 pub const LANE: usize = PAGE + RING;
 /// Size of the whole file (sparse: untouched ring pages take no memory).
