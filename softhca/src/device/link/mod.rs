@@ -105,6 +105,33 @@ fn alive(pid: u32) -> bool {
     pid != 0 && (unsafe { libc::kill(pid as libc::pid_t, 0) } == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM))
 }
 
+/// Removes the inboxes of processes that died without removing them (killed ranks): their
+/// touched pages would otherwise stay in /dev/shm. Files younger than a few seconds are
+/// left alone (one may be in the middle of its creation, its owner not yet written).
+fn sweep() {
+    use std::os::unix::fs::FileExt;
+    let Ok(dir) = std::fs::read_dir("/dev/shm") else { return };
+    for e in dir.flatten() {
+        if !e.file_name().to_string_lossy().starts_with("doorbell-link-") {
+            continue;
+        }
+        let Ok(meta) = e.metadata() else { continue };
+        if meta.modified().ok().and_then(|m| m.elapsed().ok()).is_none_or(|age| age < Duration::from_secs(5)) {
+            continue;
+        }
+        let Ok(f) = File::open(e.path()) else { continue };
+        let mut w = [0u8; 16];
+        if f.read_exact_at(&mut w, 0).is_err() || u64::from_ne_bytes(w[..8].try_into().unwrap()) != inbox::MAGIC {
+            continue;
+        }
+        let pid = u32::from_ne_bytes(w[12..16].try_into().unwrap());
+        if !alive(pid) {
+            tracing::debug!(target: "softhca::link", path = %e.path().display(), pid, "stale inbox removed");
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+}
+
 /// This instance's inbox: created when the data path starts, removed when it stops.
 pub struct Inbox {
     path: PathBuf,
@@ -123,6 +150,7 @@ impl std::fmt::Debug for Inbox {
 impl Inbox {
     /// Creates the inbox of the instance at `local` (replacing one a dead process left).
     pub fn create(local: SocketAddr) -> io::Result<Inbox> {
+        sweep();
         let path = inbox_path(netns(), local);
         let _ = std::fs::remove_file(&path);
         let file = OpenOptions::new().read(true).write(true).create_new(true).mode(0o600).open(&path)?;
