@@ -115,6 +115,8 @@ pub(crate) struct Shared {
     pub trap: trap::TrapShared,
     /// Polled mode's window and the trap's state (see [`polled`]).
     pub polled: polled::Polled,
+    /// The same-host inbox's `awake` word, once the engine made the inbox ([`link`]).
+    pub awake: std::sync::OnceLock<link::Awake>,
 }
 
 /// Which descriptors ended a [`Shared::sleep`].
@@ -204,6 +206,7 @@ impl Device {
             stop: AtomicBool::new(false),
             trap: Default::default(),
             polled: Default::default(),
+            awake: Default::default(),
         };
         Ok(Device { shared: Arc::new(shared), pages, thread: Mutex::new(None) })
     }
@@ -252,11 +255,22 @@ impl Device {
             Err(TryLockError::Poisoned(p)) => p.into_inner(),
             Err(TryLockError::WouldBlock) => return false,
         };
+        // The caller steps: same-host senders need not wake it (until `before_wait`).
+        if let Some(a) = self.shared.awake.get() {
+            a.set(true);
+        }
         let (work, _) = datapath::step_guarded(hca, &mut st, &self.shared.counters, now, false, datapath::Flush::DeferAcks);
         if work {
             self.shared.counters.progress_steps.fetch_add(1, Ordering::Relaxed);
         }
         work
+    }
+
+    /// Polled mode: the caller is about to block on the socket until something arrives.
+    /// Returns false when something already has (a same-host record that came while
+    /// senders took the caller for awake): step instead of sleeping.
+    pub fn before_wait(&self) -> bool {
+        self.shared.awake.get().is_none_or(|a| !a.sleep_check())
     }
 
     /// The device counters now.
