@@ -45,6 +45,7 @@
 //! exactly a reused address of ours between two of our arms: its pages would get one
 //! spurious protection that its own handler resolves.
 
+use std::collections::BTreeSet;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -52,6 +53,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use crate::pages::{DevicePages, PAGE_SIZE};
 
 use super::trap_owners;
+use super::trap_scan::{self, FileId, Sweep, Verdict};
 
 /// The environment variable that turns the trap off (`0`) for every instance.
 pub const TRAP_ENV: &str = "DOORBELL_DOORBELL_TRAP";
@@ -249,6 +251,11 @@ struct Inner {
     uar_failed: bool,
     /// A clock mapping could not be registered: the engine must keep the timer fresh.
     clock_failed: bool,
+    /// New contexts whose clock mapping has not been registered yet (see
+    /// [`super::trap_scan`]).
+    want_clock: u32,
+    /// Device pages announced since the engine last looked ([`TrapShared::expect`]).
+    expect: Vec<u32>,
 }
 
 /// The part of the trap the kernel half uses (at mmap) and the engine takes over.
@@ -287,6 +294,23 @@ impl TrapShared {
         i.fd.is_some() && !i.uar_failed
     }
 
+    /// Mappings of device pages are about to be made: UAR pages `uars` were handed out
+    /// to a program, and (`clock`) a new context will map the clock page once, as
+    /// libmlx5 does. The engine then looks for them in `/proc/self/maps` until they are
+    /// registered (see [`super::trap_scan`]), whether or not their mmap reaches the
+    /// kernel half. Returns whether the engine must be woken to start looking.
+    pub fn expect(&self, uars: &[u32], clock: bool) -> bool {
+        let mut i = self.lock();
+        if i.fd.is_none() || (uars.is_empty() && !clock) {
+            return false;
+        }
+        if clock {
+            i.want_clock = i.want_clock.saturating_add(1);
+        }
+        i.expect.extend_from_slice(uars);
+        true
+    }
+
     /// An application mapping of device page `page` was made at `[start, start + len)`:
     /// registers it. Returns whether the engine must be woken to protect it.
     pub fn register(&self, kind: MapKind, page: u32, start: u64, len: u64) -> bool {
@@ -310,6 +334,9 @@ impl TrapShared {
         match r {
             Ok(((), id)) if reg.ioctls & need == need => {
                 i.new.push(Range { start, len, kind, page, id });
+                if kind == MapKind::Clock {
+                    i.want_clock = i.want_clock.saturating_sub(1);
+                }
             }
             other => {
                 tracing::debug!(target: "softhca::engine", ?kind, start, len, result = ?other.err(),
@@ -341,6 +368,12 @@ pub(crate) struct Trap {
     /// them (see [`Trap::held`]).
     watch: Vec<Watch>,
     hold_until: Option<std::time::Instant>,
+    /// The memfd as `/proc/self/maps` names it (None: unknown, no sweeps).
+    file: Option<FileId>,
+    /// UAR pages expected to be mapped and not registered yet, and when to look for
+    /// them (see [`super::trap_scan`]).
+    expected: BTreeSet<u32>,
+    sweep: Sweep,
 }
 
 impl Trap {
@@ -350,7 +383,9 @@ impl Trap {
             let i = shared.trap.lock();
             (i.fd.as_ref().map(|f| f.as_raw_fd())?, i.owner)
         };
-        Some(Trap { shared, pages, fd, owner, ranges: Vec::new(), armed: false, faults: 0, watch: Vec::new(), hold_until: None })
+        let file = pages.file_id().map_err(|e| tracing::debug!(target: "softhca::engine", "device page file: {e}: mappings made past the kernel half stay unseen")).ok();
+        Some(Trap { shared, pages, fd, owner, ranges: Vec::new(), armed: false, faults: 0, watch: Vec::new(), hold_until: None,
+                    file, expected: BTreeSet::new(), sweep: Sweep::new(std::time::Instant::now()) })
     }
 
     /// The userfaultfd, for `ppoll`.
@@ -373,9 +408,98 @@ impl Trap {
         self.shared.trap.lock().clock_failed
     }
 
-    /// Whether mappings were registered since the last arm.
-    pub fn has_new(&self) -> bool {
-        !self.shared.trap.lock().new.is_empty()
+    /// Whether the trap must be armed again before the engine sleeps: mappings were
+    /// registered or announced since the last arm, or a look for expected mappings is
+    /// due.
+    pub fn has_new(&self, now: std::time::Instant) -> bool {
+        let i = self.shared.trap.lock();
+        !i.new.is_empty() || !i.expect.is_empty() || i.want_clock > 0 && self.sweep.due().is_none()
+            || self.sweep.due().is_some_and(|d| now >= d)
+    }
+
+    /// While mappings are expected: when the engine must look for them next (its armed
+    /// sleep must end then).
+    pub fn sweep_due(&self) -> Option<std::time::Instant> {
+        self.sweep.due()
+    }
+
+    /// Drops the expected pages that are mapped (a registered range covers them) or no
+    /// longer handed out; returns whether any is left.
+    fn unseen(&mut self) -> bool {
+        let (ranges, pages) = (&self.ranges, &self.pages);
+        self.expected.retain(|&p| {
+            pages.is_allocated(p)
+                && !ranges.iter().any(|(r, _)| {
+                    r.kind == MapKind::Uar && p >= r.page && ((p - r.page) as u64) < r.len / PAGE_SIZE as u64
+                })
+        });
+        !self.expected.is_empty()
+    }
+
+    /// Whether a new context's clock mapping is still expected.
+    fn want_clock(&self) -> bool {
+        self.shared.trap.lock().want_clock > 0
+    }
+
+    /// Looks for expected mappings (see [`super::trap_scan`]) when that is due, and
+    /// registers what it finds. Returns whether mappings are still expected (the clock
+    /// must then stay in the file, and the armed sleep end at [`Trap::sweep_due`]).
+    fn sweep(&mut self, now: std::time::Instant) -> bool {
+        let announced = std::mem::take(&mut self.shared.trap.lock().expect);
+        if self.file.is_none() || !self.pages.handed_out() {
+            // Every mapping goes through the kernel half (no program holds the file).
+            self.shared.trap.lock().want_clock = 0;
+            return false;
+        }
+        self.expected.extend(announced);
+        if self.expected.is_empty() && !self.want_clock() && self.sweep.due().is_none() {
+            return false;
+        }
+        let open = self.unseen() || self.want_clock();
+        let mut verdict = self.sweep.step(now, open);
+        if verdict == Verdict::Scan {
+            if let Some(file) = self.file {
+                self.shared.counters.trap_sweeps.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                self.register_found(file);
+            }
+            self.take_new();
+            let open = self.unseen() || self.want_clock();
+            verdict = self.sweep.step(now, open);
+        }
+        if verdict == Verdict::GaveUp {
+            tracing::debug!(target: "softhca::engine", pages = ?self.expected, want_clock = self.want_clock(),
+                            "doorbell trap: expected mappings of device pages never appeared; no longer looking");
+            self.expected.clear();
+            self.shared.trap.lock().want_clock = 0;
+        }
+        matches!(verdict, Verdict::Scan | Verdict::Wait)
+    }
+
+    /// Reads `/proc/self/maps` and registers every shared mapping of the device page
+    /// file that no registered range covers.
+    fn register_found(&mut self, file: FileId) {
+        let vmas = match trap_scan::scan(file, self.pages.own_range()) {
+            Ok(v) => v,
+            Err(e) => {
+                tracing::debug!(target: "softhca::engine", "reading /proc/self/maps: {e}");
+                return;
+            }
+        };
+        let known: Vec<(u64, u64)> = {
+            let i = self.shared.trap.lock();
+            self.ranges.iter().map(|(r, _)| (r.start, r.len)).chain(i.new.iter().map(|r| (r.start, r.len))).collect()
+        };
+        for v in &vmas {
+            for (kind, page, start, len) in trap_scan::pieces(v, self.pages.npages()) {
+                for (s, l) in trap_scan::uncovered(start, len, &known) {
+                    let p = page + ((s - start) / PAGE_SIZE as u64) as u32;
+                    tracing::debug!(target: "softhca::engine", ?kind, page = p, start = s, len = l,
+                                    "doorbell trap: a mapping made past the kernel half, found in /proc/self/maps");
+                    self.shared.trap.register(kind, p, s, l);
+                    self.shared.counters.trap_found.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+            }
+        }
     }
 
     fn take_new(&mut self) {
@@ -404,6 +528,10 @@ impl Trap {
     fn forget(&mut self, i: usize) {
         let (r, _) = self.ranges.swap_remove(i);
         trap_owners::release(r.id, r.start);
+        // Its pages may have been mapped again elsewhere, past the kernel half.
+        if r.kind == MapKind::Uar {
+            self.expected.extend(r.page..r.page + (r.len / PAGE_SIZE as u64) as u32);
+        }
     }
 
     fn wake(&self, start: u64, len: u64) {
@@ -418,7 +546,12 @@ impl Trap {
     /// every doorbell record once more before it sleeps (see `super::engine`).
     pub fn arm(&mut self) {
         self.take_new();
-        if self.ranges.iter().any(|(r, _)| r.kind == MapKind::Clock) && !self.pages.clock_punched() {
+        if self.sweep(std::time::Instant::now()) {
+            // A clock mapping may exist that is not registered: a read of a punched page
+            // there would bring in a page of zeros. Keep the clock in the file (the
+            // engine refreshes it whenever it wakes) until the sweeps end.
+            self.pages.unpunch_clock();
+        } else if self.ranges.iter().any(|(r, _)| r.kind == MapKind::Clock) && !self.pages.clock_punched() {
             if let Err(e) = self.pages.punch_clock() {
                 tracing::debug!(target: "softhca::engine", "clock page punch: {e}");
             }
