@@ -2,9 +2,12 @@
 //! store into a wake-up of the sleeping engine, the way a ConnectX sees a UAR write (an
 //! MMIO store) at once.
 //!
-//! The kernel half serves every mmap of a device page in-process (`kernel/mmap.rs`), so it
-//! knows each application mapping of a UAR page and of the clock page. It registers them
-//! here ([`TrapShared::register`]) with one userfaultfd per HCA:
+//! The kernel half serves every mmap of a device page that reaches it (`kernel/mmap.rs`),
+//! so it knows those application mappings of a UAR page and of the clock page. It
+//! registers them here ([`TrapShared::register`]) with one userfaultfd per HCA; mappings
+//! a program made on its fd of the page file without the kernel half (under the preload,
+//! a hooked mmap or the system call) are found in `/proc/self/maps` and registered the
+//! same way ([`super::trap_scan`]):
 //! - UAR pages in write-protect mode (`UFFDIO_REGISTER_MODE_WP`). When the engine goes
 //!   idle it write-protects them (`Trap::arm`); the application's next store to any of
 //!   them (a send doorbell, a BlueFlame copy, a CQ arm at +0x20) faults, the kernel queues

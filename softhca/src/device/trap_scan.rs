@@ -17,22 +17,28 @@
 //!
 //! When: reading the maps costs tens of microseconds (more in a process with thousands of
 //! mappings) and takes the process's mmap lock, so the trap does not read them on every
-//! arm. It expects mappings instead ([`Sweep`]): each UAR page handed out (a new context's
-//! pages, a UAR object) is expected to be mapped, and each new context to map the clock
-//! page once (libmlx5 does both in `mlx5_set_context`, right after GET_CONTEXT). While an
-//! expectation is open the trap reads the maps at each arm that is due, the engine's armed
-//! sleep is capped at the next one (from [`SWEEP_MIN`], doubling up to [`SWEEP_MAX`]), and
-//! the clock page is not punched (the engine refreshes it at each wake-up instead). An
-//! expectation is met by a registration of either origin, so a program whose mmap comes
-//! through the preload never reads the maps once its mappings are in; one that maps
-//! nothing it was given (a context that never maps the clock) stops the sweeps after
-//! [`GIVE_UP`], and the trap then sleeps as before. A page that was registered and whose
-//! mapping went away (the protect fails with ENOENT) is expected again: the program may
-//! have mapped it elsewhere.
+//! arm. It reads them only while it expects a mapping it has not registered, and only
+//! when a program holds an fd of the file at all ([`crate::pages::DevicePages::handed_out`]:
+//! in-process users map through the kernel half, which registers every mapping). The
+//! kernel half announces what will be mapped ([`crate::device::Device::expect_mappings`]):
+//! a context's static UAR pages and one clock mapping per new context (libmlx5 maps both
+//! in `mlx5_set_context`, right after GET_CONTEXT), and each UAR object's page. A UAR
+//! range whose mapping went away (its protect fails with ENOENT) is expected again: the
+//! program may have mapped its page elsewhere. While anything is expected the trap reads
+//! the maps at each arm that is due ([`Sweep`]: at once, then after gaps from
+//! [`SWEEP_MIN`] doubling up to [`SWEEP_MAX`]), the engine's armed sleep ends at the next
+//! one, and the clock page stays in the file (the engine refreshes it at each wake-up
+//! instead of punching it, since a read of a punched page through an unregistered
+//! mapping would bring in a page of zeros). An expectation is met by a registration of
+//! either origin, so a program whose mmap comes through the preload's hook rarely reads
+//! the maps at all; one that never maps what it was given (a context that never maps the
+//! clock page) stops the sweeps after [`GIVE_UP`], and the trap sleeps as before.
 //!
-//! What this cannot see: a mapping made after the expectation for its page was met or
-//! given up (a second mapping of a page already mapped, or a page mapped more than a
-//! second after it was handed out). And between the read of the maps and the
+//! What this cannot see: a mapping made past the kernel half after the expectation for
+//! its page was met or given up (a second mapping of a page already mapped, a page mapped
+//! more than [`GIVE_UP`] after it was handed out), or of a page the kernel half did not
+//! announce (a UAR allocated by a DevX ALLOC_UAR command is mapped through a UAR object,
+//! which is announced). And between the read of the maps and the
 //! registration the application could unmap the range and map something else there;
 //! the registration then lands on that memory, whose stores would trap once per arm
 //! (slower, still correct: every trapped thread is woken).
