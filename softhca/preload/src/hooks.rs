@@ -338,6 +338,52 @@ pub unsafe extern "C" fn fopen64(path: *const c_char, mode: *const c_char) -> *m
     }
 }
 
+// Extended attributes: `ls -l` asks for ACLs and security labels of what it lists.
+
+#[no_mangle]
+pub unsafe extern "C" fn getxattr(path: *const c_char, name: *const c_char, value: *mut c_void, size: size_t) -> ssize_t {
+    // SAFETY: C caller's contract; forwarded.
+    unsafe {
+        match classify(path) {
+            PathKind::Sys => in_tree(path, |p| real::getxattr(p, name, value, size)),
+            _ => real::getxattr(path, name, value, size),
+        }
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn lgetxattr(path: *const c_char, name: *const c_char, value: *mut c_void, size: size_t) -> ssize_t {
+    // SAFETY: C caller's contract; forwarded.
+    unsafe {
+        match classify(path) {
+            PathKind::Sys => in_tree(path, |p| real::lgetxattr(p, name, value, size)),
+            _ => real::lgetxattr(path, name, value, size),
+        }
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn listxattr(path: *const c_char, list: *mut c_char, size: size_t) -> ssize_t {
+    // SAFETY: C caller's contract; forwarded.
+    unsafe {
+        match classify(path) {
+            PathKind::Sys => in_tree(path, |p| real::listxattr(p, list, size)),
+            _ => real::listxattr(path, list, size),
+        }
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn llistxattr(path: *const c_char, list: *mut c_char, size: size_t) -> ssize_t {
+    // SAFETY: C caller's contract; forwarded.
+    unsafe {
+        match classify(path) {
+            PathKind::Sys => in_tree(path, |p| real::llistxattr(p, list, size)),
+            _ => real::llistxattr(path, list, size),
+        }
+    }
+}
+
 type DirFilter = Option<unsafe extern "C" fn(*const libc::dirent) -> c_int>;
 type DirCompare = Option<unsafe extern "C" fn(*mut *const libc::dirent, *mut *const libc::dirent) -> c_int>;
 

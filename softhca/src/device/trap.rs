@@ -324,6 +324,7 @@ impl TrapShared {
             MapKind::Clock if i.clock_ok => (sys::REGISTER_MODE_MISSING, sys::IOCTL_WAKE),
             MapKind::Clock => {
                 i.clock_failed = true;
+                i.want_clock = i.want_clock.saturating_sub(1);
                 return true;
             }
         };

@@ -301,16 +301,16 @@ mod tests {
         // Expected again, never met: the gaps stop growing at SWEEP_MAX, and it gives up.
         let t1 = t0 + Duration::from_secs(5);
         assert_eq!(s.step(t1, true), Verdict::Scan);
-        let (mut t, mut reads) = (t1, 1);
-        loop {
-            t = s.due().expect("open");
+        let mut reads = 1;
+        let t = loop {
+            let t = s.due().expect("open");
             match s.step(t, true) {
                 Verdict::Scan => reads += 1,
-                Verdict::GaveUp => break,
+                Verdict::GaveUp => break t,
                 v => panic!("{v:?} at a due time"),
             }
             assert!(s.due().unwrap() - t <= SWEEP_MAX);
-        }
+        };
         assert!(t >= t1 + GIVE_UP && t < t1 + GIVE_UP + SWEEP_MAX, "gave up at {:?}", t - t1);
         assert!(reads <= 1 + GIVE_UP.as_micros() / SWEEP_MAX.as_micros() + 8, "{reads} reads");
         assert_eq!(s.due(), None);
