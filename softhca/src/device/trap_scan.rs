@@ -37,11 +37,14 @@
 //! What this cannot see: a mapping made past the kernel half after the expectation for
 //! its page was met or given up (a second mapping of a page already mapped, a page mapped
 //! more than [`GIVE_UP`] after it was handed out), or of a page the kernel half did not
-//! announce (a UAR allocated by a DevX ALLOC_UAR command is mapped through a UAR object,
-//! which is announced). And between the read of the maps and the
-//! registration the application could unmap the range and map something else there;
-//! the registration then lands on that memory, whose stores would trap once per arm
-//! (slower, still correct: every trapped thread is woken).
+//! announce (one a DevX ALLOC_UAR command allocated, which mlx5_ib would not let a program
+//! map at all). Static UARs (a context without dynamic UARs) and the legacy dynamic UAR
+//! (`MMAP_ALLOC_WC`) have mmap offsets that are not their pages' file offsets, so a
+//! mapping of them past the kernel half maps a hole, which nothing here can mend; their
+//! expectations are given up. And between the read of the maps and the registration the
+//! application could unmap the range and map something else there; the registration then
+//! lands on that memory, whose stores would trap once per arm (slower, still correct:
+//! every trapped thread is woken).
 
 use std::io;
 use std::time::{Duration, Instant};
