@@ -80,6 +80,7 @@ mod sys {
 
     pub const UFFDIO_API: u64 = ioc(RW, 0x3f, std::mem::size_of::<Api>());
     pub const UFFDIO_REGISTER: u64 = ioc(RW, 0x00, std::mem::size_of::<Register>());
+    pub const UFFDIO_UNREGISTER: u64 = ioc(READ, 0x01, std::mem::size_of::<Range>());
     pub const UFFDIO_WAKE: u64 = ioc(READ, 0x02, std::mem::size_of::<Range>());
     pub const UFFDIO_WRITEPROTECT: u64 = ioc(RW, 0x06, std::mem::size_of::<WriteProtect>());
     /// `/dev/userfaultfd`'s ioctl that makes a new userfaultfd (`_IO(0xaa, 0)`).
@@ -318,40 +319,77 @@ impl TrapShared {
     /// registers it. Returns whether the engine must be woken to protect it.
     pub fn register(&self, kind: MapKind, page: u32, start: u64, len: u64) -> bool {
         let mut i = self.lock();
-        let Some(fd) = i.fd.as_ref().map(|f| f.as_raw_fd()) else { return false };
+        if i.fd.is_none() {
+            return false;
+        }
+        if let Err(e) = Self::try_register(&mut i, kind, page, start, len) {
+            tracing::debug!(target: "softhca::engine", ?kind, start, len, "device page mapping not trappable ({e}): timed backoff for it");
+            Self::failed(&mut i, kind);
+        }
+        true
+    }
+
+    /// A mapping of `kind` could not be registered: the engine must not rely on the trap
+    /// for it.
+    fn failed(i: &mut Inner, kind: MapKind) {
+        match kind {
+            MapKind::Uar => i.uar_failed = true,
+            MapKind::Clock => i.clock_failed = true,
+        }
+    }
+
+    /// Registers `[start, start + len)` (device page `page` on) for `kind`'s mode and
+    /// queues it for the engine. A clock mapping meets one expected clock mapping (see
+    /// [`TrapShared::expect`]) whatever the outcome.
+    fn try_register(i: &mut Inner, kind: MapKind, page: u32, start: u64, len: u64) -> io::Result<()> {
+        let fd = i.fd.as_ref().map(|f| f.as_raw_fd()).ok_or(io::ErrorKind::NotConnected)?;
+        if kind == MapKind::Clock {
+            i.want_clock = i.want_clock.saturating_sub(1);
+        }
         let (mode, need) = match kind {
             MapKind::Uar => (sys::REGISTER_MODE_WP, sys::IOCTL_WRITEPROTECT),
             MapKind::Clock if i.clock_ok => (sys::REGISTER_MODE_MISSING, sys::IOCTL_WAKE),
-            MapKind::Clock => {
-                i.clock_failed = true;
-                i.want_clock = i.want_clock.saturating_sub(1);
-                return true;
-            }
+            MapKind::Clock => return Err(io::Error::new(io::ErrorKind::Unsupported, "no missing-page traps on shmem")),
         };
         let mut reg = sys::Register { range: sys::Range { start, len }, mode, ioctls: 0 };
         // The address is ours from now on, whoever had it before.
-        let r = trap_owners::claim(i.owner, start, len, || {
-            // SAFETY: UFFDIO_REGISTER with a live `uffdio_register`; the range is the
-            // mapping just made by mmap in this process.
+        let ((), id) = trap_owners::claim(i.owner, start, len, || {
+            // SAFETY: UFFDIO_REGISTER with a live `uffdio_register`; the range is a
+            // mapping of the device page file in this process (made by the kernel half's
+            // mmap just now, or read from /proc/self/maps, see `register_found`).
             unsafe { ioctl(fd, sys::UFFDIO_REGISTER, &mut reg) }
-        });
-        match r {
-            Ok(((), id)) if reg.ioctls & need == need => {
-                i.new.push(Range { start, len, kind, page, id });
-                if kind == MapKind::Clock {
-                    i.want_clock = i.want_clock.saturating_sub(1);
-                }
-            }
-            other => {
-                tracing::debug!(target: "softhca::engine", ?kind, start, len, result = ?other.err(),
-                                "device page mapping not trappable: timed backoff for it");
-                match kind {
-                    MapKind::Uar => i.uar_failed = true,
-                    MapKind::Clock => i.clock_failed = true,
-                }
-            }
+        })?;
+        if reg.ioctls & need != need {
+            return Err(io::Error::new(io::ErrorKind::Unsupported, "the range cannot be write-protected or woken"));
         }
-        true
+        i.new.push(Range { start, len, kind, page, id });
+        Ok(())
+    }
+
+    /// [`TrapShared::register`] for a mapping found in `/proc/self/maps`: the error is
+    /// returned instead of turning the trap off (the mapping may be gone already).
+    fn register_found(&self, kind: MapKind, page: u32, start: u64, len: u64) -> io::Result<()> {
+        let mut i = self.lock();
+        if i.fd.is_none() {
+            return Ok(());
+        }
+        Self::try_register(&mut i, kind, page, start, len)
+    }
+
+    /// Undoes a registration queued by [`TrapShared::register_found`] whose range turned
+    /// out to be something else by the time it was registered.
+    fn unregister_found(&self, start: u64, len: u64) {
+        let mut i = self.lock();
+        let Some(fd) = i.fd.as_ref().map(|f| f.as_raw_fd()) else { return };
+        let Some(pos) = i.new.iter().position(|r| r.start == start && r.len == len) else { return };
+        let r = i.new.swap_remove(pos);
+        let _ = trap_owners::if_owned(r.id, r.start, || {
+            let mut range = sys::Range { start, len };
+            // SAFETY: UFFDIO_UNREGISTER with a live `uffdio_range`: drops our
+            // registration of the range (whatever is mapped there now), touching no memory.
+            unsafe { ioctl(fd, sys::UFFDIO_UNREGISTER, &mut range) }
+        });
+        trap_owners::release(r.id, r.start);
     }
 }
 
@@ -482,7 +520,8 @@ impl Trap {
     /// Reads `/proc/self/maps` and registers every shared mapping of the device page
     /// file that no registered range covers.
     fn register_found(&mut self, file: FileId) {
-        let vmas = match trap_scan::scan(file, self.pages.own_range()) {
+        let own = self.pages.own_range();
+        let vmas = match trap_scan::scan(file, own) {
             Ok(v) => v,
             Err(e) => {
                 tracing::debug!(target: "softhca::engine", "reading /proc/self/maps: {e}");
@@ -493,15 +532,36 @@ impl Trap {
             let i = self.shared.trap.lock();
             self.ranges.iter().map(|(r, _)| (r.start, r.len)).chain(i.new.iter().map(|r| (r.start, r.len))).collect()
         };
+        let mut tried = Vec::new();
         for v in &vmas {
             for (kind, page, start, len) in trap_scan::pieces(v, self.pages.npages()) {
                 for (s, l) in trap_scan::uncovered(start, len, &known) {
                     let p = page + ((s - start) / PAGE_SIZE as u64) as u32;
                     tracing::debug!(target: "softhca::engine", ?kind, page = p, start = s, len = l,
                                     "doorbell trap: a mapping made past the kernel half, found in /proc/self/maps");
-                    self.shared.trap.register(kind, p, s, l);
+                    tried.push((kind, p, s, l, self.shared.trap.register_found(kind, p, s, l)));
+                }
+            }
+        }
+        if tried.is_empty() {
+            return;
+        }
+        // The program may have unmapped a range, and mapped something else there, between
+        // the read and the registration. A registration stays with the mapping it was
+        // made on, so reading the maps once more settles it.
+        let now = trap_scan::scan(file, own).unwrap_or_default();
+        for (kind, page, s, l, r) in tried {
+            let still = trap_scan::maps_page(&now, s, l, page);
+            match (r, still) {
+                (Ok(()), true) => {
                     self.shared.counters.trap_found.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 }
+                (Ok(()), false) => self.shared.trap.unregister_found(s, l),
+                (Err(e), true) => {
+                    tracing::debug!(target: "softhca::engine", ?kind, start = s, len = l, "device page mapping not trappable ({e}): timed backoff for it");
+                    TrapShared::failed(&mut self.shared.trap.lock(), kind);
+                }
+                (Err(_), false) => {}
             }
         }
     }
@@ -708,6 +768,7 @@ mod tests {
         // linux/userfaultfd.h as a C compiler computes them.
         assert_eq!(sys::UFFDIO_API, 0xc018_aa3f);
         assert_eq!(sys::UFFDIO_REGISTER, 0xc020_aa00);
+        assert_eq!(sys::UFFDIO_UNREGISTER, 0x8010_aa01);
         assert_eq!(sys::UFFDIO_WAKE, 0x8010_aa02);
         assert_eq!(sys::UFFDIO_WRITEPROTECT, 0xc018_aa06);
     }

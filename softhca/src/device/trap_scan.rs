@@ -146,6 +146,13 @@ pub fn pieces(v: &Vma, npages: u32) -> Vec<(MapKind, u32, u64, u64)> {
     out
 }
 
+/// Whether one of `vmas` maps `[start, start + len)` from device page `page` on.
+pub fn maps_page(vmas: &[Vma], start: u64, len: u64, page: u32) -> bool {
+    vmas.iter().any(|v| {
+        v.start <= start && start + len <= v.end && v.pgoff + (start - v.start) / PAGE_SIZE as u64 == page as u64
+    })
+}
+
 /// The parts of `[start, start + len)` that no range in `known` (`(start, len)` pairs)
 /// covers.
 pub fn uncovered(start: u64, len: u64, known: &[(u64, u64)]) -> Vec<(u64, u64)> {
@@ -276,6 +283,17 @@ mod tests {
         assert_eq!(pieces(&v, FIRST_UAR_PAGE + 2), vec![(MapKind::Clock, CLOCK_PAGE, 0x20000 + p, p)]);
         let v = Vma { start: 0x30000, end: 0x30000 + p, pgoff: 0x700 };
         assert_eq!(pieces(&v, FIRST_UAR_PAGE + 2), vec![]);
+    }
+
+    #[test]
+    fn a_range_is_still_the_page_it_was() {
+        let p = PAGE_SIZE as u64;
+        let v = [Vma { start: 0x10000, end: 0x10000 + 2 * p, pgoff: 0x900 }];
+        assert!(maps_page(&v, 0x10000, p, 0x900));
+        assert!(maps_page(&v, 0x10000 + p, p, 0x901));
+        assert!(!maps_page(&v, 0x10000 + p, p, 0x900), "another page there now");
+        assert!(!maps_page(&v, 0x10000 + p, 2 * p, 0x901), "partly unmapped");
+        assert!(!maps_page(&[], 0x10000, p, 0x900));
     }
 
     #[test]
