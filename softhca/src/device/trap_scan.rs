@@ -41,10 +41,15 @@
 //! map at all). Static UARs (a context without dynamic UARs) and the legacy dynamic UAR
 //! (`MMAP_ALLOC_WC`) have mmap offsets that are not their pages' file offsets, so a
 //! mapping of them past the kernel half maps a hole, which nothing here can mend; their
-//! expectations are given up. And between the read of the maps and the registration the
-//! application could unmap the range and map something else there; the registration then
-//! lands on that memory, whose stores would trap once per arm (slower, still correct:
-//! every trapped thread is woken).
+//! expectations are given up.
+//!
+//! Races: between the read of the maps and the registration the program could unmap a
+//! range and map something else there. A registration stays with the mapping it was made
+//! on, so when anything was registered the trap reads the maps once more
+//! ([`maps_page`]): a registration whose range no longer maps its page is undone, and a
+//! failed one only turns the trap off if the mapping is still there. What is left is a
+//! range unmapped and mapped again after that second read, which any registration has
+//! (the next protect fails with ENOENT and the page is expected again).
 
 use std::io;
 use std::time::{Duration, Instant};
