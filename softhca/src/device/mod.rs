@@ -22,6 +22,8 @@
 //!   host staging buffers through which the data path batches accesses to peer memory
 //!   (GPU memory, [`crate::peer`]);
 //! - [`cqe`]: the CQE writer; [`events`]: CQ arming, completion and async events;
+//! - [`link`]: the same-host path (another instance of this host: shared-memory inbox,
+//!   one `process_vm_readv` per batch of payload instead of the UDP stack);
 //! - [`tx`]/[`rx`]: `sendmmsg`/`recvmmsg` batching; [`fault`]: fault injection
 //!   (`DOORBELL_FAULT`); [`trace`]: pcap capture (`DOORBELL_PCAP`) and the tracing targets
 //!   (`RUST_LOG=provider=trace,softhca=trace` follows one RDMA WRITE through every layer);
@@ -54,6 +56,7 @@ pub mod datapath;
 pub mod engine;
 pub mod events;
 pub mod fault;
+pub mod link;
 mod mem;
 pub mod mkey;
 pub mod polled;
