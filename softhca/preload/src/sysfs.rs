@@ -26,7 +26,7 @@
 //! `device` link back to it. The function ([`PCI_BUS`]/[`PCI_FUNCTION`], a PCI domain no
 //! host has) carries what tools read of a ConnectX (UCX's topology code, `lspci`-like
 //! scripts): `vendor`, `device`, `subsystem_*`, `class`, `revision`, `modalias`,
-//! `numa_node`, `local_cpulist`, the PCIe link's speed and width, a `driver` link named
+//! `numa_node`, `local_cpulist` and `local_cpus`, the PCIe link's speed and width, a `driver` link named
 //! `mlx5_core`, and `net/<netdev>`, a link to the instance's network interface in
 //! the real `/sys/class/net`. Programs that read `/sys/class/infiniband...` (or the
 //! function's `/sys/devices/...` path) directly, not through `SYSFS_PATH`, are led here by
@@ -107,6 +107,44 @@ fn online_cpus() -> String {
         .filter(|s| !s.is_empty()).unwrap_or_else(|| "0".to_string())
 }
 
+/// The CPUs of a cpulist (`0-3,8`); None if it does not parse.
+fn cpus_of(list: &str) -> Option<Vec<u32>> {
+    let mut v = Vec::new();
+    for r in list.trim().split(',') {
+        let (a, b) = r.split_once('-').unwrap_or((r, r));
+        let (a, b): (u32, u32) = (a.parse().ok()?, b.parse().ok()?);
+        v.extend(a..=b.min(a + 65535));
+    }
+    Some(v)
+}
+
+/// `cpus` as the kernel prints a cpumask (`%*pb`, `local_cpus`): hexadecimal, in 32-bit
+/// words separated by commas, most significant first, over `nbits` bits (`nr_cpu_ids`);
+/// the first word has only the digits its bits need.
+fn cpumask(cpus: &[u32], nbits: u32) -> String {
+    let nbits = nbits.max(1);
+    let nwords = nbits.div_ceil(32) as usize;
+    let mut words = vec![0u32; nwords];
+    for &c in cpus.iter().filter(|&&c| c < nbits) {
+        words[(c / 32) as usize] |= 1 << (c % 32);
+    }
+    let top_bits = nbits - (nwords as u32 - 1) * 32;
+    let top_digits = top_bits.div_ceil(4) as usize;
+    let mut out = format!("{:0top_digits$x}", words[nwords - 1]);
+    for w in words.iter().rev().skip(1) {
+        out.push_str(&format!(",{w:08x}"));
+    }
+    out
+}
+
+/// `local_cpus` for the online CPUs, over the possible ones.
+fn online_mask() -> String {
+    let online = cpus_of(&online_cpus()).unwrap_or_else(|| vec![0]);
+    let possible = fs::read_to_string("/sys/devices/system/cpu/possible").ok().and_then(|s| cpus_of(&s));
+    let nbits = possible.as_ref().and_then(|p| p.iter().max()).or(online.iter().max()).map_or(1, |m| m + 1);
+    cpumask(&online, nbits)
+}
+
 /// The host name, for `node_desc` ("<host> <device>", as mlx5_ib sets it).
 fn hostname() -> String {
     let mut buf = [0u8; 256];
@@ -174,6 +212,7 @@ pub fn write_tree(root: &Path, cfg: &Config) -> io::Result<()> {
     put(&pci, "class", "0x020000")?;
     put(&pci, "numa_node", "-1")?;
     put(&pci, "local_cpulist", &online_cpus())?;
+    put(&pci, "local_cpus", &online_mask())?;
     put(&pci, "revision", "0x00")?;
     // A ConnectX-5's link: PCIe Gen3 x16 (the kernel's `pci_speed_string` text). UCX
     // estimates the PCIe bandwidth from these.

@@ -38,6 +38,29 @@ fn is_cpulist(s: &str) -> bool {
     })
 }
 
+/// A cpumask of every online CPU as this machine's kernel prints it: the `local_cpus` of
+/// a real PCI function whose `numa_node` is -1 (`cpumask_of_pcibus` is then the online
+/// CPUs), or else the `cpumap` of the only NUMA node.
+fn kernel_mask() -> Option<(String, String)> {
+    let read = |p: &Path| std::fs::read_to_string(p).ok().map(|s| s.trim().to_string());
+    let online = read(Path::new("/sys/devices/system/cpu/online"))?;
+    for e in std::fs::read_dir("/sys/bus/pci/devices").ok()?.flatten() {
+        if read(&e.path().join("numa_node")).as_deref() == Some("-1") && read(&e.path().join("local_cpulist")).as_deref() == Some(online.as_str()) {
+            if let Some(m) = read(&e.path().join("local_cpus")) {
+                return Some((e.path().display().to_string(), m));
+            }
+        }
+    }
+    let nodes: Vec<_> = std::fs::read_dir("/sys/devices/system/node").ok()?.flatten()
+        .filter(|e| e.file_name().to_string_lossy().strip_prefix("node").is_some_and(|n| n.parse::<u32>().is_ok())).collect();
+    match nodes.as_slice() {
+        [n] if read(&n.path().join("cpulist")).as_deref() == Some(online.as_str()) => {
+            Some((n.path().display().to_string(), read(&n.path().join("cpumap"))?))
+        }
+        _ => None,
+    }
+}
+
 #[test]
 fn programs_reading_sys_directly_see_a_connectx() {
     let Some(exe) = build() else { return };
@@ -108,6 +131,13 @@ fn programs_reading_sys_directly_see_a_connectx() {
     assert!(is_cpulist(&cpus), "local_cpulist {cpus:?}");
     if let Ok(online) = std::fs::read_to_string("/sys/devices/system/cpu/online") {
         assert_eq!(cpus, online.trim(), "a function without a NUMA node is local to every online CPU");
+    }
+    // local_cpus is the same set as a cpumask ("%*pb"): compared with what this kernel
+    // prints for a real PCI function without a NUMA node, or for the only NUMA node.
+    let mask = one(&format!("FILE {dev}/device/local_cpus"));
+    match kernel_mask() {
+        Some((from, m)) => assert_eq!(mask, m, "local_cpus as {from} prints it"),
+        None => testkit::skip(testkit::Need::Kernel, "no real PCI function without a NUMA node and no single NUMA node to compare local_cpus with"),
     }
 
     // device/net names a real interface (the one the instance's address is on).

@@ -156,6 +156,7 @@ int main(void)
 	file(DEV "/device/class");
 	file(DEV "/device/numa_node");
 	file(DEV "/device/local_cpulist");
+	file(DEV "/device/local_cpus");
 	file(DEV "/ports/1/state");
 	file(DEV "/ports/1/link_layer");
 
