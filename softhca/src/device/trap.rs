@@ -491,6 +491,7 @@ impl Trap {
         if self.file.is_none() || !self.pages.handed_out() {
             // Every mapping goes through the kernel half (no program holds the file).
             self.shared.trap.lock().want_clock = 0;
+            self.expected.clear();
             return false;
         }
         self.expected.extend(announced);
