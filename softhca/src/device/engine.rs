@@ -456,13 +456,19 @@ impl Engine {
     /// slept through; a store between the arm and the re-check is seen twice (harmless).
     fn sleep_on_trap(&mut self, now: Instant, deadline: Option<Instant>) {
         let Some(t) = self.trap.as_mut() else { return };
-        if !t.armed() || t.has_new() {
+        if !t.armed() || t.has_new(now) {
             t.arm();
             return;
         }
         let mut timeout = deadline.map(|d| d.saturating_duration_since(now));
         if t.clock_needs_tick() {
             timeout = Some(timeout.map_or(SLEEP_DEEP, |x| x.min(SLEEP_DEEP)));
+        }
+        if let Some(due) = t.sweep_due() {
+            // Mappings are expected that may bypass the kernel half (see
+            // `super::trap_scan`): look again then.
+            let d = due.saturating_duration_since(now);
+            timeout = Some(timeout.map_or(d, |x| x.min(d)));
         }
         let fd = t.fd();
         tracing::trace!(target: "softhca::engine", ?timeout, "sleep (armed)");

@@ -70,6 +70,7 @@ pub mod timers;
 pub mod trace;
 pub mod trap;
 pub mod trap_owners;
+pub mod trap_scan;
 pub mod tx;
 mod uc;
 pub mod ud;
@@ -234,6 +235,16 @@ impl Device {
     /// doorbell trap, and wakes the engine so it protects it before sleeping again.
     pub fn user_mapped(&self, kind: MapKind, page: u32, addr: u64, len: usize) {
         if self.shared.trap.register(kind, page, addr, len as u64) {
+            self.shared.wake();
+        }
+    }
+
+    /// The kernel half handed out device pages a program will map: UAR pages `uars`, and
+    /// (`clock`) a new context that maps the clock page. The doorbell trap then looks for
+    /// their mappings even if they never reach [`Device::user_mapped`] (see
+    /// [`trap_scan`]).
+    pub fn expect_mappings(&self, uars: &[u32], clock: bool) {
+        if self.shared.trap.expect(uars, clock) {
             self.shared.wake();
         }
     }
