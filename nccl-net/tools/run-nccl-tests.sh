@@ -10,7 +10,9 @@
 # Usage: run-nccl-tests.sh BUILD_DIR PLUGIN.so [TRANSPORT...]
 #   BUILD_DIR  nccl-tests' build/ (all_reduce_perf built with MPI=1)
 #   TRANSPORT  socket, doorbell, doorbell-gdr, doorbell-thread (softhca's own engine
-#              thread, DOORBELL_POLLED=0); default: socket doorbell socket doorbell
+#              thread, DOORBELL_POLLED=0), doorbell-udp and doorbell-gdr-udp (softhca's
+#              RoCEv2-over-UDP path, DOORBELL_WIRE=udp, instead of its same-host path);
+#              default: socket doorbell socket doorbell
 # Environment: ARGS (all_reduce_perf's, default -b 8 -e 256M -f 2 -g 1 -n 20 -w 5),
 #   OUT (logs: OUT/nccl-tests/NN-TRANSPORT.txt, the table; NN-TRANSPORT-nccl/ the
 #   NCCL_DEBUG=INFO lines of each rank, NCCL_DEBUG_FILE).
@@ -33,10 +35,13 @@ for t in "$@"; do
          NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,ENV NCCL_DEBUG_FILE="$dbg/%h.%p.log")
     case $t in
         socket) env+=(NCCL_NET_PLUGIN=none NCCL_NET=Socket) ;;
-        doorbell|doorbell-gdr|doorbell-thread)
+        doorbell|doorbell-gdr|doorbell-thread|doorbell-udp|doorbell-gdr-udp)
             env+=(NCCL_NET_PLUGIN="$plugin" NCCL_NET=doorbell DOORBELL_NCCL_DEVICES=softhca0)
-            [ "$t" = doorbell-gdr ] && env+=(NCCL_NET_GDR_LEVEL=SYS NCCL_DMABUF_ENABLE=1 DOORBELL_NCCL_GDR=1)
+            case $t in doorbell-gdr*) env+=(NCCL_NET_GDR_LEVEL=SYS NCCL_DMABUF_ENABLE=1 DOORBELL_NCCL_GDR=1) ;; esac
             [ "$t" = doorbell-thread ] && env+=(DOORBELL_POLLED=0)
+            # softhca's RoCEv2-over-UDP path instead of its same-host path (the default
+            # between the two ranks: one host, one network namespace).
+            case $t in *-udp) env+=(DOORBELL_WIRE=udp) ;; esac
             ;;
         *) echo "unknown transport $t"; exit 2 ;;
     esac

@@ -35,7 +35,6 @@
 pub mod copy;
 pub mod inbox;
 
-use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::net::SocketAddr;
@@ -284,6 +283,52 @@ pub enum Pushed {
     NoPath,
 }
 
+/// A map keyed by peer address, as a vector: an instance talks to a handful of peers, and
+/// the transmit path looks one up per packet (a linear scan of a few entries costs less
+/// than hashing the address).
+#[derive(Debug)]
+struct ByPeer<V>(Vec<(SocketAddr, V)>);
+
+impl<V> Default for ByPeer<V> {
+    fn default() -> Self {
+        ByPeer(Vec::new())
+    }
+}
+
+impl<V> ByPeer<V> {
+    fn get(&self, k: SocketAddr) -> Option<&V> {
+        self.0.iter().find(|(a, _)| *a == k).map(|(_, v)| v)
+    }
+
+    fn get_mut(&mut self, k: SocketAddr) -> Option<&mut V> {
+        self.0.iter_mut().find(|(a, _)| *a == k).map(|(_, v)| v)
+    }
+
+    fn insert(&mut self, k: SocketAddr, v: V) {
+        match self.get_mut(k) {
+            Some(old) => *old = v,
+            None => self.0.push((k, v)),
+        }
+    }
+
+    fn remove(&mut self, k: SocketAddr) -> Option<V> {
+        let i = self.0.iter().position(|(a, _)| *a == k)?;
+        Some(self.0.swap_remove(i).1)
+    }
+
+    fn iter_mut(&mut self) -> impl Iterator<Item = (&SocketAddr, &mut V)> {
+        self.0.iter_mut().map(|(a, v)| (&*a, v))
+    }
+
+    fn keys(&self) -> impl Iterator<Item = &SocketAddr> {
+        self.0.iter().map(|(a, _)| a)
+    }
+
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+}
+
 /// The transmit side's view of same-host peers.
 pub struct Peers {
     wire: Wire,
@@ -291,9 +336,9 @@ pub struct Peers {
     local: SocketAddr,
     /// `pid << 32 | serial`: this instance as a lane owner.
     me: u64,
-    peers: HashMap<SocketAddr, Option<Peer>>,
+    peers: ByPeer< Option<Peer>>,
     /// When a peer without an inbox was last looked up.
-    misses: HashMap<SocketAddr, Instant>,
+    misses: ByPeer< Instant>,
     pid: u32,
 }
 
@@ -309,7 +354,7 @@ impl Peers {
     pub fn new(wire: Wire, local: SocketAddr) -> Peers {
         let pid = std::process::id();
         let me = (pid as u64) << 32 | SERIAL.fetch_add(1, Ordering::Relaxed) as u64;
-        Peers { wire, netns: netns(), local, me, peers: HashMap::new(), misses: HashMap::new(), pid }
+        Peers { wire, netns: netns(), local, me, peers: ByPeer::default(), misses: ByPeer::default(), pid }
     }
 
     pub fn wire(&self) -> Wire {
@@ -319,7 +364,7 @@ impl Peers {
     /// Whether `dst` was found to have a same-host path (no lookup: the transmit path asks
     /// per packet, before the flush that routes it).
     pub fn known(&self, dst: SocketAddr) -> bool {
-        matches!(self.peers.get(&dst), Some(Some(_)))
+        matches!(self.peers.get(dst), Some(Some(_)))
     }
 
     /// Whether packets to `dst` take the same-host path, and if so whether large
@@ -328,16 +373,16 @@ impl Peers {
         if self.wire == Wire::Udp {
             return None;
         }
-        let stale = match self.peers.get(&dst) {
+        let stale = match self.peers.get(dst) {
             // An owner that closed its inbox cleared its pid: no need to wait.
             Some(Some(p)) => now.duration_since(p.checked) >= RECHECK || p.map.header().owner_pid.load(Ordering::Relaxed) == 0,
-            Some(None) => self.misses.get(&dst).is_none_or(|t| now.duration_since(*t) >= RECHECK),
+            Some(None) => self.misses.get(dst).is_none_or(|t| now.duration_since(*t) >= RECHECK),
             None => true,
         };
         if stale {
             self.refresh(dst, now);
         }
-        self.peers.get(&dst).and_then(|p| p.as_ref()).map(|p| p.refs)
+        self.peers.get(dst).and_then(|p| p.as_ref()).map(|p| p.refs)
     }
 
     /// Looks `dst`'s inbox up again: a new one (the peer restarted), a dead owner (gone),
@@ -345,7 +390,7 @@ impl Peers {
     fn refresh(&mut self, dst: SocketAddr, now: Instant) {
         let path = inbox_path(self.netns, dst);
         let meta = std::fs::metadata(&path).ok();
-        if let Some(Some(p)) = self.peers.get_mut(&dst) {
+        if let Some(Some(p)) = self.peers.get_mut(dst) {
             let same = meta.as_ref().is_some_and(|m| m.ino() == p.ino);
             if same && alive(p.map.header().owner_pid.load(Ordering::Relaxed)) {
                 p.checked = now;
@@ -388,7 +433,7 @@ impl Peers {
 
     /// Gives up our lane in `dst`'s inbox.
     fn forget(&mut self, dst: SocketAddr) {
-        if let Some(Some(p)) = self.peers.remove(&dst) {
+        if let Some(Some(p)) = self.peers.remove(dst) {
             if let Some(l) = p.lane {
                 let _ = p.map.lane(l.lane).owner.compare_exchange(self.me, 0, Ordering::AcqRel, Ordering::Relaxed);
             }
@@ -400,7 +445,7 @@ impl Peers {
     pub fn push(&mut self, dst: SocketAddr, parts: &[&[u8]], remote: Option<RemoteRef>) -> Pushed {
         let me = self.me;
         let local = self.local;
-        let Some(Some(p)) = self.peers.get_mut(&dst) else { return Pushed::NoPath };
+        let Some(Some(p)) = self.peers.get_mut(dst) else { return Pushed::NoPath };
         if p.lane.is_none() {
             p.lane = claim(&p.map, me, local);
             if p.lane.is_none() {
