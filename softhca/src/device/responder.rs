@@ -30,7 +30,6 @@
 //! few packets per engine step).
 
 use std::collections::VecDeque;
-use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
@@ -41,7 +40,7 @@ use crate::objects::{Loc, QpState};
 use crate::wire::{AethRepr, AtomicAckEthRepr, BthRepr, CreditCode, NakCode, Opcode, RnrTimer, RocePacket, Syndrome};
 
 use super::counters::step_add;
-use super::cqe::{opcode as cqe_op, syndrome, Cqe};
+use super::cqe::{opcode as cqe_op, recv_flags_rqpn, syndrome, Cqe};
 use super::mkey;
 use super::psn;
 use super::qp::{Env, QpCtx};
@@ -310,13 +309,12 @@ impl QpCtx {
     }
 
     fn recv_cqe(&mut self, env: &mut Env<'_>, opcode: u8, byte_cnt: u64, imm: Option<u32>, solicited: bool) {
-        let l3_ipv4 = matches!(self.peer, Some(SocketAddr::V4(_))) as u32;
         let cqe = Cqe {
             opcode,
             wqe_counter: self.rq_ci,
             byte_cnt: byte_cnt.min(u32::MAX as u64) as u32,
             imm: imm.unwrap_or(0),
-            flags_rqpn: (l3_ipv4 * 2) << 28 | (self.attrs.dest_qpn & psn::MASK),
+            flags_rqpn: recv_flags_rqpn(false, self.peer.map(|p| p.ip()), self.attrs.dest_qpn),
             solicited,
             ..Default::default()
         };

@@ -7,7 +7,8 @@
 //! Responder: a packet whose Q_Key differs from the QP's, or that finds no receive WQE, is
 //! silently dropped (counted). The receive buffer gets the 40-byte GRH area first — for
 //! RoCEv2 over IPv4 the IPv4 header sits in its last 20 bytes — then the payload; the CQE
-//! reports 40 + length bytes, the source QPN, and an IPv4 L3 header type.
+//! reports 40 + length bytes, the source QPN, the GRH as in the buffer and the RoCE v2
+//! packet type of the IP version (see `cqe::recv_flags_rqpn`).
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::Ordering::Relaxed;
@@ -16,7 +17,7 @@ use crate::config::ROCE_V2_PORT;
 use crate::wire::{BthRepr, DethRepr, ImmDtRepr, Opcode, RocePacket};
 
 use super::counters::step_add;
-use super::cqe::{opcode as cqe_op, syndrome, Cqe};
+use super::cqe::{opcode as cqe_op, recv_flags_rqpn, syndrome, Cqe};
 use super::mkey;
 use super::psn;
 use super::qp::{destination, staging, Env, QpCtx};
@@ -145,13 +146,12 @@ impl QpCtx {
         step_add(&env.counters.dma_write_bytes, total);
         tracing::trace!(target: "softhca::responder", qpn = self.qp.qpn, src_qpn = deth.src_qpn, len = pkt.payload.len(), "UD receive");
         let imm = pkt.immdt.map(|i| i.imm);
-        let l3 = if src.is_ipv4() { 2u32 } else { 1 };
         let cqe = Cqe {
             opcode: if imm.is_some() { cqe_op::RESP_SEND_IMM } else { cqe_op::RESP_SEND },
             wqe_counter: self.rq_ci,
             byte_cnt: total as u32,
             imm: imm.unwrap_or(0),
-            flags_rqpn: l3 << 28 | (deth.src_qpn & psn::MASK),
+            flags_rqpn: recv_flags_rqpn(true, Some(src.ip()), deth.src_qpn),
             solicited: pkt.bth.solicited,
             ..Default::default()
         };
