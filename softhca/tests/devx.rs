@@ -632,7 +632,7 @@ fn verbs_modify_is_the_firmware_transition() {
     m.rq_psn = 0xab_cdef;
     m.max_dest_rd_atomic = 3;
     m.min_rnr_timer = 12;
-    m.dest = QpDest { dgid, sgid_index: 3, hop_limit: 64, traffic_class: 8, is_global: 1, port_num: 1, ..Default::default() };
+    m.dest = QpDest { dgid, sgid_index: softhca::config::IP_GID_INDEX, hop_limit: 64, traffic_class: 8, is_global: 1, port_num: 1, ..Default::default() };
     qp::modify_qp(&dev, &m).unwrap();
     let mut m = base(qp_attr::TIMEOUT | qp_attr::RETRY_CNT | qp_attr::RNR_RETRY | qp_attr::SQ_PSN | qp_attr::MAX_QP_RD_ATOMIC,
                      qp_state::RTS);

@@ -158,7 +158,7 @@ fn pingpong(mode: Mode) {
     let Some(p) = tool("ibv_rc_pingpong") else { return };
     let port = common::free_port();
     let ps = port.to_string();
-    let args = ["-d", "softhca0", "-g", "3", "-n", "10", "-c", "-p", ps.as_str()];
+    let args = ["-d", "softhca0", "-g", "1", "-n", "10", "-c", "-p", ps.as_str()];
     // stdbuf: pingpong's printf output is block-buffered into a pipe and would be lost
     // if the process had to be killed.
     let cmd = |extra: Option<&str>| {
