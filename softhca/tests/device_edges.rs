@@ -220,7 +220,7 @@ mod ud {
     }
 
     fn av(gid: [u8; 16]) -> DatagramSeg {
-        DatagramSeg::from_raw(0, 0, 1, 0, 0, 0xc000, [0; 6], 0, 64, (1 << 30) | (3 << 20), gid)
+        DatagramSeg::from_raw(0, 0, 1, 0, 0, 0xc000, [0; 6], 0, 64, (1 << 30) | (1 << 20), gid)
     }
 
     #[test]

@@ -654,7 +654,7 @@ fn verbs_modify_is_the_firmware_transition() {
     assert_eq!((qpc.get(Qpc::retry_count), qpc.get(Qpc::rnr_retry)), (7, 9 & 7));
     assert_eq!((qpc.get(Qpc::rre), qpc.get(Qpc::rwe), qpc.get(Qpc::rae)), (true, true, true));
     let path = qpc.sub(Qpc::primary_address_path);
-    assert_eq!((path.get(Ads::ack_timeout), path.get(Ads::vhca_port_num), path.get(Ads::src_addr_index)), (14, 1, 3));
+    assert_eq!((path.get(Ads::ack_timeout), path.get(Ads::vhca_port_num), path.get(Ads::src_addr_index)), (14, 1, softhca::config::IP_GID_INDEX));
     assert_eq!((path.get(Ads::hop_limit), path.get(Ads::tclass)), (64, 8));
     assert_eq!(&path.bytes(Ads::rgid_rip)[..16], &dgid[..]);
     // DevX moves the verbs QP to ERR; the verbs see it.

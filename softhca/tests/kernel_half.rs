@@ -220,8 +220,8 @@ fn device_and_port_queries() {
     }
     assert_eq!(t[IP_GID_INDEX as usize].raw(), h.config().ip_gid());
     assert!(t.iter().all(|e| e.gid_type == GID_TYPE_ROCE_V2), "{t:?}");
-    assert_eq!(port::query_gid_table(&dev, 3).unwrap_err(), Errno::EINVAL, "the table does not fit");
-    assert_eq!(port::query_gid_entry(&dev, 1, 4).unwrap_err(), Errno::ENODATA);
+    assert_eq!(port::query_gid_table(&dev, 1).unwrap_err(), Errno::EINVAL, "the table does not fit");
+    assert_eq!(port::query_gid_entry(&dev, 1, 2).unwrap_err(), Errno::ENODATA);
     assert_eq!(port::query_gid_entry(&dev, 1, 256).unwrap_err(), Errno::EINVAL);
     assert_eq!(port::query_gid_entry(&dev, 2, 0).unwrap_err(), Errno::EINVAL);
 }

@@ -86,11 +86,12 @@ fn check_devinfo(mode: Mode) {
     assert!(out.status.success(), "{mode:?}: ibv_devinfo -v failed ({:?}): {se}\n{so}", out.status);
     for needle in ["max_qp:\t\t\t\t262144", "atomic_cap:\t\t\tATOMIC_HCA (1)", "num_comp_vectors:",
                    "gid_tbl_len:\t\t256", "pkey_tbl_len:\t\t1", "port_cap_flags:\t\t0x04010000",
-                   "GID[  0]:\t\tfe80:0000:0000:0000:0202:c9ff:fe00:", "GID[  1]:\t\tfe80::202:c9ff:fe00:",
-                   ", RoCE v1", "GID[  3]:\t\t::ffff:127.0.0.", ", RoCE v2"] {
+                   "GID[  0]:\t\tfe80::202:c9ff:fe00:", "GID[  1]:\t\t::ffff:127.0.0.", ", RoCE v2"] {
         assert_contains(&so, needle, &format!("{mode:?} ibv_devinfo -v"));
     }
-    assert_eq!(so.matches("GID[").count(), 4, "{mode:?}: four filled GID rows:\n{so}");
+    // RoCE v2 rows only, as rxe's table (softhca sends nothing else).
+    assert!(!so.contains("RoCE v1"), "{mode:?}: a RoCE v1 row:\n{so}");
+    assert_eq!(so.matches("GID[").count(), 2, "{mode:?}: two filled GID rows:\n{so}");
 }
 
 #[test]
