@@ -367,7 +367,13 @@ pub fn ib_mtu_for_netdev(netdev_mtu: u32, ipv4: bool) -> u8 {
 /// wire module rebuilds the IPv4 header for the ICRC and needs DF set and a zero
 /// identification (see `crate::wire::icrc`).
 pub fn bind_roce_socket(addr: IpAddr) -> io::Result<UdpSocket> {
-    let sock = UdpSocket::bind(SocketAddr::new(addr, ROCE_V2_PORT))?;
+    bind_roce_socket_at(addr, ROCE_V2_PORT)
+}
+
+/// [`bind_roce_socket`] at `port`: a socket that sends RoCEv2 packets from that source
+/// port (see `crate::device::sport`).
+pub fn bind_roce_socket_at(addr: IpAddr, port: u16) -> io::Result<UdpSocket> {
+    let sock = UdpSocket::bind(SocketAddr::new(addr, port))?;
     let (level, name, value) = match addr {
         IpAddr::V4(_) => (libc::IPPROTO_IP, libc::IP_MTU_DISCOVER, libc::IP_PMTUDISC_DO),
         IpAddr::V6(_) => (libc::IPPROTO_IPV6, libc::IPV6_MTU_DISCOVER, libc::IPV6_PMTUDISC_DO),

@@ -889,6 +889,7 @@ fn emit_request(w: &SqWqe, k: u32, p: u32, window_full: bool, q: &QpCtx, peer: S
                 out_stage: &mut OutStage) -> Result<u32, Emit> {
     let mtu = q.mtu as u64;
     let dqpn = q.attrs.dest_qpn;
+    let sport = q.sport();
     match w.op {
         Op::Send { imm } | Op::Write { imm, .. } => {
             let write = matches!(w.op, Op::Write { .. });
@@ -944,8 +945,8 @@ fn emit_request(w: &SqWqe, k: u32, p: u32, window_full: bool, q: &QpCtx, peer: S
                 // the step's flush has sent the packet; or the range is in the QP's
                 // staging buffer, which is neither refilled in this step (`OutStage`) nor
                 // dropped before its flush (the QP context goes only under the lock).
-                Some(addr) => unsafe { env.tx.send_mem(&pkt, MemRef { addr, len }, peer, env.counters) },
-                None => env.tx.send(&pkt, peer, env.counters),
+                Some(addr) => unsafe { env.tx.send_mem(&pkt, MemRef { addr, len }, peer, sport, env.counters) },
+                None => env.tx.send(&pkt, peer, sport, env.counters),
             }
             Ok(1)
         }
@@ -954,19 +955,19 @@ fn emit_request(w: &SqWqe, k: u32, p: u32, window_full: bool, q: &QpCtx, peer: S
             let bth = BthRepr::new(Opcode::RcRdmaReadRequest, dqpn, p);
             let mut pkt = RocePacket::new(bth, &[]);
             pkt.reth = Some(RethRepr { va: raddr.wrapping_add(off), rkey, dma_len: w.len.saturating_sub(off) as u32 });
-            env.tx.send(&pkt, peer, env.counters);
+            env.tx.send(&pkt, peer, sport, env.counters);
             Ok(w.npsn - k)
         }
         Op::CmpSwap { raddr, rkey, swap, compare } => {
             let mut pkt = RocePacket::new(BthRepr::new(Opcode::RcCompareSwap, dqpn, p), &[]);
             pkt.atomic_eth = Some(AtomicEthRepr { va: raddr, rkey, swap_add: swap, compare });
-            env.tx.send(&pkt, peer, env.counters);
+            env.tx.send(&pkt, peer, sport, env.counters);
             Ok(1)
         }
         Op::FetchAdd { raddr, rkey, add } => {
             let mut pkt = RocePacket::new(BthRepr::new(Opcode::RcFetchAdd, dqpn, p), &[]);
             pkt.atomic_eth = Some(AtomicEthRepr { va: raddr, rkey, swap_add: add, compare: 0 });
-            env.tx.send(&pkt, peer, env.counters);
+            env.tx.send(&pkt, peer, sport, env.counters);
             Ok(1)
         }
         Op::Nop => Ok(0),

@@ -546,6 +546,7 @@ impl QpCtx {
             self.resp.out.clear();
             return;
         };
+        let sport = self.sport();
         let dqpn = self.attrs.dest_qpn;
         let mut sent = 0;
         while sent < budget {
@@ -568,14 +569,14 @@ impl QpCtx {
                     let mut pkt = RocePacket::new(BthRepr::new(Opcode::RcAcknowledge, dqpn, p), &[]);
                     pkt.aeth = Some(AethRepr { syndrome, msn: msn & psn::MASK });
                     tracing::trace!(target: "softhca::ack", qpn = self.qp.qpn, psn = p, ?syndrome, "ack sent");
-                    env.tx.send(&pkt, peer, env.counters);
+                    env.tx.send(&pkt, peer, sport, env.counters);
                     self.resp.out.pop_front();
                 }
                 Out::AtomicAck { psn: p, msn, orig } => {
                     let mut pkt = RocePacket::new(BthRepr::new(Opcode::RcAtomicAcknowledge, dqpn, p), &[]);
                     pkt.aeth = Some(AethRepr { syndrome: Syndrome::ACK_UNLIMITED, msn: msn & psn::MASK });
                     pkt.atomic_ack_eth = Some(AtomicAckEthRepr { orig_data: orig });
-                    env.tx.send(&pkt, peer, env.counters);
+                    env.tx.send(&pkt, peer, sport, env.counters);
                     self.resp.out.pop_front();
                     self.resp.served(p);
                 }
@@ -612,11 +613,11 @@ impl QpCtx {
                         pkt.aeth = Some(AethRepr { syndrome: Syndrome::ACK_UNLIMITED, msn: s.msn & psn::MASK });
                     }
                     match loc {
-                        _ if len == 0 => env.tx.send(&pkt, peer, env.counters),
+                        _ if len == 0 => env.tx.send(&pkt, peer, sport, env.counters),
                         // SAFETY: `locate_remote_read` checked the range inside a live MR of
                         // this QP's PD under the engine lock, which the engine step holds
                         // until its flush has sent the packet.
-                        Loc::Host(addr) => unsafe { env.tx.send_mem(&pkt, MemRef { addr, len }, peer, env.counters) },
+                        Loc::Host(addr) => unsafe { env.tx.send_mem(&pkt, MemRef { addr, len }, peer, sport, env.counters) },
                         Loc::Peer(_) => {
                             // From the stream's staged segment, read once for its packets,
                             // sent in place like host memory.
@@ -629,7 +630,7 @@ impl QpCtx {
                                 // neither refilled in this step (`OutStage`) nor dropped
                                 // before its flush (the QP context goes only under the
                                 // engine lock, which the step holds).
-                                Ok(Some(m)) => unsafe { env.tx.send_mem(&pkt, m, peer, env.counters) },
+                                Ok(Some(m)) => unsafe { env.tx.send_mem(&pkt, m, peer, sport, env.counters) },
                                 // The buffer holds this step's packets of another segment.
                                 Ok(None) => break,
                                 Err(e) => {

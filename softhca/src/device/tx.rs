@@ -1,8 +1,9 @@
 //! Transmitting: packets are built during an engine step and leave together in
-//! `sendmmsg` batches on the instance's unconnected UDP socket (`sendto` semantics: each
+//! `sendmmsg` batches on the instance's unconnected UDP sockets (`sendto` semantics: each
 //! datagram names its destination, which keeps the IPv4 identification at 0 as the ICRC
-//! assumes; see `crate::wire::icrc`). Fault injection and capture happen here, on the way
-//! out.
+//! assumes; see `crate::wire::icrc`): the port-4791 one, or the one bound to the QP's
+//! UDP source port ([`super::sport`]), which is chosen when the packet is built because
+//! the ICRC covers it. Fault injection and capture happen here, on the way out.
 //!
 //! Per-packet cost is what limits bandwidth, so:
 //! - **No payload copy.** A request or READ response packet whose payload lies in one
@@ -36,6 +37,7 @@ use crate::wire::{Endpoints, RocePacket};
 use super::counters::{step_add, Counters};
 use super::fault::{Injector, Verdict};
 use super::mem;
+use super::sport::SourcePorts;
 use super::trace::Capture;
 
 /// `sendmmsg` entries per call.
@@ -73,6 +75,8 @@ pub struct OutPkt {
     tail: [u8; 8],
     tail_len: u8,
     pub dst: SocketAddr,
+    /// The UDP source port it leaves from (the ICRC was computed for it).
+    pub src: u16,
 }
 
 impl OutPkt {
@@ -112,7 +116,7 @@ impl OutPkt {
     fn duplicate(&self) -> OutPkt {
         let mut buf = self.buf.clone();
         buf.extend_from_slice(self.mem_bytes());
-        OutPkt { buf, mem: None, tail: self.tail, tail_len: self.tail_len, dst: self.dst }
+        OutPkt { buf, mem: None, tail: self.tail, tail_len: self.tail_len, dst: self.dst, src: self.src }
     }
 }
 
@@ -120,6 +124,8 @@ impl OutPkt {
 #[derive(Debug)]
 pub struct Tx {
     local: SocketAddr,
+    /// Sockets for the other source ports.
+    ports: SourcePorts,
     queue: Vec<OutPkt>,
     wire: Vec<OutPkt>,
     pool: Vec<Vec<u8>>,
@@ -190,6 +196,7 @@ impl Tx {
     pub fn new(local: SocketAddr, fault: Option<Injector>, gso: bool) -> Tx {
         Tx {
             local,
+            ports: SourcePorts::new(local),
             queue: Vec::new(),
             wire: Vec::new(),
             pool: Vec::new(),
@@ -234,18 +241,26 @@ impl Tx {
         }
     }
 
-    /// Builds `pkt` (headers, payload, pad, ICRC for the flow to `dst`) into a buffer and
-    /// queues it. A packet that cannot be built is counted and dropped.
-    pub fn send(&mut self, pkt: &RocePacket<'_>, dst: SocketAddr, counters: &Counters) {
+    /// Where a packet that wants UDP source port `sport` leaves from (this instance's
+    /// address, and `sport` or, failing that, 4791; see [`super::sport`]).
+    fn source(&mut self, sport: u16) -> SocketAddr {
+        SocketAddr::new(self.local.ip(), self.ports.port_for(sport))
+    }
+
+    /// Builds `pkt` (headers, payload, pad, ICRC for the flow from UDP source port `sport`
+    /// to `dst`) into a buffer and queues it. A packet that cannot be built is counted and
+    /// dropped.
+    pub fn send(&mut self, pkt: &RocePacket<'_>, dst: SocketAddr, sport: u16, counters: &Counters) {
         // `emit` writes every byte.
         let mut buf = self.take_buf(pkt.buffer_len());
-        let ep = Endpoints::new(self.local, dst);
+        let src = self.source(sport);
+        let ep = Endpoints::new(src, dst);
         match pkt.emit(&mut buf, &ep) {
             Ok(n) => {
                 buf.truncate(n);
                 tracing::trace!(target: "softhca::tx", opcode = ?pkt.bth.opcode, qpn = pkt.bth.dest_qpn, psn = pkt.bth.psn,
                                 len = pkt.payload.len(), ack_req = pkt.bth.ack_req, %dst, "tx");
-                self.queue.push(OutPkt { buf, mem: None, tail: [0; 8], tail_len: 0, dst });
+                self.queue.push(OutPkt { buf, mem: None, tail: [0; 8], tail_len: 0, dst, src: src.port() });
             }
             Err(e) => {
                 counters.tx_errors.fetch_add(1, Relaxed);
@@ -262,9 +277,10 @@ impl Tx {
     /// # Safety
     /// `data` must lie inside a registered MR whose key was checked for this access under
     /// the engine lock, which the caller holds until the next [`Tx::flush`] returns.
-    pub unsafe fn send_mem(&mut self, pkt: &RocePacket<'_>, data: MemRef, dst: SocketAddr, counters: &Counters) {
+    pub unsafe fn send_mem(&mut self, pkt: &RocePacket<'_>, data: MemRef, dst: SocketAddr, sport: u16, counters: &Counters) {
         let mut buf = self.take_buf(pkt.header_len());
-        let ep = Endpoints::new(self.local, dst);
+        let src = self.source(sport);
+        let ep = Endpoints::new(src, dst);
         match pkt.emit_headers(&mut buf, data.len) {
             Ok(n) => {
                 buf.truncate(n);
@@ -276,7 +292,7 @@ impl Tx {
                 tail[pad..pad + 4].copy_from_slice(&crc.to_le_bytes());
                 tracing::trace!(target: "softhca::tx", opcode = ?pkt.bth.opcode, qpn = pkt.bth.dest_qpn, psn = pkt.bth.psn,
                                 len = data.len, ack_req = pkt.bth.ack_req, %dst, "tx");
-                self.queue.push(OutPkt { buf, mem: Some(data), tail, tail_len: (pad + 4) as u8, dst });
+                self.queue.push(OutPkt { buf, mem: Some(data), tail, tail_len: (pad + 4) as u8, dst, src: src.port() });
             }
             Err(e) => {
                 counters.tx_errors.fetch_add(1, Relaxed);
@@ -348,7 +364,7 @@ impl Tx {
         let sent = self.sendmmsg(sock, &wire, counters);
         if let Some(c) = capture.as_mut() {
             for p in &wire {
-                c.packet(&Endpoints::new(self.local, p.dst), &p.bytes());
+                c.packet(&Endpoints::new(SocketAddr::new(self.local.ip(), p.src), p.dst), &p.bytes());
             }
         }
         for p in wire.drain(..) {
@@ -360,8 +376,8 @@ impl Tx {
         sent
     }
 
-    /// Groups `pkts` into `sendmmsg` entries: runs of equal-length packets to one loopback
-    /// destination become one segmented entry (see the module docs).
+    /// Groups `pkts` into `sendmmsg` entries: runs of equal-length packets from one source
+    /// port to one loopback destination become one segmented entry (see the module docs).
     fn group(&mut self, pkts: &[OutPkt]) {
         self.groups.clear();
         let mut i = 0;
@@ -374,7 +390,7 @@ impl Tx {
                 while i + n < pkts.len() && n < GSO_MAX_SEGS {
                     let q = &pkts[i + n];
                     let l = q.wire_len();
-                    if q.dst != p.dst || l > seg || l == 0 || total + l > GSO_MAX_BYTES {
+                    if q.dst != p.dst || q.src != p.src || l > seg || l == 0 || total + l > GSO_MAX_BYTES {
                         break;
                     }
                     total += l;
@@ -389,15 +405,21 @@ impl Tx {
         }
     }
 
-    /// Sends `pkts` in `sendmmsg` batches; a datagram the kernel refuses is counted and
-    /// skipped (the transport retransmits). Returns how many went out.
+    /// Sends `pkts` in `sendmmsg` batches, each a run of entries from one source port
+    /// through that port's socket; a datagram the kernel refuses is counted and skipped
+    /// (the transport retransmits). Returns how many went out.
     fn sendmmsg(&mut self, sock: &UdpSocket, pkts: &[OutPkt], counters: &Counters) -> usize {
-        let fd = sock.as_raw_fd();
         self.group(pkts);
         let mut sent = 0;
         let mut g = 0;
         while g < self.groups.len() {
-            let chunk = g..(g + BATCH).min(self.groups.len());
+            let src = pkts[self.groups[g].0].src;
+            let mut end = g + 1;
+            while end < self.groups.len() && end - g < BATCH && pkts[self.groups[end].0].src == src {
+                end += 1;
+            }
+            let fd = self.ports.fd(src).unwrap_or(sock.as_raw_fd());
+            let chunk = g..end;
             let ng = chunk.len();
             // Arguments for this batch; every vector is sized first, so the pointers taken
             // below stay valid until the call returns.

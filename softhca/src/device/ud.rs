@@ -1,9 +1,9 @@
 //! Unreliable Datagram: SEND and SEND_WITH_IMM, one packet per message (at most the
 //! path MTU), no acknowledgements, no retransmission.
 //!
-//! Requester: each WQE carries its destination (Q_Key, QPN, GID) in its datagram segment;
-//! it leaves as a UD SEND ONLY packet with a DETH (Q_Key, source QPN) and completes as
-//! soon as it is sent. A Q_Key with its top bit set means "use the QP's own Q_Key".
+//! Requester: each WQE carries its destination (Q_Key, QPN, GID) and its UDP source port
+//! in its datagram segment; it leaves as a UD SEND ONLY packet with a DETH (Q_Key,
+//! source QPN) and completes as soon as it is sent. A Q_Key with its top bit set means "use the QP's own Q_Key".
 //! Responder: a packet whose Q_Key differs from the QP's, or that finds no receive WQE, is
 //! silently dropped (counted). The receive buffer gets the 40-byte GRH area first — for
 //! RoCEv2 over IPv4 the IPv4 header sits in its last 20 bytes — then the payload; the CQE
@@ -104,7 +104,7 @@ impl QpCtx {
             let mut pkt = RocePacket::new(bth, &env.scratch[..len]);
             pkt.deth = Some(DethRepr { qkey, src_qpn: self.qp.qpn });
             pkt.immdt = imm.map(|imm| ImmDtRepr { imm });
-            env.tx.send(&pkt, SocketAddr::new(dst.ip(), ROCE_V2_PORT), env.counters);
+            env.tx.send(&pkt, SocketAddr::new(dst.ip(), ROCE_V2_PORT), av.sport, env.counters);
             step_add(&env.counters.dma_read_bytes, len as u64);
             let w = &mut self.req.wqes[idx];
             w.done = true;
