@@ -76,7 +76,8 @@ pub struct Gid {
 pub struct Config {
     /// Device name (`ibv_devices`), e.g. "softhca0".
     pub name: String,
-    /// The port's IP address; RoCEv2 packets leave from `addr:4791`.
+    /// The port's IP address; RoCEv2 packets arrive at `addr:4791` and leave from `addr`
+    /// and their QP's UDP source port (`crate::device::sport`).
     pub addr: IpAddr,
     /// Node GUID bytes in wire order (`ib_uverbs_query_device_resp.node_guid`).
     pub node_guid: [u8; 8],
