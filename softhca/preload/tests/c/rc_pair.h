@@ -1,6 +1,6 @@
 /* rc_pair.h: what the stock dma-buf programs (dmabuf_write.c, cuda_dmabuf_write.c) share:
  * the CHECK-line reporting, softhca0 opened through stock libibverbs, two RC QPs of that
- * one device connected to each other over its RoCE v2 GID (index 3), and one signaled
+ * one device connected to each other over its RoCE v2 GID (index 1), and one signaled
  * work request posted and waited for.
  *
  * A header of static functions, included by exactly one translation unit per program,
