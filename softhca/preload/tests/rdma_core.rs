@@ -150,7 +150,7 @@ fn calls(trace: &str) -> Vec<&str> {
     trace.lines().filter(|l| l.contains("ioctl fd=") || l.contains("write fd=") || l.contains("mmap fd=")).collect()
 }
 
-/// `ibv_rc_pingpong` server and client, two processes, RoCE v2 GID 3 (::ffff:127.0.0.N),
+/// `ibv_rc_pingpong` server and client, two processes, RoCE v2 GID 1 (::ffff:127.0.0.N),
 /// with the kernel-call trace on: both sides must set up the connection (PD, MR, CQ, QP,
 /// INIT -> RTR -> RTS, QPN/GID exchange), move the data (`-c`: ibv_rc_pingpong checks
 /// the received pages) and exit 0. A side that hangs is killed at the deadline and the
