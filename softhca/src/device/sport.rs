@@ -105,20 +105,31 @@ impl SourcePorts {
 mod tests {
     use super::*;
 
+    /// A socket holding some free port of the RoCEv2 range on `ip`.
+    fn hold(ip: IpAddr, from: u16) -> (u16, UdpSocket) {
+        (from..=u16::MAX).find_map(|p| UdpSocket::bind((ip, p)).ok().map(|s| (p, s))).expect("a free port")
+    }
+
     #[test]
-    fn taken_or_invalid_ports_fall_back_to_the_main_one() {
+    fn free_ports_get_a_socket_taken_or_invalid_ones_fall_back() {
         let ip: IpAddr = "127.0.0.1".parse().unwrap();
-        // A port someone else holds.
-        let other = UdpSocket::bind((ip, 0)).unwrap();
         let mut p = SourcePorts::with(SocketAddr::new(ip, 4791), true);
-        let taken = other.local_addr().unwrap().port();
-        if is_roce_sport(taken) {
-            assert_eq!(p.port_for(taken), 4791, "taken");
-            assert_eq!(p.fd(taken), None);
-        }
-        assert_eq!(p.port_for(0), 4791, "no port set");
-        assert_eq!(p.port_for(0x1234), 4791, "outside the RoCEv2 range");
+        // Someone else's port: 4791, and not tried again.
+        let (taken, _other) = hold(ip, 0xf000);
+        assert_eq!(p.port_for(taken), 4791, "taken");
+        assert_eq!((p.fd(taken), p.port_for(taken)), (None, 4791));
+        // A free one: its own socket, bound there, reused.
+        let (free, probe) = hold(ip, taken + 1);
+        drop(probe);
+        assert_eq!(p.port_for(free), free);
+        let fd = p.fd(free).expect("a socket for it");
+        assert_eq!(p.port_for(free), free);
+        assert_eq!(p.fd(free), Some(fd));
+        assert!(UdpSocket::bind((ip, free)).is_err(), "held by the instance now");
+        // No port set, or one outside the range: 4791.
+        assert_eq!(p.port_for(0), 4791);
+        assert_eq!(p.port_for(0x1234), 4791);
         let off = &mut SourcePorts::with(SocketAddr::new(ip, 4791), false);
-        assert_eq!(off.port_for(0xc001), 4791, "switched off");
+        assert_eq!(off.port_for(free + 1), 4791, "switched off");
     }
 }
