@@ -42,6 +42,7 @@ use super::fault::Injector;
 use super::timers::{self, CLOCK_PERIOD, DEEP_IDLE_AFTER, SLEEP_DEEP, SLEEP_MAX, SLEEP_MIN, SPIN, YIELD};
 use super::trace::{capture_path, Capture};
 use super::trap::Trap;
+use super::link::{Inbox, Peers, Wire};
 use super::tx::Tx;
 use super::Shared;
 use crate::pages::DevicePages;
@@ -154,6 +155,21 @@ pub(crate) fn spawn(shared: Arc<Shared>, pages: Arc<DevicePages>, hca: &Arc<Hca>
         tracing::info!(target: "softhca::fault", addr = %cfg.addr, ?f, "fault injection");
     }
     let pcap = cfg.pcap.as_ref().map(|p| capture_path(p, cfg.addr));
+    // Capture and faults are about the wire: an instance that asks for either keeps its
+    // packets on it.
+    let wire = if fault.is_some() || pcap.is_some() {
+        if cfg.wire == Wire::Local {
+            tracing::warn!(target: "softhca::link", "{}=local ignored: capture or fault injection keeps packets on UDP", super::link::WIRE_ENV);
+        }
+        Wire::Udp
+    } else {
+        cfg.wire
+    };
+    // Before the instance is returned: a peer's first packet must find the inbox.
+    let (inbox, peers) = same_host_path(wire, local);
+    if let Some(i) = &inbox {
+        let _ = shared.awake.set(i.awake());
+    }
     let weak = Arc::downgrade(hca);
     let name = format!("shca-{}", cfg.addr);
     let grace = timers::grace();
@@ -168,7 +184,7 @@ pub(crate) fn spawn(shared: Arc<Shared>, pages: Arc<DevicePages>, hca: &Arc<Hca>
         let capture = pcap.and_then(Capture::open);
         let capturing = capture.is_some();
         let fd = sock.as_raw_fd();
-        shared.lock().dp = Some(Datapath::new(sock, local, Tx::new(local, fault, gso), capture));
+        shared.lock().dp = Some(Datapath::new(sock, local, Tx::new(local, fault, gso, peers), capture, inbox));
         let mut e = Engine {
             shared,
             hca: weak,
@@ -191,6 +207,21 @@ pub(crate) fn spawn(shared: Arc<Shared>, pages: Arc<DevicePages>, hca: &Arc<Hca>
         };
         e.run();
     })
+}
+
+/// The inbox and the peer table of the same-host path, unless `wire` turns it off or the
+/// inbox cannot be made (then UDP only, said once).
+fn same_host_path(wire: Wire, local: SocketAddr) -> (Option<Inbox>, Option<Peers>) {
+    if wire == Wire::Udp {
+        return (None, None);
+    }
+    match Inbox::create(local) {
+        Ok(i) => (Some(i), Some(Peers::new(wire, local))),
+        Err(e) => {
+            tracing::warn!(target: "softhca::link", %local, "no same-host path (inbox: {e}); RoCEv2 over UDP only");
+            (None, None)
+        }
+    }
 }
 
 /// `t`, or less if the transport `deadline` comes sooner.
@@ -222,6 +253,13 @@ impl Engine {
             }
             let (work, deadline) = {
                 let mut st = self.shared.lock();
+                // Running: same-host senders need not wake us. (In polled mode the
+                // application says so itself while it steps, see `Device::progress`.)
+                if self.shared.polled.until(now).is_none() {
+                    if let Some(a) = self.shared.awake.get() {
+                        a.set(true);
+                    }
+                }
                 if !stall.is_zero() {
                     for q in st.qps.values_mut() {
                         q.req.postpone(stall);
@@ -332,6 +370,11 @@ impl Engine {
     /// none), and counted. See [`Shared::sleep`] for `sock`, `trap` and `timeout`.
     fn nap(&mut self, sock: RawFd, trap: Option<RawFd>, timeout: Option<Duration>) -> super::Woken {
         self.flush_capture();
+        // Same-host senders wake us from now on; a record that came before they could
+        // know ends the nap before it starts.
+        if self.shared.awake.get().is_some_and(|a| a.sleep_check()) {
+            return super::Woken { sock: true, ..Default::default() };
+        }
         self.intended = timeout.unwrap_or(Duration::from_secs(1 << 20));
         self.shared.counters.sleeps.fetch_add(1, Ordering::Relaxed);
         self.shared.sleep(sock, trap, timeout)
@@ -413,13 +456,19 @@ impl Engine {
     /// slept through; a store between the arm and the re-check is seen twice (harmless).
     fn sleep_on_trap(&mut self, now: Instant, deadline: Option<Instant>) {
         let Some(t) = self.trap.as_mut() else { return };
-        if !t.armed() || t.has_new() {
+        if !t.armed() || t.has_new(now) {
             t.arm();
             return;
         }
         let mut timeout = deadline.map(|d| d.saturating_duration_since(now));
         if t.clock_needs_tick() {
             timeout = Some(timeout.map_or(SLEEP_DEEP, |x| x.min(SLEEP_DEEP)));
+        }
+        if let Some(due) = t.sweep_due() {
+            // Mappings are expected that may bypass the kernel half (see
+            // `super::trap_scan`): look again then.
+            let d = due.saturating_duration_since(now);
+            timeout = Some(timeout.map_or(d, |x| x.min(d)));
         }
         let fd = t.fd();
         tracing::trace!(target: "softhca::engine", ?timeout, "sleep (armed)");
