@@ -192,9 +192,17 @@ impl CqCtx {
         // checked copy, so a page the device cannot write is found here, once, and not
         // by a fault on the engine thread).
         let mailbox = crate::uaccess::copy_to_user(at, &super::events::ARM_TAKEN.to_be_bytes()).is_ok();
-        // SAFETY: the doorbell record was checked mapped at CREATE_CQ and stays while the
-        // CQ lives; this runs under the engine lock from the create hook.
-        let arm_word = unsafe { mem::load_be32_acquire(at) };
+        // Read through the checked copy too: CREATE_CQ found the page mapped, but nothing
+        // pins it (the firmware fuzz test hands out addresses of memory other test
+        // threads unmap; a raw load there crashed one run in five).
+        let mut w = [0u8; 4];
+        let arm_word = match crate::uaccess::copy_from_user(&mut w, at) {
+            Ok(()) => {
+                std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+                u32::from_be_bytes(w)
+            }
+            Err(_) => 0,
+        };
         if !mailbox {
             tracing::debug!(target: "softhca::events", cqn = cq.cqn, "CQ doorbell record not writable: arm doorbells sampled");
         }

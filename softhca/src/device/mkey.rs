@@ -70,6 +70,19 @@ impl KeyCache {
     }
 }
 
+impl KeyCache {
+    /// Whether the MR named by `key`, which a check through this cache just passed, is
+    /// ordinary process memory a same-host peer may read by reference
+    /// ([`KeySpan::by_ref`]). A key not in the cache answers false (the bytes go inline).
+    #[inline]
+    pub fn by_ref(&self, key: u32) -> bool {
+        match &self.slots[(key >> 8) as usize % KEY_CACHE] {
+            Some((span, _)) => (span.lkey == key || span.rkey == key) && span.by_ref,
+            None => false,
+        }
+    }
+}
+
 // ---- peer memory ----------------------------------------------------------------------
 
 /// The peer memory of the MR named by `key`, whose check just answered [`Loc::Peer`]
@@ -189,11 +202,12 @@ pub fn gather(hca: &Hca, keys: &mut KeyCache, pd: &Pd, sges: &[Sge], offset: u64
 }
 
 /// The process address of `[offset, offset + len)` of the list, when that range lies in
-/// one entry of host memory (checked for local read, like [`gather`]): `Ok(None)` when it
-/// spans entries or is in peer memory (the caller gathers a copy instead). The address
-/// may be used while the engine lock is held (see `mem`).
+/// one entry of host memory (checked for local read, like [`gather`]), and whether that
+/// entry's MR is ordinary memory ([`KeyCache::by_ref`]): `Ok(None)` when it spans entries
+/// or is in peer memory (the caller gathers a copy instead). The address may be used
+/// while the engine lock is held (see `mem`).
 #[inline]
-pub fn contiguous(hca: &Hca, keys: &mut KeyCache, pd: &Pd, sges: &[Sge], mut offset: u64, len: usize) -> Result<Option<u64>, KeyError> {
+pub fn contiguous(hca: &Hca, keys: &mut KeyCache, pd: &Pd, sges: &[Sge], mut offset: u64, len: usize) -> Result<Option<(u64, bool)>, KeyError> {
     for s in sges {
         let l = s.len as u64;
         if offset >= l {
@@ -204,7 +218,7 @@ pub fn contiguous(hca: &Hca, keys: &mut KeyCache, pd: &Pd, sges: &[Sge], mut off
             return Ok(None);
         }
         return match keys.check(hca, s.lkey, pd, s.addr + offset, len as u64, Access::LocalRead)? {
-            Loc::Host(addr) => Ok(Some(addr)),
+            Loc::Host(addr) => Ok(Some((addr, keys.by_ref(s.lkey)))),
             Loc::Peer(_) => Ok(None),
         };
     }
@@ -302,7 +316,7 @@ mod tests {
     fn register(hca: &Hca, pd: &Arc<Pd>, key: u32, addr: u64, len: u64, access: u32) -> Arc<Mr> {
         let mr = Arc::new(Mr {
             pd: pd.clone(),
-            span: KeySpan { pdn: pd.pdn, lkey: key, rkey: key, addr, length: len, iova: 0x10000, access, peer: false },
+            span: KeySpan { pdn: pd.pdn, lkey: key, rkey: key, addr, length: len, iova: 0x10000, access, peer: false, by_ref: true },
             backing: MrBacking::User,
             _live: Live::new(hca.live_counts(), Kind::Mr),
         });

@@ -906,10 +906,10 @@ fn emit_request(w: &SqWqe, k: u32, p: u32, window_full: bool, q: &QpCtx, peer: S
                     let m = out_stage.bytes(env.step, stage_id(w), off, len, w.len, || mkey::first_peer_memory(hca, s),
                                             |start, buf| mkey::gather(hca, keys, pd, s, start, buf))
                         .map_err(|_| Emit::Fail(syndrome::LOCAL_PROT))?;
-                    in_place = Some(m.ok_or(Emit::Later)?.addr);
+                    in_place = Some((m.ok_or(Emit::Later)?.addr, false));
                 }
                 Data::Sgl(s) => match mkey::contiguous(env.hca, env.keys, &q.qp.pd, s, off, len) {
-                    Ok(Some(addr)) if len > 0 => in_place = Some(addr),
+                    Ok(Some((addr, by_ref))) if len > 0 => in_place = Some((addr, by_ref)),
                     Ok(_) => {
                         let buf = staging(env.scratch, len);
                         mkey::gather(env.hca, env.keys, &q.qp.pd, s, off, buf).map_err(|_| Emit::Fail(syndrome::LOCAL_PROT))?
@@ -943,9 +943,10 @@ fn emit_request(w: &SqWqe, k: u32, p: u32, window_full: bool, q: &QpCtx, peer: S
                 // the step's flush has sent the packet; or the range is in the QP's
                 // staging buffer, which is neither refilled in this step (`OutStage`) nor
                 // dropped before its flush (the QP context goes only under the lock).
-                // The staging buffer is refilled in later steps: a same-host peer gets its
-                // bytes inline (`app: false`), the application's memory by reference.
-                Some(addr) => unsafe { env.tx.send_mem(&pkt, MemRef { addr, len, app: !w.peer }, peer, sport, env.counters) },
+                // The staging buffer is refilled in later steps, and a dma-buf mapping is
+                // closed to other processes: a same-host peer gets those bytes inline
+                // (`app: false`), ordinary memory by reference.
+                Some((addr, by_ref)) => unsafe { env.tx.send_mem(&pkt, MemRef { addr, len, app: by_ref }, peer, sport, env.counters) },
                 None => env.tx.send(&pkt, peer, sport, env.counters),
             }
             Ok(1)

@@ -617,7 +617,8 @@ impl QpCtx {
                         // SAFETY: `locate_remote_read` checked the range inside a live MR of
                         // this QP's PD under the engine lock, which the engine step holds
                         // until its flush has sent the packet.
-                        Loc::Host(addr) => unsafe { env.tx.send_mem(&pkt, MemRef { addr, len, app: true }, peer, sport, env.counters) },
+                        // A same-host peer may copy it later when it is ordinary memory.
+                        Loc::Host(addr) => unsafe { env.tx.send_mem(&pkt, MemRef { addr, len, app: env.keys.by_ref(s.rkey) }, peer, sport, env.counters) },
                         Loc::Peer(_) => {
                             // From the stream's staged segment, read once for its packets,
                             // sent in place like host memory.

@@ -106,6 +106,11 @@ pub struct KeySpan {
     /// The bytes are peer memory ([`MrBacking::Peer`]): `addr` is a device address that
     /// only the MR's [`PeerMemory`] can reach, never a CPU pointer.
     pub peer: bool,
+    /// Ordinary process memory ([`MrBacking::User`]), which another process may read with
+    /// `process_vm_readv`: the same-host path may send a reference to it instead of the
+    /// bytes (`crate::device::link`). Not a dma-buf mapping (the kernel refuses such
+    /// `VM_PFNMAP` ranges to other processes) nor peer memory.
+    pub by_ref: bool,
 }
 
 /// Where a checked range of an MR begins: the answer of a key check.
@@ -197,7 +202,7 @@ mod tests {
     #[test]
     fn the_whole_key_of_the_right_kind_must_match() {
         let all = ACCESS_LOCAL_WRITE | ACCESS_REMOTE_READ | ACCESS_REMOTE_WRITE | ACCESS_REMOTE_ATOMIC;
-        let s = KeySpan { pdn: 3, lkey: 0x1234_5601, rkey: 0x00ab_cd02, addr: 0x7000_0000, length: 4096, iova: 0x10_0000, access: all, peer: false };
+        let s = KeySpan { pdn: 3, lkey: 0x1234_5601, rkey: 0x00ab_cd02, addr: 0x7000_0000, length: 4096, iova: 0x10_0000, access: all, peer: false, by_ref: true };
         let remote = [Access::RemoteRead, Access::RemoteWrite, Access::RemoteAtomic];
         let local = [Access::LocalRead, Access::LocalWrite];
         for a in remote {

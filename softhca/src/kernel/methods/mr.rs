@@ -74,8 +74,9 @@ fn make_mr(hca: &Hca, pd: Arc<Pd>, addr: u64, length: u64, iova: u64, access: u3
     let key = hca.alloc_mkey().ok_or(Errno::ENOMEM)?;
     pd.usecnt.fetch_add(1, Ordering::SeqCst);
     let peer = backing.peer().is_some();
+    let by_ref = matches!(backing, MrBacking::User);
     let mr = Arc::new(Mr {
-        span: KeySpan { pdn: pd.pdn, lkey: key, rkey: key, addr, length, iova, access, peer },
+        span: KeySpan { pdn: pd.pdn, lkey: key, rkey: key, addr, length, iova, access, peer, by_ref },
         pd, backing,
         _live: Live::new(hca.live_counts(), Kind::Mr),
     });
