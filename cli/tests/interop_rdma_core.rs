@@ -41,7 +41,7 @@ fn interop_ours(doorbell_is_server: bool, flags: &[&str], ours_only: &[&str], si
     let ps = port.to_string();
     let n = iters.to_string();
     let s = size.to_string();
-    let mut common = vec!["-g", "3", "-c", "-n", n.as_str(), "-s", s.as_str(), "-p", ps.as_str()];
+    let mut common = vec!["-g", "1", "-c", "-n", n.as_str(), "-s", s.as_str(), "-p", ps.as_str()];
     common.extend_from_slice(flags);
     let mut ours = vec!["pingpong", "--timeout", "60"];
     ours.extend_from_slice(&common);

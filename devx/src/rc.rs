@@ -74,7 +74,8 @@ pub struct Peer {
 pub struct ConnectParams {
     /// Our first send PSN.
     pub psn: u32,
-    /// The local GID index to send from (3: softhca's IPv4-mapped RoCEv2 GID).
+    /// The local GID index to send from (default 1: the IPv4-mapped RoCEv2 GID of softhca
+    /// and rxe; a ConnectX with RoCE v1 rows has it at 3).
     pub sgid_index: u8,
     /// `prm::cmd::qp::mtu`.
     pub mtu: u8,
@@ -90,7 +91,7 @@ pub struct ConnectParams {
 
 impl Default for ConnectParams {
     fn default() -> ConnectParams {
-        ConnectParams { psn: 0, sgid_index: 3, mtu: mtu::MTU_1024, retry_count: 7, rnr_retry: 7, ack_timeout: 14,
+        ConnectParams { psn: 0, sgid_index: 1, mtu: mtu::MTU_1024, retry_count: 7, rnr_retry: 7, ack_timeout: 14,
                         min_rnr_nak: 12, log_rd_atomic: 4 }
     }
 }

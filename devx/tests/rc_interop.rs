@@ -121,8 +121,8 @@ fn devx_ud_qp_with_a_verbs_ud_qp() {
     vqp.modify(&QpAttr { state: Some(QpState::Rtr), ..Default::default() }).unwrap();
     vqp.modify(&QpAttr { state: Some(QpState::Rts), sq_psn: Some(7), ..Default::default() }).unwrap();
     let mut vqp = vqp;
-    // An address vector to a RoCEv2 IPv4-mapped GID (source GID index 3, hop limit 64).
-    let av = |gid: [u8; 16]| DatagramSeg::from_raw(0, 0, 1, 0, 0, 0xc000, [0; 6], 3, 64, (1 << 30) | (3 << 20), gid);
+    // An address vector to a RoCEv2 IPv4-mapped GID (source GID index 1, hop limit 64).
+    let av = |gid: [u8; 16]| DatagramSeg::from_raw(0, 0, 1, 0, 0, 0xc000, [0; 6], 1, 64, (1 << 30) | (1 << 20), gid);
     let limit = Duration::from_secs(30);
     let ma = a.mem(8192, all_access());
     let mb = b.mem(8192, all_access());

@@ -72,7 +72,7 @@ fn connect(c: &Conn, peer: &[u64; 4], gid: [u8; 16], my_psn: u32) {
     let _ = gid;
     c.qp.modify(&QpAttr {
         state: Some(QpState::Rtr),
-        ah: Some(provider::qp::Ah { dgid: g, sgid_index: 3, hop_limit: 64, port: 1, ..Default::default() }),
+        ah: Some(provider::qp::Ah { dgid: g, sgid_index: softhca::config::IP_GID_INDEX, hop_limit: 64, port: 1, ..Default::default() }),
         path_mtu: Some(5),
         dest_qpn: Some(peer[0] as u32 & 0xff_ffff),
         rq_psn: Some(peer[0] as u32 >> 24 << 8),

@@ -8,13 +8,17 @@
 //!
 //! Everything else derives from the address, the way a ConnectX-5 derives its identity
 //! from its MAC: node GUID `00:02:c9:03:00:xx:xx:xx` (Mellanox OUI, last three address
-//! bytes), MAC `00:02:c9:xx:xx:xx`, and the RoCE GID table of an mlx5 port with one IPv4
-//! address: the link-local GID from the MAC, then the IPv4-mapped GID, each listed once as
-//! RoCE v1 and once as RoCE v2 (indexes 0-3).
+//! bytes), MAC `00:02:c9:xx:xx:xx`, and the RoCE GID table of a port with one IPv4
+//! address: the link-local GID from the MAC (index 0), then the IPv4-mapped GID
+//! ([`IP_GID_INDEX`], 1). Softhca speaks RoCE v2 only, so, as for rxe (whose port
+//! capability is RoCE UDP encapsulation alone, and the core's `roce_gid_mgmt.c` adds one
+//! row per GID type the port supports), each GID is listed once, as RoCE v2. A ConnectX
+//! with RoCE v1 enabled lists each twice (v1, v2); a RoCE v1 row here would be a promise
+//! softhca does not keep, since every packet leaves as RoCE v2.
 //!
 //! A destination GID names a peer instance ([`Config::peer_addr`]): an IPv4-mapped GID is
 //! that IPv4 address, any other GID that IPv6 address, except a link-local one
-//! (`fe80::/64`, the modified EUI-64 of a MAC, GID indexes 0 and 1). Real RoCE resolves
+//! (`fe80::/64`, the modified EUI-64 of a MAC, GID index 0). Real RoCE resolves
 //! those to the peer's MAC on the same link (the kernel reads the MAC out of the GID);
 //! softhca's hosts derive their MAC from their address, so the owner of a MAC with the
 //! Mellanox OUI is this instance's address with its last three bytes replaced by the
@@ -36,10 +40,13 @@ use std::path::PathBuf;
 use crate::device::fault::FaultSpec;
 use crate::device::trace::PCAP_ENV;
 
-use uverbs::sys::verbs::{mtu, GID_TYPE_ROCE_V1, GID_TYPE_ROCE_V2};
+use uverbs::sys::verbs::{mtu, GID_TYPE_ROCE_V2};
 
 /// The RoCEv2 UDP port.
 pub const ROCE_V2_PORT: u16 = 4791;
+/// The GID index of the port's IPv4-mapped (or IPv6) GID: the one perftest and NCCL
+/// pick (`-x 1`, `NCCL_IB_GID_INDEX=1`). Index 0 is the link-local GID.
+pub const IP_GID_INDEX: u8 = 1;
 /// Environment variable that forces the instance's address.
 pub const ADDR_ENV: &str = "DOORBELL_SOFTHCA_ADDR";
 /// Environment variable that places the instance in the PCI tree, for topology reports
@@ -69,7 +76,8 @@ pub struct Gid {
 pub struct Config {
     /// Device name (`ibv_devices`), e.g. "softhca0".
     pub name: String,
-    /// The port's IP address; RoCEv2 packets leave from `addr:4791`.
+    /// The port's IP address; RoCEv2 packets arrive at `addr:4791` and leave from `addr`
+    /// and their QP's UDP source port (`crate::device::sport`).
     pub addr: IpAddr,
     /// Node GUID bytes in wire order (`ib_uverbs_query_device_resp.node_guid`).
     pub node_guid: [u8; 8],
@@ -235,15 +243,11 @@ impl Config {
 
     /// The filled rows of the GID table, in index order starting at 0.
     pub fn gids(&self) -> Vec<Gid> {
-        let mut v = Vec::new();
-        let mut both = |gid| {
-            v.push(Gid { gid, gid_type: GID_TYPE_ROCE_V1 });
-            v.push(Gid { gid, gid_type: GID_TYPE_ROCE_V2 });
-        };
-        both(self.link_local_gid());
+        let v2 = |gid| Gid { gid, gid_type: GID_TYPE_ROCE_V2 };
+        let mut v = vec![v2(self.link_local_gid())];
         let ll = matches!(self.addr, IpAddr::V6(a) if a.segments()[0] & 0xffc0 == 0xfe80);
         if !ll {
-            both(self.ip_gid());
+            v.push(v2(self.ip_gid()));
         }
         v.truncate(self.gid_tbl_len as usize);
         v
@@ -368,7 +372,13 @@ pub fn ib_mtu_for_netdev(netdev_mtu: u32, ipv4: bool) -> u8 {
 /// wire module rebuilds the IPv4 header for the ICRC and needs DF set and a zero
 /// identification (see `crate::wire::icrc`).
 pub fn bind_roce_socket(addr: IpAddr) -> io::Result<UdpSocket> {
-    let sock = UdpSocket::bind(SocketAddr::new(addr, ROCE_V2_PORT))?;
+    bind_roce_socket_at(addr, ROCE_V2_PORT)
+}
+
+/// [`bind_roce_socket`] at `port`: a socket that sends RoCEv2 packets from that source
+/// port (see `crate::device::sport`).
+pub fn bind_roce_socket_at(addr: IpAddr, port: u16) -> io::Result<UdpSocket> {
+    let sock = UdpSocket::bind(SocketAddr::new(addr, port))?;
     let (level, name, value) = match addr {
         IpAddr::V4(_) => (libc::IPPROTO_IP, libc::IP_MTU_DISCOVER, libc::IP_PMTUDISC_DO),
         IpAddr::V6(_) => (libc::IPPROTO_IPV6, libc::IPV6_MTU_DISCOVER, libc::IPV6_PMTUDISC_DO),
@@ -448,15 +458,16 @@ mod tests {
         assert_eq!(c.node_guid, [0x00, 0x02, 0xc9, 0x03, 0x00, 0x00, 0x00, 0x05]);
         assert_eq!(c.mac, [0x00, 0x02, 0xc9, 0x00, 0x00, 0x05]);
         assert_eq!(c.fw_ver_u64(), (16 << 32) | (35 << 16) | 1012);
+        // rxe's table for one IPv4 address: fe80:: + EUI-64, then ::ffff:a.b.c.d, both
+        // RoCE v2 (IB_UVERBS_GID_TYPE_ROCE_V2 = 2 in rdma/ib_user_ioctl_verbs.h).
         let g = c.gids();
-        assert_eq!(g.len(), 4);
+        assert_eq!(g.len(), 2);
         assert_eq!(g[0].gid[..2], [0xfe, 0x80]);
         assert_eq!(g[0].gid[8..], [0x02, 0x02, 0xc9, 0xff, 0xfe, 0x00, 0x00, 0x05]);
-        assert_eq!((g[0].gid_type, g[1].gid_type), (GID_TYPE_ROCE_V1, GID_TYPE_ROCE_V2));
-        assert_eq!(g[3].gid, [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 5]);
-        assert_eq!(g[3].gid_type, GID_TYPE_ROCE_V2);
-        assert_eq!(c.gid(3), Ok(Some(g[3])));
-        assert_eq!(c.gid(4), Ok(None));
+        assert_eq!(g[1].gid, [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 5]);
+        assert!(g.iter().all(|g| g.gid_type == 2), "{g:?}");
+        assert_eq!(c.gid(IP_GID_INDEX as u32), Ok(Some(g[1])));
+        assert_eq!(c.gid(2), Ok(None));
         assert_eq!(c.gid(256), Err(OutOfTable));
         assert_ne!(c.netdev_ifindex, 0, "127/8 is on lo");
     }

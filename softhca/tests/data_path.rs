@@ -123,9 +123,9 @@ fn every_opcode_every_size_mtu_256() {
     all_kinds_all_sizes(5, 1);
 }
 
-/// QPs addressed by link-local GIDs (index 0, RoCE v1, and 1, RoCE v2: `fe80::` + the
-/// modified EUI-64 of the MAC, as `ibv_rc_pingpong -g 0` uses them): the GID names the
-/// instance whose MAC it holds (see softhca::config), and everything works as with the
+/// QPs addressed by link-local GIDs (`fe80::` + the modified EUI-64 of the MAC, index 0
+/// as in rxe's table, as `ibv_rc_pingpong -g 0` uses them): the GID names the instance
+/// whose MAC it holds (see softhca::config), and everything works as with the
 /// IPv4-mapped GIDs.
 fn link_local_gids_connect_two_instances() {
     let a = Host::new([127, 1, 1, 19]);
@@ -133,7 +133,9 @@ fn link_local_gids_connect_two_instances() {
     let o = Opts::default();
     let (ga, gb) = (a.hca.config().link_local_gid(), b.hca.config().link_local_gid());
     assert_eq!(ga[..2], [0xfe, 0x80]);
-    for sgid_index in [0u8, 1] {
+    let link_local: Vec<u8> = a.hca.config().gids().iter().enumerate().filter(|(_, g)| g.gid[..2] == [0xfe, 0x80]).map(|(i, _)| i as u8).collect();
+    assert_eq!(link_local, [0], "one link-local row, RoCE v2");
+    for sgid_index in link_local {
         let (mut ea, mut eb) = (End::new(&a, &o), End::new(&b, &o));
         ea.connect_from(&o, sgid_index, eb.qp.qpn(), gb, 0x100, 0x200);
         eb.connect_from(&o, sgid_index, ea.qp.qpn(), ga, 0x200, 0x100);

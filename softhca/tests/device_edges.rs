@@ -11,7 +11,7 @@ use std::os::fd::AsRawFd;
 use std::time::Duration;
 
 use common::*;
-use provider::cqe::{WcOpcode, WcStatus};
+use provider::cqe::{WcFlags, WcOpcode, WcStatus};
 use provider::wqe::{Payload, SendOp};
 use softhca::objects::QpState as HcaQpState;
 use softhca::wire::{AtomicEthRepr, BthRepr, Endpoints, NakCode, Opcode, RethRepr, RocePacket, Syndrome};
@@ -196,6 +196,9 @@ fn legacy_static_uars() {
         assert_eq!(wait(&mut ea.scq, 1)[0].status, WcStatus::Success);
         let rc = wait(&mut eb.rcq, 1)[0];
         assert_eq!((rc.status, rc.opcode, rc.byte_len as usize), (WcStatus::Success, WcOpcode::Recv, len));
+        // RC scatters no GRH (no IBV_WC_GRH); the packet type nibble is there on every
+        // RoCE receive (mlx5_ib's handle_responder reads it for any QP type): 2 = IPv4.
+        assert!(!rc.flags.contains(WcFlags::GRH) && rc.sl == 2, "{rc:?}");
         assert!(dst.buf.read()[..len] == src.buf.read()[..len]);
     }
 }
@@ -217,7 +220,7 @@ mod ud {
     }
 
     fn av(gid: [u8; 16]) -> DatagramSeg {
-        DatagramSeg::from_raw(0, 0, 1, 0, 0, 0xc000, [0; 6], 0, 64, (1 << 30) | (3 << 20), gid)
+        DatagramSeg::from_raw(0, 0, 1, 0, 0, 0xc000, [0; 6], 0, 64, (1 << 30) | (1 << 20), gid)
     }
 
     #[test]
@@ -242,6 +245,12 @@ mod ud {
             assert_eq!((wc.status, wc.wr_id), (WcStatus::Success, i as u64), "{wc:?}");
             let rc = wait(&mut eb.rcq, 1)[0];
             assert_eq!((rc.status, rc.byte_len as usize, rc.src_qp), (WcStatus::Success, 40 + len, ea.qp.qpn()), "{rc:?}");
+            // As libmlx5 returns them from a ConnectX (providers/mlx5/cq.c,
+            // handle_responder): IBV_WC_GRH for a UD receive on RoCE, and `sl` = the
+            // CQE's RoCE packet type, 2 = RoCE v2 over IPv4
+            // (MLX5_CQE_ROCE_L3_HEADER_TYPE_IPV4, include/linux/mlx5/device.h).
+            assert!(rc.flags.contains(WcFlags::GRH), "{rc:?}");
+            assert_eq!(rc.sl, 2, "{rc:?}");
             if let Some(imm) = imm {
                 assert_eq!(rc.imm, imm);
             }

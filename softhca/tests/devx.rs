@@ -632,7 +632,7 @@ fn verbs_modify_is_the_firmware_transition() {
     m.rq_psn = 0xab_cdef;
     m.max_dest_rd_atomic = 3;
     m.min_rnr_timer = 12;
-    m.dest = QpDest { dgid, sgid_index: 3, hop_limit: 64, traffic_class: 8, is_global: 1, port_num: 1, ..Default::default() };
+    m.dest = QpDest { dgid, sgid_index: softhca::config::IP_GID_INDEX, hop_limit: 64, traffic_class: 8, is_global: 1, port_num: 1, ..Default::default() };
     qp::modify_qp(&dev, &m).unwrap();
     let mut m = base(qp_attr::TIMEOUT | qp_attr::RETRY_CNT | qp_attr::RNR_RETRY | qp_attr::SQ_PSN | qp_attr::MAX_QP_RD_ATOMIC,
                      qp_state::RTS);
@@ -654,9 +654,37 @@ fn verbs_modify_is_the_firmware_transition() {
     assert_eq!((qpc.get(Qpc::retry_count), qpc.get(Qpc::rnr_retry)), (7, 9 & 7));
     assert_eq!((qpc.get(Qpc::rre), qpc.get(Qpc::rwe), qpc.get(Qpc::rae)), (true, true, true));
     let path = qpc.sub(Qpc::primary_address_path);
-    assert_eq!((path.get(Ads::ack_timeout), path.get(Ads::vhca_port_num), path.get(Ads::src_addr_index)), (14, 1, 3));
+    assert_eq!((path.get(Ads::ack_timeout), path.get(Ads::vhca_port_num), path.get(Ads::src_addr_index)), (14, 1, softhca::config::IP_GID_INDEX));
     assert_eq!((path.get(Ads::hop_limit), path.get(Ads::tclass)), (64, 8));
     assert_eq!(&path.bytes(Ads::rgid_rip)[..16], &dgid[..]);
+    // mlx5_set_path's UDP source port: no flow label, so from the QPN pair
+    // (rdma_get_udp_sport; the formula is checked against the kernel's in wire_scapy).
+    let sport = softhca::wire::udp_sport::udp_sport(0, qr.qpn, 0x1234);
+    assert_eq!(path.get(Ads::udp_sport), sport);
+    assert_eq!(h.qp(qr.qpn).unwrap().attrs().av.udp_sport, sport);
+    // mlx5dv_modify_qp_udp_sport's command (rdma-core providers/mlx5/mlx5.c): RTS2RTS_QP
+    // with MLX5_QPC_OPT_MASK_32_UDP_SPORT in opt_param_mask_95_32 and the new port in
+    // the path; without the bit the port in the inbox is ignored.
+    use prm::cmd::qp::Rts2rtsQpIn;
+    let rts2rts = |port: u16, flag: u64| {
+        let mut b = vec![0u8; Rts2rtsQpIn::BYTES];
+        let mut v = ViewMut::<Rts2rtsQpIn>::new(&mut b).unwrap();
+        v.set(Rts2rtsQpIn::opcode, op::RTS2RTS_QP).set(Rts2rtsQpIn::qpn, qr.qpn).set(Rts2rtsQpIn::opt_param_mask_95_32, flag);
+        v.sub_mut(Rts2rtsQpIn::qpc).sub_mut(Qpc::primary_address_path).set(Ads::udp_sport, port);
+        let (r, out) = obj_cmd(&dev, true, qr.handle, &b, prm::cmd::qp::Rts2rtsQpOut::BYTES);
+        assert_eq!(r, Ok(()), "{:?}", status(&out));
+        let (_, out) = obj_cmd(&dev, false, qr.handle, &query, QueryQpOut::BYTES);
+        View::<QueryQpOut>::new(&out).unwrap().sub(QueryQpOut::qpc).sub(Qpc::primary_address_path).get(Ads::udp_sport)
+    };
+    assert_eq!(rts2rts(0xd00d, 0), sport, "no UDP_SPORT bit");
+    assert_eq!(rts2rts(0xd00d, 1 << 2), 0xd00d);
+    assert_eq!(h.qp(qr.qpn).unwrap().attrs().av.udp_sport, 0xd00d, "the device sends from it");
+    // Everything in RTS2RTS is optional: the zeros of the rest of that inbox changed nothing.
+    let (_, out) = obj_cmd(&dev, false, qr.handle, &query, QueryQpOut::BYTES);
+    let qpc = View::<QueryQpOut>::new(&out).unwrap().sub(QueryQpOut::qpc);
+    assert_eq!((qpc.get(Qpc::retry_count), qpc.get(Qpc::rnr_retry), qpc.get(Qpc::log_sra_max), qpc.get(Qpc::min_rnr_nak)),
+               (7, 9 & 7, 1, 12));
+    assert_eq!(qpc.sub(Qpc::primary_address_path).get(Ads::ack_timeout), 14);
     // DevX moves the verbs QP to ERR; the verbs see it.
     let mut e = vec![0u8; prm::cmd::qp::Qp2errIn::BYTES];
     ViewMut::<prm::cmd::qp::Qp2errIn>::new(&mut e).unwrap().set(prm::cmd::qp::Qp2errIn::opcode, op::QP_2ERR)

@@ -164,7 +164,7 @@ impl DevxEnd {
     }
 
     /// RST2INIT, INIT2RTR, RTR2RTS towards `remote_qpn` at `remote_gid`, from the
-    /// IPv4-mapped RoCE v2 GID (index 3), with the fields mlx5_ib fills.
+    /// IPv4-mapped RoCE v2 GID (index 1), with the fields mlx5_ib fills.
     fn connect(&self, remote_qpn: u32, remote_gid: [u8; 16], my_psn: u32, their_psn: u32) {
         for opc in [op::RST2INIT_QP, op::INIT2RTR_QP, op::RTR2RTS_QP] {
             let mut b = vec![0u8; Rst2initQpIn::BYTES];
@@ -185,7 +185,7 @@ impl DevxEnd {
                             .set(Qpc::log_rra_max, 4)
                             .set(Qpc::min_rnr_nak, 1);
                         let mut p = c.sub_mut(Qpc::primary_address_path);
-                        p.set(Ads::vhca_port_num, 1).set(Ads::src_addr_index, 3).set(Ads::hop_limit, 64);
+                        p.set(Ads::vhca_port_num, 1).set(Ads::src_addr_index, softhca::config::IP_GID_INDEX).set(Ads::hop_limit, 64);
                         p.bytes_mut(Ads::rgid_rip)[..16].copy_from_slice(&remote_gid);
                     }
                     _ => {

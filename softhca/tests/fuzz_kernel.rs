@@ -687,7 +687,7 @@ fn valid(r: &mut SmallRng, h: &Arc<Hca>, ar: &mut Arena, rings: &mut Rings, fs: 
                     m.qp_state = 2;
                     m.path_mtu = 5;
                     m.max_dest_rd_atomic = 4;
-                    m.dest = QpDest { dgid: h.config().ip_gid(), sgid_index: 3, is_global: 1, port_num: 1, ..Default::default() };
+                    m.dest = QpDest { dgid: h.config().ip_gid(), sgid_index: softhca::config::IP_GID_INDEX, is_global: 1, port_num: 1, ..Default::default() };
                 }
                 (1, _) => { m.attr_mask = 1; m.qp_state = 2 }
                 (2, 2) => {

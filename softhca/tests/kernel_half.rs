@@ -11,12 +11,13 @@ use std::sync::Arc;
 
 use nix::errno::Errno;
 use softhca::objects::{Kind, QpState};
+use softhca::config::IP_GID_INDEX;
 use softhca::Hca;
 use uverbs::cmd::{context, cq, mr, pd, port, qp};
 use uverbs::ioctl::Ioctl;
 use uverbs::sys::ids::{mlx5 as mlx5_ids, object};
 use uverbs::sys::mlx5::{self as mlx5, AllocUcontextReqV2, AllocUcontextResp, CreateCq, CreateQp, CreateQpResp};
-use uverbs::sys::verbs::{qp_attr, qp_state, ExModifyQp, ModifyQp, QpCap, QpDest, ACCESS_LOCAL_WRITE,
+use uverbs::sys::verbs::{GID_TYPE_ROCE_V2, qp_attr, qp_state, ExModifyQp, ModifyQp, QpCap, QpDest, ACCESS_LOCAL_WRITE,
                          ACCESS_REMOTE_ATOMIC, ACCESS_REMOTE_READ, ACCESS_REMOTE_WRITE, QPT_RC, QPT_UD};
 use uverbs::Device;
 use zerocopy::{FromBytes, IntoBytes};
@@ -209,7 +210,7 @@ fn device_and_port_queries() {
     assert_eq!(port::query_port_write(&dev, 0).unwrap_err(), Errno::EINVAL);
 
     let t = port::query_gid_table(&dev, 8).unwrap();
-    assert_eq!(t.len(), 4);
+    assert_eq!(t.len(), 2, "link-local and IPv4-mapped, RoCE v2 only: {t:?}");
     let gids = h.config().gids();
     for (i, e) in t.iter().enumerate() {
         assert_eq!(e.gid_index as usize, i);
@@ -217,9 +218,10 @@ fn device_and_port_queries() {
         assert_eq!(e.netdev_ifindex, h.config().netdev_ifindex);
         assert_eq!(port::query_gid_entry(&dev, 1, i as u32).unwrap(), *e);
     }
-    assert_eq!(t[3].raw(), h.config().ip_gid());
-    assert_eq!(port::query_gid_table(&dev, 3).unwrap_err(), Errno::EINVAL, "the table does not fit");
-    assert_eq!(port::query_gid_entry(&dev, 1, 4).unwrap_err(), Errno::ENODATA);
+    assert_eq!(t[IP_GID_INDEX as usize].raw(), h.config().ip_gid());
+    assert!(t.iter().all(|e| e.gid_type == GID_TYPE_ROCE_V2), "{t:?}");
+    assert_eq!(port::query_gid_table(&dev, 1).unwrap_err(), Errno::EINVAL, "the table does not fit");
+    assert_eq!(port::query_gid_entry(&dev, 1, 2).unwrap_err(), Errno::ENODATA);
     assert_eq!(port::query_gid_entry(&dev, 1, 256).unwrap_err(), Errno::EINVAL);
     assert_eq!(port::query_gid_entry(&dev, 2, 0).unwrap_err(), Errno::EINVAL);
 }
@@ -321,7 +323,7 @@ fn objects_lifetimes_and_qp_state_machine() {
     m.rq_psn = 0x1ab_cdef;
     m.max_dest_rd_atomic = 3;
     m.min_rnr_timer = 12;
-    m.dest = QpDest { dgid, flow_label: 0x12345, sgid_index: 3, hop_limit: 64, traffic_class: 8, is_global: 1,
+    m.dest = QpDest { dgid, flow_label: 0x12345, sgid_index: IP_GID_INDEX, hop_limit: 64, traffic_class: 8, is_global: 1,
                       port_num: 1, ..Default::default() };
     let mut empty_gid = m;
     empty_gid.dest.sgid_index = 7;
@@ -338,7 +340,7 @@ fn objects_lifetimes_and_qp_state_machine() {
     assert_eq!((r.max_dest_rd_atomic, r.min_rnr_timer), (4, 12), "rounded up to a power of two");
     assert_eq!(r.qp_access_flags, ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ | ACCESS_REMOTE_ATOMIC);
     assert_eq!((r.dest.dgid, r.dest.flow_label, r.dest.sgid_index, r.dest.hop_limit, r.dest.traffic_class),
-               (dgid, 0x12345, 3, 64, 8));
+               (dgid, 0x12345, IP_GID_INDEX, 64, 8));
 
     let mut m = base(qp_attr::STATE | qp_attr::TIMEOUT | qp_attr::RETRY_CNT | qp_attr::RNR_RETRY
                      | qp_attr::SQ_PSN | qp_attr::MAX_QP_RD_ATOMIC);
@@ -593,7 +595,7 @@ fn modify_qp_rules() {
         c.qp_state = qp_state::RTR;
         c.path_mtu = 5;
         c.max_dest_rd_atomic = 1;
-        c.dest = QpDest { dgid: gid, sgid_index: 3, hop_limit: 1, is_global: 1, port_num: 1, ..Default::default() };
+        c.dest = QpDest { dgid: gid, sgid_index: IP_GID_INDEX, hop_limit: 1, is_global: 1, port_num: 1, ..Default::default() };
     };
     assert_eq!(m(rtr & !MIN_RNR_TIMER, &to_rtr), Err(Errno::EINVAL), "missing MIN_RNR_TIMER");
     assert_eq!(m(rtr | PORT, &|c| { to_rtr(c); c.port_num = 1 }), Err(Errno::EINVAL), "PORT in INIT->RTR");

@@ -771,7 +771,7 @@ fn ud_send_between_peer_buffers() {
     };
     let mut ea = ud_end(&a, 0x1111);
     let mut eb = ud_end(&b, 0x2222);
-    let to_b = DatagramSeg::from_raw(0, 0, 1, 0, 0, 0xc000, [0; 6], 0, 64, (1 << 30) | (3 << 20), b.gid());
+    let to_b = DatagramSeg::from_raw(0, 0, 1, 0, 0, 0xc000, [0; 6], 0, 64, (1 << 30) | (1 << 20), b.gid());
     let src = PeerBuf::new(&a, 4096, all_access(), None);
     let data = pattern(4096, 12);
     src.write(0, &data);

@@ -28,7 +28,7 @@ fn uc_connect(e: &End, o: &Opts, remote_qpn: u32, remote_gid: [u8; 16], my_psn: 
     e.qp.to_init(1, o.access).expect("INIT");
     e.qp.modify(&QpAttr {
         state: Some(QpState::Rtr),
-        ah: Some(Ah { dgid: remote_gid, sgid_index: 3, hop_limit: 64, port: 1, ..Default::default() }),
+        ah: Some(Ah { dgid: remote_gid, sgid_index: softhca::config::IP_GID_INDEX, hop_limit: 64, port: 1, ..Default::default() }),
         path_mtu: Some(o.mtu),
         dest_qpn: Some(remote_qpn),
         rq_psn: Some(their_psn),

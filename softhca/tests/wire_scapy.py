@@ -3,7 +3,9 @@
 
 Reads a JSON list of packet descriptions (field values only) on stdin, builds each packet
 with scapy (IP/IPv6, UDP, scapy.contrib.roce BTH/AETH, which computes the ICRC) and prints
-one line per packet: "<name> <hex of the UDP payload, ICRC included>".
+one line per packet: "<name> <hex of the UDP payload, ICRC included>". Given
+{"sports": [[flow_label, lqpn, rqpn], ...]} instead, prints the RoCEv2 UDP source port
+Linux derives for each (one per line).
 
 The extension-header layouts and their order are written here from the IBA field tables,
 independently of the Rust code under test.
@@ -79,8 +81,39 @@ def build(case):
     return raw(pkt[BTH])
 
 
+# RoCEv2 UDP source ports, written here from the kernel's definitions in
+# include/rdma/ib_verbs.h (rdma_calc_flow_label, rdma_flow_label_to_udp_sport,
+# rdma_get_udp_sport), independently of softhca/src/wire/udp_sport.rs.
+ROCE_SPORT_MIN = 0xC000  # IB_ROCE_UDP_ENCAP_VALID_PORT_MIN
+FLOW_LABEL_MASK = 0xFFFFF  # IB_GRH_FLOWLABEL_MASK
+
+
+def calc_flow_label(lqpn, rqpn):
+    v = (lqpn * rqpn) & 0xFFFFFFFFFFFFFFFF
+    v ^= v >> 20
+    v ^= v >> 40
+    return v & FLOW_LABEL_MASK
+
+
+def flow_label_to_udp_sport(fl):
+    fl_low, fl_high = fl & 0x03FFF, fl & 0xFC000
+    fl_low ^= fl_high >> 14
+    return (fl_low | ROCE_SPORT_MIN) & 0xFFFF
+
+
+def get_udp_sport(fl, lqpn, rqpn):
+    if not fl:
+        fl = calc_flow_label(lqpn, rqpn)
+    return flow_label_to_udp_sport(fl)
+
+
 def main():
     cases = json.load(sys.stdin)
+    if isinstance(cases, dict):
+        # {"sports": [[flow_label, local_qpn, remote_qpn], ...]}: one port per line.
+        for fl, lqpn, rqpn in cases["sports"]:
+            print(get_udp_sport(fl, lqpn, rqpn))
+        return
     for case in cases:
         print(case["name"], build(case).hex())
 

@@ -3,7 +3,15 @@
 //! builds each packet with scapy, and the two byte strings (ICRC included) must be equal.
 //! scapy's packets must also parse here with the ICRC check on.
 //!
+//! The UDP source ports softhca's QPs send from are checked the same way: the script
+//! computes each from Linux's formula (include/rdma/ib_verbs.h), and packets that real
+//! softhca QPs put on the wire must come from those ports.
+//!
 //! Skips, saying so, when python3 or scapy is missing (`pip install scapy`).
+//!
+//! Addresses: 127.1.14.x (hints, see common::bind_free).
+
+mod common;
 
 use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -384,4 +392,108 @@ fn emitted_packets_match_scapy_byte_for_byte() {
         checked += 1;
     }
     eprintln!("scapy cross-check: {checked} packets identical, ICRC included");
+}
+
+/// The source ports the script computes for `(flow label, local QPN, remote QPN)`.
+fn kernel_sports(tuples: &[(u32, u32, u32)]) -> Result<Vec<u16>, String> {
+    let list: Vec<String> = tuples.iter().map(|(f, l, r)| format!("[{f},{l},{r}]")).collect();
+    let out = run_scapy(&format!("{{\"sports\": [{}]}}", list.join(",")))?;
+    Ok(out.lines().map(|l| l.trim().parse().expect("a port per line")).collect())
+}
+
+/// softhca's formula (`wire::udp_sport`) against the script's, over edge cases: QPN
+/// products that reach the fold at bit 20 and bit 40, flow labels with their top six bits
+/// set, and a flow label wider than 20 bits (masked).
+#[test]
+fn udp_sport_formula_matches_the_kernel() {
+    use softhca::wire::udp_sport::udp_sport;
+    let tuples = [(0, 2, 3), (0, 0x10_0000, 1), (0, 0xff_ffff, 0xff_ffff), (0, 0x12_3456, 0xab_cdef), (0, 0x108, 0x109),
+                  (0xf_c001, 7, 9), (0x1_2345, 0, 0), (1, 0xff_ffff, 1), (0xf_ffff, 0, 0)];
+    let want = match kernel_sports(&tuples) {
+        Ok(w) => w,
+        Err(why) => return testkit::skip(testkit::Need::Tool, format!("source-port cross-check not run: {why}")),
+    };
+    for (&(fl, l, r), want) in tuples.iter().zip(want) {
+        assert_eq!(udp_sport(fl, l, r), want, "flow label {fl:#x}, QPNs {l:#x} {r:#x}");
+    }
+}
+
+/// Packets of real QPs leave from the port the kernel's formula gives. RC QPs connected
+/// to a bare UDP socket (a peer that never answers: their first request is enough), with
+/// and without a flow label: mlx5_ib's `mlx5_set_path` takes the port from the flow
+/// label, or from the QPN pair when there is none. A UD QP sends from the port in its
+/// address vector's `rlid` field, which libmlx5 fills with the flow label's port
+/// (`mlx5_ah_set_udp_sport`); one whose `rlid` is 0 (no RoCEv2 port) sends from 4791.
+#[test]
+fn qps_send_from_their_udp_source_ports() {
+    use common::*;
+    use provider::wqe::{DatagramSeg, Payload, SendOp, UdDest};
+    use provider::{QpAttr, QpInit, QpState, QpType};
+
+    let peers = [(0u32, 0x4321u32), (0, 0xab_cdef), (0x5_4321, 0x77)];
+    let ud_fl = 0x1_2345;
+    let b = Host::new([127, 1, 14, 1]);
+    let (fake_ip, fake) = bind_free([127, 1, 14, 2]);
+    fake.set_read_timeout(Some(WAIT)).unwrap();
+    let IpAddr::V4(fake_v4) = fake_ip else { unreachable!() };
+    let fake_gid = fake_v4.to_ipv6_mapped().octets();
+    let o = Opts::default();
+    let mem = b.mem(4096, all_access());
+
+    let mut ends = Vec::new();
+    for &(fl, dqpn) in &peers {
+        let mut e = End::new(&b, &o);
+        e.qp.to_init(1, o.access).expect("INIT");
+        let ah = provider::qp::Ah { dgid: fake_gid, sgid_index: softhca::config::IP_GID_INDEX, hop_limit: 64, flow_label: fl,
+                                    port: 1, ..Default::default() };
+        e.qp.modify(&QpAttr { state: Some(QpState::Rtr), ah: Some(ah), path_mtu: Some(o.mtu), dest_qpn: Some(dqpn),
+                              rq_psn: Some(0), max_dest_rd_atomic: Some(o.rd_atomic), min_rnr_timer: Some(o.min_rnr_timer),
+                              ..Default::default() }).expect("RTR");
+        e.qp.to_rts(0, o.timeout, o.retry_cnt, o.rnr_retry, o.rd_atomic).expect("RTS");
+        e.qp.post_send(1, &signaled(SendOp::RdmaWrite { raddr: 0x1000, rkey: 0x77 }, Payload::Sgl(&[mem.sge(0, 16)]))).unwrap();
+        ends.push(e);
+    }
+    let mut tuples: Vec<(u32, u32, u32)> = peers.iter().zip(&ends).map(|(&(fl, dqpn), e)| (fl, e.qp.qpn(), dqpn)).collect();
+    // The UD AV's port, as libmlx5 computes it for an AH with flow label `ud_fl` (the
+    // QPNs do not enter: rdma_get_udp_sport with a non-zero label uses the label only).
+    tuples.push((ud_fl, 0, 0));
+    let want = match kernel_sports(&tuples) {
+        Ok(w) => w,
+        Err(why) => return testkit::skip(testkit::Need::Tool, format!("source-port check not run: {why}")),
+    };
+
+    let scq = b.ctx.create_cq(16, None).unwrap();
+    let rcq = b.ctx.create_cq(16, None).unwrap();
+    let mut ud = b.pd.create_qp(&QpInit { send_cq: &scq, recv_cq: &rcq, cap: o.cap, qp_type: QpType::Ud, sq_sig_all: false,
+                                      send_ops: None }).unwrap();
+    ud.modify(&QpAttr { state: Some(QpState::Init), pkey_index: Some(0), port: Some(1), qkey: Some(0x11), ..Default::default() }).unwrap();
+    ud.modify(&QpAttr { state: Some(QpState::Rtr), ..Default::default() }).unwrap();
+    ud.modify(&QpAttr { state: Some(QpState::Rts), sq_psn: Some(0), ..Default::default() }).unwrap();
+    let grh = (1 << 30) | ((softhca::config::IP_GID_INDEX as u32) << 20);
+    let ud_sport = want[peers.len()];
+    for (qpn, rlid) in [(0x900u32, ud_sport), (0x901, 0)] {
+        let av = DatagramSeg::from_raw(0, 0, 1, 0, 0, rlid, [0; 6], 0, 64, grh, fake_gid);
+        let sgl = [mem.sge(0, 8)];
+        let wr = signaled(SendOp::Send, Payload::Sgl(&sgl)).to_ud(UdDest { av: &av, remote_qpn: qpn, qkey: 0x11 });
+        ud.post_send(qpn as u64, &wr).unwrap();
+    }
+
+    // The first packet to each destination QP, and where it came from.
+    let mut expect: std::collections::HashMap<u32, u16> =
+        ends.iter().zip(&peers).zip(&want).map(|((_, &(_, dqpn)), &w)| (dqpn, w)).collect();
+    expect.insert(0x900, ud_sport);
+    expect.insert(0x901, 4791);
+    let mut seen = std::collections::HashMap::new();
+    let mut buf = vec![0u8; 65536];
+    while seen.len() < expect.len() {
+        let (n, src) = fake.recv_from(&mut buf).expect("a packet from every QP");
+        assert_eq!(src.ip(), b.addr());
+        let p = RocePacket::parse(&buf[..n], &Endpoints::new(src, fake.local_addr().unwrap()))
+            .expect("a valid packet, its ICRC computed for the port it came from");
+        seen.entry(p.bth.dest_qpn).or_insert(src.port());
+    }
+    for (dqpn, port) in &expect {
+        assert_eq!(seen.get(dqpn), Some(port), "packets to QP {dqpn:#x}: {seen:?}");
+    }
+    assert!(want[..peers.len()].iter().all(|&p| p >= 0xc000));
 }

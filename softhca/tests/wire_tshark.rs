@@ -98,8 +98,10 @@ fn packets() -> Vec<(Endpoints, Vec<u8>, Vec<String>)> {
         },
         msn: 42,
     });
-    // Replies also go to UDP port 4791 (softhca hosts send from their port-4791 socket).
-    let r = ep(3, 2, 4791);
+    // Replies also go to UDP port 4791, from the responder QP's source port: without a
+    // flow label the same as the requester's (the flow label made from the QPN pair is
+    // symmetric, see softhca::wire::udp_sport).
+    let r = ep(3, 2, 49152);
     out.push((
         r,
         p.to_vec(&r).unwrap(),
@@ -229,7 +231,7 @@ fn tshark_decodes_emitted_packets() {
         "one tshark frame per packet:\n{text}"
     );
 
-    for (i, ((_, bytes, expect), frame)) in pkts.iter().zip(&frames).enumerate() {
+    for (i, ((e, bytes, expect), frame)) in pkts.iter().zip(&frames).enumerate() {
         let n = bytes.len();
         // Wireshark prints the trailer's four bytes as a big-endian number.
         let icrc = u32::from_be_bytes(bytes[n - 4..].try_into().unwrap());
@@ -239,6 +241,7 @@ fn tshark_decodes_emitted_packets() {
             "Base Transport Header".to_string(),
             format!("Invariant CRC: {icrc:#010x}"),
             "Destination Port: 4791".to_string(),
+            format!("Source Port: {}", e.src.port()),
         ]);
         for w in &want {
             assert!(

@@ -310,7 +310,7 @@ static void devx_connect(struct devx_side *s, uint32_t remote_qpn, const union i
 	DEVX_SET(qpc, qpc, log_rra_max, 0);
 	DEVX_SET(ads, ads, vhca_port_num, 1);
 	DEVX_SET(ads, ads, grh, 1);
-	DEVX_SET(ads, ads, src_addr_index, 3);
+	DEVX_SET(ads, ads, src_addr_index, 1);
 	DEVX_SET(ads, ads, hop_limit, 64);
 	DEVX_SET(ads, ads, udp_sport, 0xc000 | (s->qpn & 0x3fff));
 	memcpy(DEVX_ADDR_OF(ads, ads, rgid_rip), gid->raw, 16);
@@ -454,8 +454,8 @@ int main(void)
 	if (!vqp)
 		die("ibv_create_qp");
 	union ibv_gid gid;
-	if (ibv_query_gid(ctx, 1, 3, &gid))
-		die("ibv_query_gid 3");
+	if (ibv_query_gid(ctx, 1, 1, &gid))
+		die("ibv_query_gid 1");
 	devx_connect(&s, vqp->qp_num, &gid);
 	rc_to_rts(vqp, s.qpn, &gid);
 

@@ -44,7 +44,16 @@ pub mod pm_state {
 /// include/linux/mlx5/qp.h): the optional context fields a transition changes; a field
 /// whose bit is clear keeps the value the QP already has.
 pub mod optpar {
+    pub const RNR_TIMEOUT: u32 = 1 << 6;
     pub const Q_KEY: u32 = 1 << 5;
+    pub const SRA_MAX: u32 = 1 << 8;
+    pub const RETRY_COUNT: u32 = 1 << 12;
+    pub const RNR_RETRY: u32 = 1 << 13;
+    pub const ACK_TIMEOUT: u32 = 1 << 14;
+    /// RTS2RTS_QP's `opt_param_mask_95_32`: the primary path's UDP source port
+    /// (`MLX5_QPC_OPT_MASK_32_UDP_SPORT`, rdma-core providers/mlx5/mlx5_ifc.h; what
+    /// `mlx5dv_modify_qp_udp_sport` sets).
+    pub const UDP_SPORT_95_32: u64 = 1 << 2;
 }
 
 pub mod mtu {

@@ -5,7 +5,7 @@
 //! | 2..4   | wqe_id (striding RQ)                                            |
 //! | 17     | ml_path: source path bits `[6:0]`                                 |
 //! | 22..24 | slid                                                           |
-//! | 24..28 | flags_rqpn: grh `[29:28]`, sl `[27:24]`, source QP `[23:0]`          |
+//! | 24..28 | flags_rqpn: grh `[29:28]`, sl / RoCE packet type `[27:24]`, source QP `[23:0]` ([`super::flags_rqpn`]) |
 //! | 28     | hds_ip_ext (L2/L3/L4 OK bits)                                   |
 //! | 29     | l4_hdr_type_etc                                                 |
 //! | 30..32 | vlan_info                                                      |
@@ -25,6 +25,7 @@ use zerocopy::byteorder::big_endian::{U16, U32, U64};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
 
 use super::err::ErrCqe;
+use super::flags_rqpn::RocePacketType;
 use crate::opcode::{CqeOpcode, WqeOpcode};
 
 #[repr(C)]
@@ -181,6 +182,12 @@ impl Cqe64 {
     /// Whether the received packet had a GRH.
     pub const fn has_grh(&self) -> bool {
         (self.flags_rqpn.get() >> 28) & 3 != 0
+    }
+
+    /// On a RoCE port: the L3 header the packet came with, read as mlx5_ib reads it
+    /// (`(flags_rqpn >> 24) & 3`); `None` for the reserved value 3.
+    pub const fn roce_packet_type(&self) -> Option<RocePacketType> {
+        RocePacketType::from_bits(((self.flags_rqpn.get() >> 24) & 3) as u8)
     }
 
     pub const fn slid(&self) -> u16 {

@@ -17,11 +17,13 @@
 
 pub mod cqe64;
 pub mod err;
+pub mod flags_rqpn;
 pub mod owner;
 pub mod syndrome;
 
 pub use crate::opcode::CqeOpcode;
 pub use cqe64::{Cqe64, InlineScatter};
 pub use err::ErrCqe;
+pub use flags_rqpn::{roce_flags_rqpn, GrhIn, RocePacketType};
 pub use owner::{is_sw_owned, load_op_own, sw_owner_bit, CQE_INIT_OP_OWN, CQE_SIZE};
 pub use syndrome::Syndrome;

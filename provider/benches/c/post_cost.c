@@ -29,7 +29,7 @@
 #include <infiniband/verbs.h>
 
 #define BUF 8192
-#define GID_INDEX 3
+#define GID_INDEX 1
 
 static struct ibv_qp *qp;
 static struct ibv_qp_ex *qpx;

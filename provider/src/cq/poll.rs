@@ -26,6 +26,9 @@ pub struct Wc {
     pub imm: u32,
     pub qp_num: u32,
     pub src_qp: u32,
+    /// `flags_rqpn[27:24]`, which libmlx5 hands out as `ibv_wc.sl` as it is: on a RoCE
+    /// port the packet type (`prm::cqe::RocePacketType`: 2 for RoCE v2 over IPv4).
+    pub sl: u8,
     pub flags: WcFlags,
 }
 
@@ -40,6 +43,7 @@ impl Default for Wc {
             imm: 0,
             qp_num: 0,
             src_qp: 0,
+            sl: 0,
             flags: WcFlags::empty(),
         }
     }
@@ -133,6 +137,7 @@ impl Cq {
                 wc.byte_len = cqe.byte_cnt();
                 wc.imm = u32::from_be(cqe.imm_inval_pkey().to_be());
                 wc.src_qp = cqe.src_qp();
+                wc.sl = cqe.sl();
                 wc.wr_id = self.take_recv(&qp);
             }
             None => wc.status = WcStatus::GeneralErr,

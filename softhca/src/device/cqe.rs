@@ -4,7 +4,7 @@
 //! The layouts written are the `prm` crate's [`Cqe64`] and, for error CQEs (opcode 13
 //! requester, 14 responder), [`ErrCqe`](prm::cqe::ErrCqe): the same definitions the
 //! provider polls with. A 128-byte CQE holds the 64-byte one in its second half. Fields
-//! set: `flags_rqpn` (L3 header type, source QP), `srqn_uidx` (the QP's user index with
+//! set: `flags_rqpn` (GRH place, RoCE packet type, source QP: [`recv_flags_rqpn`]), `srqn_uidx` (the QP's user index with
 //! CQE version 1), immediate, `byte_cnt`, timestamp, `sop_drop_qpn` (requester: the WQE
 //! opcode echoed in the top byte), `wqe_counter`, `op_own`; error CQEs set
 //! `vendor_err_synd` and `syndrome` instead of the data fields.
@@ -16,9 +16,10 @@
 //! Before writing, the consumer index is read from the CQ doorbell record with an
 //! acquire load; a full ring (`pi - ci == entries`) is an overrun: the CQE is not written.
 
+use std::net::IpAddr;
 use std::sync::Arc;
 
-use prm::cqe::{Cqe64, CqeOpcode, Syndrome};
+use prm::cqe::{roce_flags_rqpn, Cqe64, CqeOpcode, GrhIn, RocePacketType, Syndrome};
 use prm::dbrec::{CQ_ARM_DB, CQ_CI_MASK, CQ_SET_CI};
 use zerocopy::byteorder::big_endian::{U16, U32, U64};
 
@@ -70,6 +71,19 @@ pub fn vendor_err(syndrome: u8) -> u8 {
     }
 }
 
+/// `flags_rqpn` of a receive CQE for a packet that came from `src` (see
+/// [`prm::cqe::flags_rqpn`]): the RoCE v2 packet type of its IP version, and for UD the
+/// GRH reported as scattered to the buffer (a ConnectX writes it there; RC and UC
+/// report none). `src_qp` is the sender's QPN (UD: the DETH's; RC/UC: the connected
+/// peer's).
+pub fn recv_flags_rqpn(ud: bool, src: Option<IpAddr>, src_qp: u32) -> u32 {
+    let ty = match src.map(|a| a.to_canonical()) {
+        Some(IpAddr::V6(_)) => RocePacketType::Ipv6,
+        _ => RocePacketType::Ipv4,
+    };
+    roce_flags_rqpn(if ud { GrhIn::Buffer } else { GrhIn::None }, ty, src_qp)
+}
+
 /// The fields of one CQE.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Cqe {
@@ -81,7 +95,8 @@ pub struct Cqe {
     pub uidx: u32,
     pub byte_cnt: u32,
     pub imm: u32,
-    /// Responder CQEs: the sender's QPN (and L3 type) in `flags_rqpn`.
+    /// Responder CQEs: the sender's QPN, GRH place and RoCE packet type
+    /// ([`recv_flags_rqpn`]).
     pub flags_rqpn: u32,
     pub timestamp: u64,
     pub solicited: bool,
@@ -275,5 +290,35 @@ mod tests {
         let r = Cqe { opcode: opcode::RESP_SEND_IMM, imm: 0x11223344, solicited: true, ..Default::default() };
         assert_eq!(&r.body().as_bytes()[36..40], &[0x11, 0x22, 0x33, 0x44]);
         assert_eq!(r.op_own(true), 0x33);
+    }
+
+    /// `flags_rqpn` of receive CQEs, decoded with the readers' own formulas: libmlx5
+    /// (rdma-core providers/mlx5/cq.c, `handle_responder`) sets IBV_WC_GRH when
+    /// `(flags_rqpn >> 28) & 3` is non-zero and returns `(flags_rqpn >> 24) & 0xf` as
+    /// `wc->sl` and the low 24 bits as `wc->src_qp`; mlx5_ib (linux
+    /// drivers/infiniband/hw/mlx5/cq.c, `handle_responder`) takes `(flags_rqpn >> 24) & 3`
+    /// as the RoCE packet type, `MLX5_CQE_ROCE_L3_HEADER_TYPE_{GRH,IPV6,IPV4}` = 0, 1, 2
+    /// (include/linux/mlx5/device.h), and names grh value 1 `MLX5_GRH_IN_BUFFER`.
+    #[test]
+    fn receive_flags_as_libmlx5_and_mlx5_ib_read_them() {
+        let word = |ud, src: &str, qpn| {
+            let c = Cqe { opcode: opcode::RESP_SEND, flags_rqpn: recv_flags_rqpn(ud, Some(src.parse().unwrap()), qpn), ..Default::default() };
+            let b = c.body();
+            let b = b.as_bytes();
+            u32::from_be_bytes([b[24], b[25], b[26], b[27]])
+        };
+        let grh = |w: u32| (w >> 28) & 3;
+        let sl = |w: u32| (w >> 24) & 0xf;
+        let roce_type = |w: u32| (w >> 24) & 3;
+        // UD over IPv4: GRH in the buffer (1), RoCE v2 over IPv4 (2).
+        let w = word(true, "10.0.0.1", 0xab_cdef);
+        assert_eq!((grh(w), sl(w), roce_type(w), w & 0xff_ffff), (1, 2, 2, 0xab_cdef));
+        // UD over IPv6: RoCE v2 over IPv6 (1); a v4-mapped address is IPv4 on the wire.
+        let w = word(true, "fd00::1", 7);
+        assert_eq!((grh(w), sl(w), roce_type(w), w & 0xff_ffff), (1, 1, 1, 7));
+        assert_eq!(roce_type(word(true, "::ffff:10.0.0.1", 7)), 2);
+        // RC/UC: no GRH (IBV_WC_GRH clear), still the packet type.
+        let w = word(false, "10.0.0.1", 0x12_3456);
+        assert_eq!((grh(w), sl(w), w & 0xff_ffff), (0, 2, 0x12_3456));
     }
 }

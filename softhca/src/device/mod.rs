@@ -65,6 +65,7 @@ pub mod qp;
 pub mod requester;
 pub mod responder;
 pub mod rx;
+pub mod sport;
 pub mod stage;
 pub mod timers;
 pub mod trace;

@@ -166,6 +166,13 @@ impl QpCtx {
         self.qp.qpn
     }
 
+    /// The UDP source port of this connected QP's packets, requests and responses alike
+    /// (`ads.udp_sport`; the transmitter falls back to 4791 for 0 or a port it cannot
+    /// bind, see `super::sport`).
+    pub fn sport(&self) -> u16 {
+        self.attrs.av.udp_sport
+    }
+
     /// Applies a MODIFY_QP the kernel half finished.
     pub fn modified(&mut self, attrs: QpAttrs, from: QpState) {
         let to = attrs.state;

@@ -887,6 +887,7 @@ fn emit_request(w: &SqWqe, k: u32, p: u32, window_full: bool, q: &QpCtx, peer: S
                 out_stage: &mut OutStage) -> Result<u32, Emit> {
     let mtu = q.mtu as u64;
     let dqpn = q.attrs.dest_qpn;
+    let sport = q.sport();
     match w.op {
         Op::Send { imm } | Op::Write { imm, .. } => {
             let write = matches!(w.op, Op::Write { .. });
@@ -945,8 +946,8 @@ fn emit_request(w: &SqWqe, k: u32, p: u32, window_full: bool, q: &QpCtx, peer: S
                 // The staging buffer is refilled in later steps, and a dma-buf mapping is
                 // closed to other processes: a same-host peer gets those bytes inline
                 // (`app: false`), ordinary memory by reference.
-                Some((addr, by_ref)) => unsafe { env.tx.send_mem(&pkt, MemRef { addr, len, app: by_ref }, peer, env.counters) },
-                None => env.tx.send(&pkt, peer, env.counters),
+                Some((addr, by_ref)) => unsafe { env.tx.send_mem(&pkt, MemRef { addr, len, app: by_ref }, peer, sport, env.counters) },
+                None => env.tx.send(&pkt, peer, sport, env.counters),
             }
             Ok(1)
         }
@@ -955,19 +956,19 @@ fn emit_request(w: &SqWqe, k: u32, p: u32, window_full: bool, q: &QpCtx, peer: S
             let bth = BthRepr::new(Opcode::RcRdmaReadRequest, dqpn, p);
             let mut pkt = RocePacket::new(bth, &[]);
             pkt.reth = Some(RethRepr { va: raddr.wrapping_add(off), rkey, dma_len: w.len.saturating_sub(off) as u32 });
-            env.tx.send(&pkt, peer, env.counters);
+            env.tx.send(&pkt, peer, sport, env.counters);
             Ok(w.npsn - k)
         }
         Op::CmpSwap { raddr, rkey, swap, compare } => {
             let mut pkt = RocePacket::new(BthRepr::new(Opcode::RcCompareSwap, dqpn, p), &[]);
             pkt.atomic_eth = Some(AtomicEthRepr { va: raddr, rkey, swap_add: swap, compare });
-            env.tx.send(&pkt, peer, env.counters);
+            env.tx.send(&pkt, peer, sport, env.counters);
             Ok(1)
         }
         Op::FetchAdd { raddr, rkey, add } => {
             let mut pkt = RocePacket::new(BthRepr::new(Opcode::RcFetchAdd, dqpn, p), &[]);
             pkt.atomic_eth = Some(AtomicEthRepr { va: raddr, rkey, swap_add: add, compare: 0 });
-            env.tx.send(&pkt, peer, env.counters);
+            env.tx.send(&pkt, peer, sport, env.counters);
             Ok(1)
         }
         Op::Nop => Ok(0),

@@ -30,7 +30,6 @@
 //! few packets per engine step).
 
 use std::collections::VecDeque;
-use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
@@ -41,7 +40,7 @@ use crate::objects::{Loc, QpState};
 use crate::wire::{AethRepr, AtomicAckEthRepr, BthRepr, CreditCode, NakCode, Opcode, RnrTimer, RocePacket, Syndrome};
 
 use super::counters::step_add;
-use super::cqe::{opcode as cqe_op, syndrome, Cqe};
+use super::cqe::{opcode as cqe_op, recv_flags_rqpn, syndrome, Cqe};
 use super::mkey;
 use super::psn;
 use super::qp::{Env, QpCtx};
@@ -310,13 +309,12 @@ impl QpCtx {
     }
 
     fn recv_cqe(&mut self, env: &mut Env<'_>, opcode: u8, byte_cnt: u64, imm: Option<u32>, solicited: bool) {
-        let l3_ipv4 = matches!(self.peer, Some(SocketAddr::V4(_))) as u32;
         let cqe = Cqe {
             opcode,
             wqe_counter: self.rq_ci,
             byte_cnt: byte_cnt.min(u32::MAX as u64) as u32,
             imm: imm.unwrap_or(0),
-            flags_rqpn: (l3_ipv4 * 2) << 28 | (self.attrs.dest_qpn & psn::MASK),
+            flags_rqpn: recv_flags_rqpn(false, self.peer.map(|p| p.ip()), self.attrs.dest_qpn),
             solicited,
             ..Default::default()
         };
@@ -548,6 +546,7 @@ impl QpCtx {
             self.resp.out.clear();
             return;
         };
+        let sport = self.sport();
         let dqpn = self.attrs.dest_qpn;
         let mut sent = 0;
         while sent < budget {
@@ -570,14 +569,14 @@ impl QpCtx {
                     let mut pkt = RocePacket::new(BthRepr::new(Opcode::RcAcknowledge, dqpn, p), &[]);
                     pkt.aeth = Some(AethRepr { syndrome, msn: msn & psn::MASK });
                     tracing::trace!(target: "softhca::ack", qpn = self.qp.qpn, psn = p, ?syndrome, "ack sent");
-                    env.tx.send(&pkt, peer, env.counters);
+                    env.tx.send(&pkt, peer, sport, env.counters);
                     self.resp.out.pop_front();
                 }
                 Out::AtomicAck { psn: p, msn, orig } => {
                     let mut pkt = RocePacket::new(BthRepr::new(Opcode::RcAtomicAcknowledge, dqpn, p), &[]);
                     pkt.aeth = Some(AethRepr { syndrome: Syndrome::ACK_UNLIMITED, msn: msn & psn::MASK });
                     pkt.atomic_ack_eth = Some(AtomicAckEthRepr { orig_data: orig });
-                    env.tx.send(&pkt, peer, env.counters);
+                    env.tx.send(&pkt, peer, sport, env.counters);
                     self.resp.out.pop_front();
                     self.resp.served(p);
                 }
@@ -614,12 +613,12 @@ impl QpCtx {
                         pkt.aeth = Some(AethRepr { syndrome: Syndrome::ACK_UNLIMITED, msn: s.msn & psn::MASK });
                     }
                     match loc {
-                        _ if len == 0 => env.tx.send(&pkt, peer, env.counters),
+                        _ if len == 0 => env.tx.send(&pkt, peer, sport, env.counters),
                         // SAFETY: `locate_remote_read` checked the range inside a live MR of
                         // this QP's PD under the engine lock, which the engine step holds
                         // until its flush has sent the packet.
                         // A same-host peer may copy it later when it is ordinary memory.
-                        Loc::Host(addr) => unsafe { env.tx.send_mem(&pkt, MemRef { addr, len, app: env.keys.by_ref(s.rkey) }, peer, env.counters) },
+                        Loc::Host(addr) => unsafe { env.tx.send_mem(&pkt, MemRef { addr, len, app: env.keys.by_ref(s.rkey) }, peer, sport, env.counters) },
                         Loc::Peer(_) => {
                             // From the stream's staged segment, read once for its packets,
                             // sent in place like host memory.
@@ -632,7 +631,7 @@ impl QpCtx {
                                 // neither refilled in this step (`OutStage`) nor dropped
                                 // before its flush (the QP context goes only under the
                                 // engine lock, which the step holds).
-                                Ok(Some(m)) => unsafe { env.tx.send_mem(&pkt, m, peer, env.counters) },
+                                Ok(Some(m)) => unsafe { env.tx.send_mem(&pkt, m, peer, sport, env.counters) },
                                 // The buffer holds this step's packets of another segment.
                                 Ok(None) => break,
                                 Err(e) => {

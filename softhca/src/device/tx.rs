@@ -1,8 +1,9 @@
 //! Transmitting: packets are built during an engine step and leave together in
-//! `sendmmsg` batches on the instance's unconnected UDP socket (`sendto` semantics: each
+//! `sendmmsg` batches on the instance's unconnected UDP sockets (`sendto` semantics: each
 //! datagram names its destination, which keeps the IPv4 identification at 0 as the ICRC
-//! assumes; see `crate::wire::icrc`). Fault injection and capture happen here, on the way
-//! out.
+//! assumes; see `crate::wire::icrc`): the port-4791 one, or the one bound to the QP's
+//! UDP source port ([`super::sport`]), which is chosen when the packet is built because
+//! the ICRC covers it. Fault injection and capture happen here, on the way out.
 //!
 //! Per-packet cost is what limits bandwidth, so:
 //! - **No payload copy.** A request or READ response packet whose payload lies in one
@@ -38,6 +39,7 @@ use super::link::copy::RemoteRef;
 use super::link::{Peers, Pushed, Wire, INLINE_MAX};
 use super::fault::{Injector, Verdict};
 use super::mem;
+use super::sport::SourcePorts;
 use super::trace::Capture;
 
 /// `sendmmsg` entries per call.
@@ -84,6 +86,8 @@ pub struct OutPkt {
     /// The ICRC in `tail` is computed (skipped for a same-host peer; see [`Tx::seal`]).
     sealed: bool,
     pub dst: SocketAddr,
+    /// The UDP source port it leaves from (the ICRC was computed for it).
+    pub src: u16,
 }
 
 impl OutPkt {
@@ -123,7 +127,7 @@ impl OutPkt {
     fn duplicate(&self) -> OutPkt {
         let mut buf = self.buf.clone();
         buf.extend_from_slice(self.mem_bytes());
-        OutPkt { buf, mem: None, tail: self.tail, tail_len: self.tail_len, sealed: self.sealed, dst: self.dst }
+        OutPkt { buf, mem: None, tail: self.tail, tail_len: self.tail_len, sealed: self.sealed, dst: self.dst, src: self.src }
     }
 }
 
@@ -131,6 +135,8 @@ impl OutPkt {
 #[derive(Debug)]
 pub struct Tx {
     local: SocketAddr,
+    /// Sockets for the other source ports.
+    ports: SourcePorts,
     queue: Vec<OutPkt>,
     wire: Vec<OutPkt>,
     pool: Vec<Vec<u8>>,
@@ -207,6 +213,7 @@ impl Tx {
     pub fn new(local: SocketAddr, fault: Option<Injector>, gso: bool, peers: Option<Peers>) -> Tx {
         Tx {
             local,
+            ports: SourcePorts::new(local),
             peers,
             backlog: std::collections::VecDeque::new(),
             queue: Vec::new(),
@@ -253,18 +260,26 @@ impl Tx {
         }
     }
 
-    /// Builds `pkt` (headers, payload, pad, ICRC for the flow to `dst`) into a buffer and
-    /// queues it. A packet that cannot be built is counted and dropped.
-    pub fn send(&mut self, pkt: &RocePacket<'_>, dst: SocketAddr, counters: &Counters) {
+    /// Where a packet that wants UDP source port `sport` leaves from (this instance's
+    /// address, and `sport` or, failing that, 4791; see [`super::sport`]).
+    fn source(&mut self, sport: u16) -> SocketAddr {
+        SocketAddr::new(self.local.ip(), self.ports.port_for(sport))
+    }
+
+    /// Builds `pkt` (headers, payload, pad, ICRC for the flow from UDP source port `sport`
+    /// to `dst`) into a buffer and queues it. A packet that cannot be built is counted and
+    /// dropped.
+    pub fn send(&mut self, pkt: &RocePacket<'_>, dst: SocketAddr, sport: u16, counters: &Counters) {
         // `emit` writes every byte.
         let mut buf = self.take_buf(pkt.buffer_len());
-        let ep = Endpoints::new(self.local, dst);
+        let src = self.source(sport);
+        let ep = Endpoints::new(src, dst);
         match pkt.emit(&mut buf, &ep) {
             Ok(n) => {
                 buf.truncate(n);
                 tracing::trace!(target: "softhca::tx", opcode = ?pkt.bth.opcode, qpn = pkt.bth.dest_qpn, psn = pkt.bth.psn,
                                 len = pkt.payload.len(), ack_req = pkt.bth.ack_req, %dst, "tx");
-                self.queue.push(OutPkt { buf, mem: None, tail: [0; 8], tail_len: 0, sealed: true, dst });
+                self.queue.push(OutPkt { buf, mem: None, tail: [0; 8], tail_len: 0, sealed: true, dst, src: src.port() });
             }
             Err(e) => {
                 counters.tx_errors.fetch_add(1, Relaxed);
@@ -281,9 +296,10 @@ impl Tx {
     /// # Safety
     /// `data` must lie inside a registered MR whose key was checked for this access under
     /// the engine lock, which the caller holds until the next [`Tx::flush`] returns.
-    pub unsafe fn send_mem(&mut self, pkt: &RocePacket<'_>, data: MemRef, dst: SocketAddr, counters: &Counters) {
+    pub unsafe fn send_mem(&mut self, pkt: &RocePacket<'_>, data: MemRef, dst: SocketAddr, sport: u16, counters: &Counters) {
         let mut buf = self.take_buf(pkt.header_len());
-        let ep = Endpoints::new(self.local, dst);
+        let src = self.source(sport);
+        let ep = Endpoints::new(src, dst);
         match pkt.emit_headers(&mut buf, data.len) {
             Ok(n) => {
                 buf.truncate(n);
@@ -300,7 +316,7 @@ impl Tx {
                 }
                 tracing::trace!(target: "softhca::tx", opcode = ?pkt.bth.opcode, qpn = pkt.bth.dest_qpn, psn = pkt.bth.psn,
                                 len = data.len, ack_req = pkt.bth.ack_req, %dst, "tx");
-                self.queue.push(OutPkt { buf, mem: Some(data), tail, tail_len: (pad + 4) as u8, sealed: !local, dst });
+                self.queue.push(OutPkt { buf, mem: Some(data), tail, tail_len: (pad + 4) as u8, sealed: !local, dst, src: src.port() });
             }
             Err(e) => {
                 counters.tx_errors.fetch_add(1, Relaxed);
@@ -378,7 +394,7 @@ impl Tx {
         let sent = self.sendmmsg(sock, &wire, counters);
         if let Some(c) = capture.as_mut() {
             for p in &wire {
-                c.packet(&Endpoints::new(self.local, p.dst), &p.bytes());
+                c.packet(&Endpoints::new(SocketAddr::new(self.local.ip(), p.src), p.dst), &p.bytes());
             }
         }
         for p in wire.drain(..) {
@@ -402,7 +418,8 @@ impl Tx {
             return;
         }
         let pad = p.tail_len as usize - 4;
-        let crc = Endpoints::new(self.local, p.dst).icrc_pieces(&[&p.buf, p.mem_bytes(), &[0u8; 3][..pad]]);
+        let src = SocketAddr::new(self.local.ip(), p.src);
+        let crc = Endpoints::new(src, p.dst).icrc_pieces(&[&p.buf, p.mem_bytes(), &[0u8; 3][..pad]]);
         p.tail[pad..pad + 4].copy_from_slice(&crc.to_le_bytes());
         p.sealed = true;
     }
@@ -483,8 +500,8 @@ impl Tx {
         rest
     }
 
-    /// Groups `pkts` into `sendmmsg` entries: runs of equal-length packets to one loopback
-    /// destination become one segmented entry (see the module docs).
+    /// Groups `pkts` into `sendmmsg` entries: runs of equal-length packets from one source
+    /// port to one loopback destination become one segmented entry (see the module docs).
     fn group(&mut self, pkts: &[OutPkt]) {
         self.groups.clear();
         let mut i = 0;
@@ -497,7 +514,7 @@ impl Tx {
                 while i + n < pkts.len() && n < GSO_MAX_SEGS {
                     let q = &pkts[i + n];
                     let l = q.wire_len();
-                    if q.dst != p.dst || l > seg || l == 0 || total + l > GSO_MAX_BYTES {
+                    if q.dst != p.dst || q.src != p.src || l > seg || l == 0 || total + l > GSO_MAX_BYTES {
                         break;
                     }
                     total += l;
@@ -512,15 +529,21 @@ impl Tx {
         }
     }
 
-    /// Sends `pkts` in `sendmmsg` batches; a datagram the kernel refuses is counted and
-    /// skipped (the transport retransmits). Returns how many went out.
+    /// Sends `pkts` in `sendmmsg` batches, each a run of entries from one source port
+    /// through that port's socket; a datagram the kernel refuses is counted and skipped
+    /// (the transport retransmits). Returns how many went out.
     fn sendmmsg(&mut self, sock: &UdpSocket, pkts: &[OutPkt], counters: &Counters) -> usize {
-        let fd = sock.as_raw_fd();
         self.group(pkts);
         let mut sent = 0;
         let mut g = 0;
         while g < self.groups.len() {
-            let chunk = g..(g + BATCH).min(self.groups.len());
+            let src = pkts[self.groups[g].0].src;
+            let mut end = g + 1;
+            while end < self.groups.len() && end - g < BATCH && pkts[self.groups[end].0].src == src {
+                end += 1;
+            }
+            let fd = self.ports.fd(src).unwrap_or(sock.as_raw_fd());
+            let chunk = g..end;
             let ng = chunk.len();
             // Arguments for this batch; every vector is sized first, so the pointers taken
             // below stay valid until the call returns.

@@ -1,13 +1,14 @@
 //! Unreliable Datagram: SEND and SEND_WITH_IMM, one packet per message (at most the
 //! path MTU), no acknowledgements, no retransmission.
 //!
-//! Requester: each WQE carries its destination (Q_Key, QPN, GID) in its datagram segment;
-//! it leaves as a UD SEND ONLY packet with a DETH (Q_Key, source QPN) and completes as
-//! soon as it is sent. A Q_Key with its top bit set means "use the QP's own Q_Key".
+//! Requester: each WQE carries its destination (Q_Key, QPN, GID) and its UDP source port
+//! in its datagram segment; it leaves as a UD SEND ONLY packet with a DETH (Q_Key,
+//! source QPN) and completes as soon as it is sent. A Q_Key with its top bit set means "use the QP's own Q_Key".
 //! Responder: a packet whose Q_Key differs from the QP's, or that finds no receive WQE, is
 //! silently dropped (counted). The receive buffer gets the 40-byte GRH area first — for
 //! RoCEv2 over IPv4 the IPv4 header sits in its last 20 bytes — then the payload; the CQE
-//! reports 40 + length bytes, the source QPN, and an IPv4 L3 header type.
+//! reports 40 + length bytes, the source QPN, the GRH as in the buffer and the RoCE v2
+//! packet type of the IP version (see `cqe::recv_flags_rqpn`).
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::Ordering::Relaxed;
@@ -16,7 +17,7 @@ use crate::config::ROCE_V2_PORT;
 use crate::wire::{BthRepr, DethRepr, ImmDtRepr, Opcode, RocePacket};
 
 use super::counters::step_add;
-use super::cqe::{opcode as cqe_op, syndrome, Cqe};
+use super::cqe::{opcode as cqe_op, recv_flags_rqpn, syndrome, Cqe};
 use super::mkey;
 use super::psn;
 use super::qp::{destination, staging, Env, QpCtx};
@@ -103,7 +104,7 @@ impl QpCtx {
             let mut pkt = RocePacket::new(bth, &env.scratch[..len]);
             pkt.deth = Some(DethRepr { qkey, src_qpn: self.qp.qpn });
             pkt.immdt = imm.map(|imm| ImmDtRepr { imm });
-            env.tx.send(&pkt, SocketAddr::new(dst.ip(), ROCE_V2_PORT), env.counters);
+            env.tx.send(&pkt, SocketAddr::new(dst.ip(), ROCE_V2_PORT), av.sport, env.counters);
             step_add(&env.counters.dma_read_bytes, len as u64);
             let w = &mut self.req.wqes[idx];
             w.done = true;
@@ -145,13 +146,12 @@ impl QpCtx {
         step_add(&env.counters.dma_write_bytes, total);
         tracing::trace!(target: "softhca::responder", qpn = self.qp.qpn, src_qpn = deth.src_qpn, len = pkt.payload.len(), "UD receive");
         let imm = pkt.immdt.map(|i| i.imm);
-        let l3 = if src.is_ipv4() { 2u32 } else { 1 };
         let cqe = Cqe {
             opcode: if imm.is_some() { cqe_op::RESP_SEND_IMM } else { cqe_op::RESP_SEND },
             wqe_counter: self.rq_ci,
             byte_cnt: total as u32,
             imm: imm.unwrap_or(0),
-            flags_rqpn: l3 << 28 | (deth.src_qpn & psn::MASK),
+            flags_rqpn: recv_flags_rqpn(true, Some(src.ip()), deth.src_qpn),
             solicited: pkt.bth.solicited,
             ..Default::default()
         };

@@ -231,12 +231,14 @@ fn parse_payload(rest: &[u8]) -> Result<Data, WqeError> {
 }
 
 /// Where a UD send goes: the parts of the datagram segment (address vector,
-/// [`DatagramSeg`]) the device uses: Q_Key, destination QP, destination GID.
+/// [`DatagramSeg`]) the device uses: Q_Key, destination QP, destination GID, and the UDP
+/// source port, which RoCE v2 keeps in the `rlid` field (libmlx5 `mlx5_ah_set_udp_sport`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct UdAv {
     pub qkey: u32,
     pub dqpn: u32,
     pub dgid: [u8; 16],
+    pub sport: u16,
 }
 
 /// Decodes a UD send WQE: control, datagram segment, payload. Only SEND and
@@ -253,7 +255,7 @@ pub fn parse_ud(ctrl: &Ctrl, wqe: &[u8]) -> Result<(Op, Data, UdAv), WqeError> {
     };
     let body = &wqe[16..ds * 16];
     let d = seg::<DatagramSeg>(body).ok_or(WqeError::Layout("UD WQE without its datagram segment"))?;
-    let av = UdAv { qkey: d.qkey(), dqpn: d.dqpn(), dgid: d.rgid };
+    let av = UdAv { qkey: d.qkey(), dqpn: d.dqpn(), dgid: d.rgid, sport: d.rlid.get() };
     let data = parse_payload(&body[size_of::<DatagramSeg>()..])?;
     if data.len() > MAX_MSG {
         return Err(WqeError::Length("message longer than 1 GiB"));

@@ -54,6 +54,8 @@ pub fn write_general(cfg: &Config, p: &mut ViewMut<'_, CmdHcaCap>) {
         .set(C::log_max_mrw_sz, 64)
         .set(C::log_max_ra_req_qp, caps::LOG_MAX_RA_REQ_QP as u8)
         .set(C::log_max_ra_res_qp, caps::LOG_MAX_RA_RES_QP as u8)
+        // RTS2RTS_QP takes a new UDP source port (mlx5dv_modify_qp_udp_sport).
+        .set(C::rts2rts_qp_udp_sport, true)
         .set(C::end_pad, true)
         .set(C::gid_table_size, cfg.gid_tbl_len.min(u16::MAX as u32) as u16)
         // 0 is 128 entries (mlx5_to_sw_pkey_sz: 128 << value).

@@ -252,7 +252,7 @@ fn copy_ads<T: Value>(dst: &mut ViewMut<'_, Qpc>, src: &View<'_, Qpc>, f: Field<
 
 /// Checks and merges the context fields `opcode` carries (those mlx5_ib's
 /// `__mlx5_ib_modify_qp` fills for the transition) into `dst`.
-fn merge(opcode: u16, ty: QpType, opt: u32, src: &View<'_, Qpc>, stored: &mut [u8]) -> R<()> {
+fn merge(opcode: u16, ty: QpType, opt: u32, opt_95_32: u64, src: &View<'_, Qpc>, stored: &mut [u8]) -> R<()> {
     let path = src.sub(Qpc::primary_address_path);
     let init2rtr = opcode == op::INIT2RTR_QP;
     if init2rtr && ty != QpType::Ud && !(q::mtu::MTU_256..=q::mtu::MTU_4096).contains(&src.get(Qpc::mtu)) {
@@ -291,13 +291,29 @@ fn merge(opcode: u16, ty: QpType, opt: u32, src: &View<'_, Qpc>, stored: &mut [u
                 copy(dst, src, Qpc::q_key);
             }
         }
-        op::RTR2RTS_QP | op::RTS2RTS_QP | op::SQERR2RTS_QP => {
+        op::RTR2RTS_QP => {
             copy_ads(dst, src, Ads::ack_timeout);
             for f in [Qpc::retry_count, Qpc::rnr_retry, Qpc::log_sra_max, Qpc::min_rnr_nak] {
                 copy(dst, src, f);
             }
-            if opcode == op::RTR2RTS_QP {
-                copy(dst, src, Qpc::next_send_psn);
+            copy(dst, src, Qpc::next_send_psn);
+        }
+        op::RTS2RTS_QP | op::SQERR2RTS_QP => {
+            // Everything is optional here (mlx5_ib's optab for RTS->RTS and SQER->RTS):
+            // a field is taken only when its bit is set, so a command that changes one
+            // (mlx5dv_modify_qp_udp_sport's) leaves the rest of the context alone.
+            use q::optpar::*;
+            if opt & ACK_TIMEOUT != 0 {
+                copy_ads(dst, src, Ads::ack_timeout);
+            }
+            for (bit, f) in [(RETRY_COUNT, Qpc::retry_count), (RNR_RETRY, Qpc::rnr_retry), (SRA_MAX, Qpc::log_sra_max),
+                             (RNR_TIMEOUT, Qpc::min_rnr_nak)] {
+                if opt & bit != 0 {
+                    copy(dst, src, f);
+                }
+            }
+            if opcode == op::RTS2RTS_QP && opt_95_32 & UDP_SPORT_95_32 != 0 {
+                copy_ads(dst, src, Ads::udp_sport);
             }
         }
         _ => {}
@@ -337,7 +353,12 @@ pub(super) fn modify(c: &mut Cmd<'_>) -> R<()> {
         let cmd = View::<q::Rst2initQpIn>::new(inbox)
             .map_err(|_| Outcome::err(prm::cmd::status::BAD_INP_LEN_ERR, syndrome::INBOX_LEN))?;
         let opt = cmd.get(q::Rst2initQpIn::opt_param_mask);
-        merge(opcode, qp.ty, opt, &cmd.sub(q::Rst2initQpIn::qpc), &mut qp.qpc)?;
+        // RTS2RTS's second mask, past the context (absent from a short inbox).
+        let opt_95_32 = match opcode {
+            op::RTS2RTS_QP => View::<q::Rts2rtsQpIn>::new(inbox).map_or(0, |v| v.get(q::Rts2rtsQpIn::opt_param_mask_95_32)),
+            _ => 0,
+        };
+        merge(opcode, qp.ty, opt, opt_95_32, &cmd.sub(q::Rst2initQpIn::qpc), &mut qp.qpc)?;
     }
     qp.state = to;
     let view = View::<Qpc>::new(&qp.qpc).map_err(|_| internal())?;

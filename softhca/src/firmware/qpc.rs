@@ -56,6 +56,7 @@ pub(crate) fn attrs_of(cfg: &Config, qpc: &View<'_, Qpc>, state: QpState) -> QpA
         av: AddressVector {
             dgid,
             flow_label: ads.get(Ads::flow_label),
+            udp_sport: ads.get(Ads::udp_sport),
             sgid_index: ads.get(Ads::src_addr_index),
             hop_limit: ads.get(Ads::hop_limit),
             traffic_class: ads.get(Ads::tclass),
@@ -92,6 +93,7 @@ pub(crate) fn write_attrs(a: &QpAttrs, qpc: &mut ViewMut<'_, Qpc>) {
         .set(Ads::pkey_index, a.pkey_index)
         .set(Ads::vhca_port_num, a.port)
         .set(Ads::flow_label, a.av.flow_label & 0xf_ffff)
+        .set(Ads::udp_sport, a.av.udp_sport)
         .set(Ads::src_addr_index, a.av.sgid_index)
         .set(Ads::hop_limit, a.av.hop_limit)
         .set(Ads::tclass, a.av.traffic_class)

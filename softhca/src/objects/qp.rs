@@ -84,6 +84,9 @@ pub struct AddressVector {
     pub dgid: [u8; 16],
     /// 20 bits.
     pub flow_label: u32,
+    /// RoCEv2 UDP source port of a connected QP's packets (`ads.udp_sport`; see
+    /// [`crate::wire::udp_sport`]); 0 when none was set (the device then sends from 4791).
+    pub udp_sport: u16,
     /// Index into the port's GID table of the source GID.
     pub sgid_index: u8,
     pub hop_limit: u8,

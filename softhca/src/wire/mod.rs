@@ -70,6 +70,7 @@ pub mod opcode;
 pub mod packet;
 pub mod pcap;
 pub mod reth;
+pub mod udp_sport;
 
 pub use aeth::{CreditCode, NakCode, Packet as AethPacket, Repr as AethRepr, RnrTimer, Syndrome};
 pub use atomic_ack_eth::{Packet as AtomicAckEthPacket, Repr as AtomicAckEthRepr};

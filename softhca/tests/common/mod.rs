@@ -322,9 +322,9 @@ impl End {
     }
 
     /// INIT -> RTR -> RTS towards `remote` (QPN, GID) with PSNs `my_psn` / `their_psn`,
-    /// from the IPv4-mapped RoCE v2 GID (index 3).
+    /// from the IPv4-mapped RoCE v2 GID ([`softhca::config::IP_GID_INDEX`]).
     pub fn connect(&self, o: &Opts, remote_qpn: u32, remote_gid: [u8; 16], my_psn: u32, their_psn: u32) {
-        self.connect_from(o, 3, remote_qpn, remote_gid, my_psn, their_psn);
+        self.connect_from(o, softhca::config::IP_GID_INDEX, remote_qpn, remote_gid, my_psn, their_psn);
     }
 
     /// [`End::connect`] from source GID index `sgid_index`.

@@ -5,7 +5,7 @@
  * Built and run by tests/stock_dmabuf.rs inside the rxe guest of tests/vm/rxe-vm.sh (the
  * only place with vgem), under libdoorbell_preload.so, so the device is softhca0 and
  * libibverbs + libmlx5 are rdma-core's own. One process, one device, two RC QPs connected
- * to each other over the device's RoCE v2 GID (index 3): QP "a" writes from ordinary
+ * to each other over the device's RoCE v2 GID (index 1): QP "a" writes from ordinary
  * memory into the dma-buf MR that QP "b"'s side owns. The verbs setup and reporting are
  * rc_pair.h's, shared with cuda_dmabuf_write.c (the same checks on CUDA memory).
  *

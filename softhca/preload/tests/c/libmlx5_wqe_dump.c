@@ -41,7 +41,7 @@
 #define REMOTE_OFF 8192   /* the RDMA target half of the buffer */
 #define RECV_OFF 12288    /* where SENDs land */
 #define MAX_INLINE 64
-#define GID_INDEX 3
+#define GID_INDEX 1
 
 static struct ibv_context *ctx;
 static struct ibv_pd *pd;

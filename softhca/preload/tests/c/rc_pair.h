@@ -1,6 +1,6 @@
 /* rc_pair.h: what the stock dma-buf programs (dmabuf_write.c, cuda_dmabuf_write.c) share:
  * the CHECK-line reporting, softhca0 opened through stock libibverbs, two RC QPs of that
- * one device connected to each other over its RoCE v2 GID (index 3), and one signaled
+ * one device connected to each other over its RoCE v2 GID (index 1), and one signaled
  * work request posted and waited for.
  *
  * A header of static functions, included by exactly one translation unit per program,
@@ -92,7 +92,7 @@ static void rc_to_rts(struct ibv_qp *qp, uint32_t dest, union ibv_gid *gid)
 	a.min_rnr_timer = 12;
 	a.ah_attr.is_global = 1;
 	a.ah_attr.grh.dgid = *gid;
-	a.ah_attr.grh.sgid_index = 3;
+	a.ah_attr.grh.sgid_index = 1; /* the IPv4-mapped RoCE v2 GID */
 	a.ah_attr.grh.hop_limit = 64;
 	a.ah_attr.port_num = 1;
 	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
@@ -129,8 +129,8 @@ static void rc_pair_connect(struct rc_pair *p)
 	if (!p->qa || !p->qb)
 		die("ibv_create_qp");
 	union ibv_gid gid;
-	if (ibv_query_gid(p->ctx, 1, 3, &gid))
-		die("ibv_query_gid 3");
+	if (ibv_query_gid(p->ctx, 1, 1, &gid))
+		die("ibv_query_gid 1");
 	rc_to_rts(p->qa, p->qb->qp_num, &gid);
 	rc_to_rts(p->qb, p->qa->qp_num, &gid);
 }

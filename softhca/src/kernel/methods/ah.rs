@@ -48,6 +48,9 @@ pub(crate) fn create_ah(c: &mut WCall<'_>) -> Result<()> {
     let av = AddressVector {
         dgid: a.dgid,
         flow_label: a.flow_label & 0xf_ffff,
+        // A user AH's source port is in the address vector libmlx5 builds itself and
+        // copies into each WQE (`mlx5_ah_set_udp_sport`); this one is never sent from.
+        udp_sport: 0,
         sgid_index: a.sgid_index,
         hop_limit: a.hop_limit,
         traffic_class: a.traffic_class,

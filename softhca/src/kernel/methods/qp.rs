@@ -700,9 +700,18 @@ fn modify_qp(hca: &Hca, st: &mut FileState, cmd: &ExModifyQp, udata: &Udata) -> 
         // ib_resolve_eth_dmac: where the GID leads (a link-local GID on softhca's link,
         // see config::Config::peer_addr).
         let (dmac, dest_ip) = hca.config().resolve(&d.dgid);
+        // mlx5_set_path: a connected QP's RoCEv2 source port, from the flow label or the
+        // QPN pair, when the modify names the destination QP (INIT->RTR); otherwise the
+        // context keeps the one it has.
+        let udp_sport = if qp.qp_type.is_connected() && mask & DEST_QPN != 0 {
+            crate::wire::udp_sport::udp_sport(d.flow_label, qp.qpn, n.dest_qpn)
+        } else {
+            attrs.av.udp_sport
+        };
         n.av = AddressVector {
             dgid: d.dgid,
             flow_label: d.flow_label & 0xf_ffff,
+            udp_sport,
             sgid_index: d.sgid_index,
             hop_limit: d.hop_limit,
             traffic_class: d.traffic_class,
