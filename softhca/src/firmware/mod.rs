@@ -100,7 +100,7 @@ use prm::cmd::{self as c, opcode as op};
 use crate::hca::Hca;
 
 pub(crate) use cq::CqHost;
-pub(crate) use qp::QpHost;
+pub(crate) use qp::{QpHost, RQ_TYPE_SRQ};
 pub(crate) use srq::SrqHost;
 pub(crate) use qpc::write_attrs as write_qp_attrs;
 pub use status::Outcome;

@@ -13,6 +13,7 @@ pub(crate) mod mr;
 pub(crate) mod pd;
 pub(crate) mod port;
 pub(crate) mod qp;
+pub(crate) mod srq;
 pub(crate) mod uar;
 
 use uverbs::sys::ids::{self, async_event, destroy, device as dev, mlx5, object, UVERBS_ID_DRIVER_NS};
@@ -114,7 +115,7 @@ pub(crate) static METHODS: &[MethodDef] = &[
     method(object::SRQ, destroy::SRQ_DESTROY, &[
         m(destroy::ATTR_SRQ_HANDLE, idr(ObjType::Srq, Access::Destroy)),
         m(destroy::ATTR_SRQ_RESP, out_type(4)),
-    ], false, misc::destroyed_with_events),
+    ], false, srq::destroy_srq_ioctl),
     method(object::AH, destroy::AH_DESTROY, &[
         m(destroy::ATTR_AH_HANDLE, idr(ObjType::Ah, Access::Destroy)),
     ], false, misc::destroyed),
@@ -277,10 +278,10 @@ pub(crate) fn write_def(idx: u32) -> Option<&'static WriteDef> {
     static DESTROY_QP: WriteDef = w(16, 4, true, false, qp::destroy_qp_write);
     static ATTACH_MCAST: WriteDef = w(24, 0, false, false, misc::write_not_supported);
     static DETACH_MCAST: WriteDef = w(24, 0, false, false, misc::write_not_supported);
-    static CREATE_SRQ: WriteDef = w(32, 16, true, true, misc::write_not_supported);
-    static MODIFY_SRQ: WriteDef = w(16, 0, false, true, misc::write_not_supported);
-    static QUERY_SRQ: WriteDef = w(16, 16, true, false, misc::query_srq);
-    static DESTROY_SRQ: WriteDef = w(16, 4, true, false, misc::destroy_srq);
+    static CREATE_SRQ: WriteDef = w(32, 16, true, true, srq::create_srq_write);
+    static MODIFY_SRQ: WriteDef = w(16, 0, false, true, srq::modify_srq);
+    static QUERY_SRQ: WriteDef = w(16, 16, true, false, srq::query_srq);
+    static DESTROY_SRQ: WriteDef = w(16, 4, true, false, srq::destroy_srq_write);
     static OPEN_XRCD: WriteDef = w(16, 4, true, true, misc::write_not_supported);
     static CLOSE_XRCD: WriteDef = w(4, 0, false, false, misc::close_xrcd);
     static CREATE_XSRQ: WriteDef = w(48, 16, true, true, misc::write_not_supported);
