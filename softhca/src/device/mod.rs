@@ -62,6 +62,7 @@ pub mod qp;
 pub mod requester;
 pub mod responder;
 pub mod rx;
+mod srq;
 pub mod stage;
 pub mod timers;
 pub mod trace;

@@ -313,14 +313,14 @@ impl QpCtx {
         let l3_ipv4 = matches!(self.peer, Some(SocketAddr::V4(_))) as u32;
         let cqe = Cqe {
             opcode,
-            wqe_counter: self.rq_ci,
+            wqe_counter: self.recv_index(),
             byte_cnt: byte_cnt.min(u32::MAX as u64) as u32,
             imm: imm.unwrap_or(0),
             flags_rqpn: (l3_ipv4 * 2) << 28 | (self.attrs.dest_qpn & psn::MASK),
             solicited,
             ..Default::default()
         };
-        self.rq_ci = self.rq_ci.wrapping_add(1);
+        self.consume_recv();
         self.resp.msn = psn::add(self.resp.msn, 1);
         self.complete(env, false, cqe);
     }

@@ -148,14 +148,14 @@ impl QpCtx {
         let l3 = if src.is_ipv4() { 2u32 } else { 1 };
         let cqe = Cqe {
             opcode: if imm.is_some() { cqe_op::RESP_SEND_IMM } else { cqe_op::RESP_SEND },
-            wqe_counter: self.rq_ci,
+            wqe_counter: self.recv_index(),
             byte_cnt: total as u32,
             imm: imm.unwrap_or(0),
             flags_rqpn: l3 << 28 | (deth.src_qpn & psn::MASK),
             solicited: pkt.bth.solicited,
             ..Default::default()
         };
-        self.rq_ci = self.rq_ci.wrapping_add(1);
+        self.consume_recv();
         self.complete(env, false, cqe);
     }
 }
