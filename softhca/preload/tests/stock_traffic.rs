@@ -132,6 +132,49 @@ fn uc_pingpong_events() {
 }
 
 // ---------------------------------------------------------------------------------------
+// SRQ: ibv_srq_pingpong (several RC QPs on one shared receive queue per end)
+
+/// Both ends exited 0, each showed one local and one remote address per QP, and the
+/// byte and iteration counts (srq_pingpong counts `size * iters * 2` bytes, per QP) with
+/// no data check failing.
+fn check_srq_pingpong(pair: &Pair, qps: usize, size: u64, iters: u64) {
+    let report = pair.report();
+    pair.assert_ok();
+    for d in [&pair.server, &pair.client] {
+        let out = &d.stdout;
+        assert_eq!(out.matches("  local address:  LID 0x0000, QPN 0x").count(), qps, "{report}");
+        assert_eq!(out.matches("  remote address: LID 0x0000, QPN 0x").count(), qps, "{report}");
+        assert_eq!(out.matches(", GID ::ffff:127.0.0.").count(), 2 * qps, "{report}");
+        assert!(out.contains(&format!("{} bytes in ", size * iters * 2)), "{report}");
+        assert!(out.contains(&format!("{iters} iters in ")), "{report}");
+        assert!(!out.contains("invalid data"), "ibv_srq_pingpong -c found bad data\n{report}");
+    }
+}
+
+/// libmlx5 makes the SRQ with CREATE_SRQ (libibverbs falls back from the ioctl method to
+/// the write command), the QPs with rq_type SRQ; the device takes each SEND's receive
+/// WQE from the SRQ's list and names it in the CQE, which libmlx5 frees back to the
+/// list. 4 QPs, a receive depth of 16 so the list wraps many times, `-c` checking data.
+#[test]
+fn srq_pingpong() {
+    let Some(pair) =
+        stock_pair("ibv_srq_pingpong", &["-d", "softhca0", "-g", "3", "-q", "4", "-r", "16", "-n", "50", "-c"])
+    else {
+        return;
+    };
+    check_srq_pingpong(&pair, 4, 4096, 50);
+}
+
+/// The defaults (16 QPs, 500 receives posted), with completion events.
+#[test]
+fn srq_pingpong_defaults_events() {
+    let Some(pair) = stock_pair("ibv_srq_pingpong", &["-d", "softhca0", "-g", "3", "-n", "20", "-c", "-e"]) else {
+        return;
+    };
+    check_srq_pingpong(&pair, 16, 4096, 20);
+}
+
+// ---------------------------------------------------------------------------------------
 // perftest
 
 /// Both ends exited 0; the client (and the server, where perftest prints one) shows a
