@@ -26,15 +26,24 @@ const LIMIT: Duration = Duration::from_secs(120);
 /// `prog` as server and client with the same arguments (plus the server's address for
 /// the client), both under the preload library.
 fn stock_pair(prog: &str, args: &[&str]) -> Option<Pair> {
+    stock_pair_env(prog, args, &[])
+}
+
+/// [`stock_pair`] with `env` set in both processes.
+fn stock_pair_env(prog: &str, args: &[&str], env: &[(&str, &str)]) -> Option<Pair> {
     let p = tool(prog)?;
     let port = free_port();
     let ps = port.to_string();
     let mut a: Vec<&str> = args.to_vec();
     a.extend(["-p", &ps]);
-    let server = (stock(&p, &a), format!("{prog} {} (server)", a.join(" ")));
+    let with_env = |mut c: std::process::Command| {
+        c.envs(env.iter().copied());
+        c
+    };
+    let server = (with_env(stock(&p, &a)), format!("{prog} {} (server)", a.join(" ")));
     let mut ca = a.clone();
     ca.push("127.0.0.1");
-    let client = (stock(&p, &ca), format!("{prog} {}", ca.join(" ")));
+    let client = (with_env(stock(&p, &ca)), format!("{prog} {}", ca.join(" ")));
     let pair = run_pair(server, client, port, LIMIT);
     eprintln!("{prog} {}: {:.2} s", args.join(" "), pair.elapsed.as_secs_f64());
     Some(pair)
@@ -151,8 +160,8 @@ fn check_srq_pingpong(pair: &Pair, qps: usize, size: u64, iters: u64) {
     }
 }
 
-/// libmlx5 makes the SRQ with CREATE_SRQ (libibverbs falls back from the ioctl method to
-/// the write command), the QPs with rq_type SRQ; the device takes each SEND's receive
+/// libmlx5 makes the SRQ with UVERBS_METHOD_SRQ_CREATE, the QPs on it with rq_type
+/// SRQ (no RQ of their own); the device takes each SEND's receive
 /// WQE from the SRQ's list and names it in the CQE, which libmlx5 frees back to the
 /// list. 4 QPs, a receive depth of 16 so the list wraps many times, `-c` checking data.
 #[test]
@@ -160,6 +169,17 @@ fn srq_pingpong() {
     let Some(pair) =
         stock_pair("ibv_srq_pingpong", &["-d", "softhca0", "-g", "3", "-q", "4", "-r", "16", "-n", "50", "-c"])
     else {
+        return;
+    };
+    check_srq_pingpong(&pair, 4, 4096, 50);
+}
+
+/// The same with every ioctl refused (ENOTTY): libibverbs uses the write commands,
+/// CREATE_SRQ (32) and CREATE_QP with `is_srq`.
+#[test]
+fn srq_pingpong_write_only() {
+    let args = ["-d", "softhca0", "-g", "3", "-q", "4", "-r", "16", "-n", "50", "-c"];
+    let Some(pair) = stock_pair_env("ibv_srq_pingpong", &args, &[("DOORBELL_PRELOAD_NO_IOCTL", "1")]) else {
         return;
     };
     check_srq_pingpong(&pair, 4, 4096, 50);

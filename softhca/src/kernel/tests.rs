@@ -698,4 +698,27 @@ fn srq_commands_and_errnos() {
     assert_eq!(destroy(srq), Ok(0), "no events reported");
     assert_eq!(destroy(srq), Err(Errno::ENOENT), "gone");
     assert_eq!(h.firmware().counts().srq, 0);
+
+    // UVERBS_METHOD_SRQ_CREATE, what libibverbs tries first.
+    use uverbs::sys::ids::srq as si;
+    let (mut wr, mut sge, mut drv) = (0u32, 0u32, [0u32; 2]);
+    let sattrs = |ty: u64, max_wr: u64, wr: &mut u32, sge: &mut u32, drv: &mut [u32; 2]| {
+        vec![a(si::ATTR_CREATE_HANDLE, 0, M, 0), a(si::ATTR_CREATE_PD_HANDLE, 0, M, pd as u64),
+             a(si::ATTR_CREATE_TYPE, 8, M, ty), a(si::ATTR_CREATE_USER_HANDLE, 8, M, 9),
+             a(si::ATTR_CREATE_MAX_WR, 4, M, max_wr), a(si::ATTR_CREATE_MAX_SGE, 4, M, 1),
+             a(si::ATTR_CREATE_LIMIT, 4, M, 0), a(si::ATTR_CREATE_RESP_MAX_WR, 4, M, wr as *mut u32 as u64),
+             a(si::ATTR_CREATE_RESP_MAX_SGE, 4, M, sge as *mut u32 as u64),
+             a(UVERBS_ATTR_UHW_IN, 32, M, ucmd.as_bytes().as_ptr() as u64),
+             a(UVERBS_ATTR_UHW_OUT, 8, M, drv.as_mut_ptr() as u64)]
+    };
+    let sc = |v: &mut Vec<IoctlAttr>| ioctl(&f, object::SRQ, si::CREATE, v);
+    assert_eq!(sc(&mut sattrs(1, 15, &mut wr, &mut sge, &mut drv)), Err(Errno::ENOENT), "XRC without a CQ");
+    assert_eq!(sc(&mut sattrs(3, 15, &mut wr, &mut sge, &mut drv)), Err(Errno::EINVAL), "no SRQ type 3");
+    assert_eq!(sc(&mut sattrs(0, 1 << 15, &mut wr, &mut sge, &mut drv)), Err(Errno::EINVAL), "max_wr");
+    let mut ok = sattrs(0, 15, &mut wr, &mut sge, &mut drv);
+    assert_eq!(sc(&mut ok), Ok(()));
+    assert_eq!((wr, sge), (15, 1));
+    assert_ne!(drv[0], 0, "driver srqn");
+    assert_eq!(query(ok[0].data as u32), Ok([15, 1, 0, 0]));
+    assert_eq!(h.firmware().counts().srq, 1);
 }

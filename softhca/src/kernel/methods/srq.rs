@@ -10,9 +10,11 @@
 //! arms the limit (ARM_RQ) and refuses a resize (EINVAL), as mlx5 does; QUERY_SRQ
 //! reads the limit back from the firmware's context.
 //!
-//! UVERBS_METHOD_SRQ_CREATE is not in the method table: libibverbs falls back to the
-//! write command on the EPROTONOSUPPORT that gives (cmd_fallback.c), as it would on a
-//! kernel without the method.
+//! libibverbs (cmd_srq.c) tries UVERBS_METHOD_SRQ_CREATE first and falls back to
+//! CREATE_SRQ only where the kernel lacks the method; both share [`create_srq`]. Only
+//! basic SRQs exist here: an XRC SRQ needs an XRC domain, which never resolves (ENOENT,
+//! as the missing optional attribute gives), and a tag-matching one is EINVAL (mlx5_ib's
+//! check of the tag list size against `log_tag_matching_list_sz`, 0 on this device).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -34,7 +36,7 @@ use crate::kernel::ioctl::Call;
 use crate::kernel::mlx5::caps;
 use crate::kernel::pin::pin;
 use crate::kernel::udata::Udata;
-use crate::kernel::uobject::{ObjType, Uobj};
+use crate::kernel::uobject::{FdObj, ObjType, Uobj};
 use crate::kernel::write::WCall;
 use crate::kernel::{FileState, Result};
 use crate::objects::{AsyncEventFile, Pd, Srq};
@@ -176,6 +178,41 @@ pub(crate) fn create_srq_write(c: &mut WCall<'_>) -> Result<()> {
     c.st.table.fill(h, Uobj::Srq(srq.clone()));
     let resp = CreateSrqResp { srq_handle: h, max_wr: srq.max_wr, max_sge: srq.max_sge, srqn: 0 };
     c.response(resp.as_bytes())
+}
+
+/// `UVERBS_METHOD_SRQ_CREATE` (uverbs_std_types_srq.c), in its order: the inputs, the
+/// type's own attributes, then the create and the two answers.
+pub(crate) fn create_srq_ioctl(c: &mut Call<'_>) -> Result<()> {
+    use uverbs::sys::ids::srq as ids;
+    let max_sge: u32 = c.b.copy_from(ids::ATTR_CREATE_MAX_SGE)?;
+    let max_wr: u32 = c.b.copy_from(ids::ATTR_CREATE_MAX_WR)?;
+    let _limit: u32 = c.b.copy_from(ids::ATTR_CREATE_LIMIT)?;
+    let user_handle: u64 = c.b.copy_from(ids::ATTR_CREATE_USER_HANDLE)?;
+    let ty = c.b.get_const(ids::ATTR_CREATE_TYPE, u32::MAX as u64)? as u32;
+    if matches!(ty, ids::SRQT_XRC | ids::SRQT_TM) && c.b.obj(ids::ATTR_CREATE_CQ_HANDLE).is_none() {
+        return Err(Errno::ENOENT);
+    }
+    match ty {
+        ids::SRQT_BASIC => {}
+        // The XRC domain attribute cannot have resolved: none exist.
+        ids::SRQT_XRC => return Err(Errno::ENOENT),
+        ids::SRQT_TM => {
+            let _tags: u32 = c.b.copy_from(ids::ATTR_CREATE_MAX_NUM_TAGS)?;
+            return Err(Errno::EINVAL);
+        }
+        _ => return Err(Errno::EINVAL),
+    }
+    let Some(Uobj::Pd(pd)) = c.b.obj(ids::ATTR_CREATE_PD_HANDLE).cloned() else { return Err(Errno::EINVAL) };
+    let event_file = match c.b.fd_obj(ids::ATTR_CREATE_EVENT_FD) {
+        Some(FdObj::Async(a)) => Some(a.clone()),
+        _ => c.st.default_async.clone(),
+    };
+    let args = SrqArgs { pd, max_wr, max_sge, user_handle, event_file };
+    let srq = create_srq(c.hca, c.st, args, &c.udata)?;
+    let (wr, sge) = (srq.max_wr, srq.max_sge);
+    c.fill_new(ids::ATTR_CREATE_HANDLE, Uobj::Srq(srq))?;
+    c.b.copy_to(ids::ATTR_CREATE_RESP_MAX_WR, wr.as_bytes())?;
+    c.b.copy_to(ids::ATTR_CREATE_RESP_MAX_SGE, sge.as_bytes())
 }
 
 /// MODIFY_SRQ (write 33): `mlx5_ib_modify_srq`: no resize; a limit below the WQE count
