@@ -9,6 +9,10 @@
  *   limit:   armed at 3 with 4 WQEs posted, the first receive leaves 3 (no event), the
  *            second leaves 2: one IBV_EVENT_SRQ_LIMIT_REACHED for this SRQ, after which
  *            ibv_query_srq reads the limit as 0 (disarmed);
+ *   error:   a SEND longer than the WQE completes that WQE with IBV_WC_LOC_LEN_ERR on b
+ *            (wr_id 102) and IBV_WC_REM_INV_REQ_ERR on a; b's move to ERR flushes none
+ *            of the SRQ's other WQEs: a new QP c on the SRQ receives into the last one
+ *            (wr_id 103);
  *   destroy: EBUSY while QP b is attached, then 0.
  * Prints CHECK lines; exit status 0 when all pass, 1 when one failed, 2 on a setup error.
  */
@@ -105,6 +109,35 @@ int main(void)
 		ibv_ack_async_event(&ev);
 	check("limit_disarmed", ibv_query_srq(srq, &sa) == 0 && sa.srq_limit == 0, "0 after the event");
 	check("one_event", ibv_get_async_event(p.ctx, &ev) != 0, "no second event");
+
+	/* 300 bytes into the third WQE's 256. */
+	int st = post_wait(p.qa, cqa, IBV_WR_SEND, (uintptr_t)buf, 300, mr->lkey, 0, 0, 0);
+	struct ibv_wc wc = wait_one(cqb);
+	check("length_error", wc.status == IBV_WC_LOC_LEN_ERR && wc.wr_id == 102 && wc.qp_num == p.qb->qp_num,
+	      "LOC_LEN_ERR for wr_id 102 on QP b");
+	check("length_error_requester", st == IBV_WC_REM_INV_REQ_ERR, "REM_INV_REQ_ERR on QP a");
+	struct ibv_cq *cqc = ibv_create_cq(p.ctx, 16, NULL, NULL, 0);
+	struct ibv_cq *cqd = ibv_create_cq(p.ctx, 16, NULL, NULL, 0);
+	if (!cqc || !cqd)
+		die("ibv_create_cq");
+	qi.send_cq = qi.recv_cq = cqc;
+	struct ibv_qp *qc = ibv_create_qp(p.pd, &qi);
+	qi.srq = NULL;
+	qi.send_cq = qi.recv_cq = cqd;
+	struct ibv_qp *qd = ibv_create_qp(p.pd, &qi);
+	if (!qc || !qd)
+		die("ibv_create_qp c, d");
+	rc_to_rts(qc, qd->qp_num, &gid);
+	rc_to_rts(qd, qc->qp_num, &gid);
+	memset(buf, 'Z', 64);
+	st = post_wait(qd, cqd, IBV_WR_SEND, (uintptr_t)buf, 64, mr->lkey, 0, 0, 0);
+	wc = wait_one(cqc);
+	check("srq_survives_flush", st == IBV_WC_SUCCESS && wc.status == IBV_WC_SUCCESS && wc.wr_id == 103 &&
+	      wc.qp_num == qc->qp_num && buf[4096 + 256 * 3] == 'Z', "QP c receives into wr_id 103");
+	ibv_destroy_qp(qc);
+	ibv_destroy_qp(qd);
+	ibv_destroy_cq(cqc);
+	ibv_destroy_cq(cqd);
 
 	check("destroy_busy", ibv_destroy_srq(srq) == EBUSY, "EBUSY while QP b is attached");
 	ibv_destroy_qp(p.qb);
