@@ -5,7 +5,8 @@
 //! EINVAL for a resize and for a limit at the WQE count, receives in posting order
 //! naming their WQE and QP, one IBV_EVENT_SRQ_LIMIT_REACHED when an armed limit is
 //! crossed and the limit disarmed after it, a too-long SEND failing only its own WQE
-//! (the QP's flush leaves the SRQ's others), EBUSY destroying an SRQ a QP uses.
+//! (the QP's flush leaves the SRQ's others), EBUSY destroying an SRQ a QP uses, and
+//! receive keys checked against the SRQ's PD rather than the QP's.
 //! SKIP when cc or the rdma-core headers are missing.
 
 mod common;
@@ -17,7 +18,7 @@ use std::time::{Duration, Instant};
 const CHECKS: &[&str] = &[
     "query_after_create", "resize_refused", "limit_too_big", "arm_limit", "limit_reads_back", "receive_0",
     "no_event_at_limit", "receive_1", "limit_event", "limit_disarmed", "one_event", "length_error", "length_error_requester", "srq_survives_flush",
-    "destroy_busy", "destroy",
+    "destroy_busy", "destroy", "srq_pd",
 ];
 
 fn build() -> Option<PathBuf> {

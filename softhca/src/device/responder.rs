@@ -348,10 +348,16 @@ impl QpCtx {
             return self.recv_wqe_failed(env, NakCode::InvalidRequest, "SEND longer than the receive buffer");
         }
         let last = op.ends_message();
-        let mut r = stage::scatter(env.hca, env.keys, &self.qp.pd, sges, at, data, &mut self.resp.in_stage);
+        // A receive WQE's keys are the SRQ's PD's when it came from an SRQ (which may
+        // have a PD other than the QP's).
+        let pd = match &self.qp.srq {
+            Some(s) => &s.pd,
+            None => &self.qp.pd,
+        };
+        let mut r = stage::scatter(env.hca, env.keys, pd, sges, at, data, &mut self.resp.in_stage);
         if r.is_ok() && last {
             // Into peer memory before the CQE and the ACK of the last packet.
-            r = self.resp.in_stage.flush(env.hca, env.keys, &self.qp.pd);
+            r = self.resp.in_stage.flush(env.hca, env.keys, pd);
         }
         if r.is_err() {
             self.resp.cur = None;

@@ -137,7 +137,11 @@ impl QpCtx {
             self.complete_recv_error(env, syndrome::LOCAL_LENGTH);
             return;
         }
-        let pd = &self.qp.pd;
+        // The SRQ's PD for a WQE from an SRQ (see the responder's SEND).
+        let pd = match &self.qp.srq {
+            Some(s) => &s.pd,
+            None => &self.qp.pd,
+        };
         if mkey::scatter(env.hca, env.keys, pd, &sges, 0, &g).is_err() || mkey::scatter(env.hca, env.keys, pd, &sges, GRH_LEN as u64, pkt.payload).is_err() {
             self.complete_recv_error(env, syndrome::LOCAL_PROT);
             return;

@@ -13,7 +13,10 @@
  *            (wr_id 102) and IBV_WC_REM_INV_REQ_ERR on a; b's move to ERR flushes none
  *            of the SRQ's other WQEs: a new QP c on the SRQ receives into the last one
  *            (wr_id 103);
- *   destroy: EBUSY while QP b is attached, then 0.
+ *   destroy: EBUSY while QP b is attached, then 0;
+ *   PD:      the receive buffer's key is checked against the SRQ's PD (IB spec: an SRQ's
+ *            WQEs use the SRQ's protection domain), so a QP of PD 1 on an SRQ of PD 2
+ *            receives into memory registered on PD 2.
  * Prints CHECK lines; exit status 0 when all pass, 1 when one failed, 2 on a setup error.
  */
 #include <fcntl.h>
@@ -143,6 +146,43 @@ int main(void)
 	ibv_destroy_qp(p.qb);
 	p.qb = NULL;
 	check("destroy", ibv_destroy_srq(srq) == 0, "0");
+	struct ibv_pd *pd2 = ibv_alloc_pd(p.ctx);
+	if (!pd2)
+		die("ibv_alloc_pd 2");
+	struct ibv_srq *srq2 = ibv_create_srq(pd2, &si);
+	static char buf2[4096];
+	struct ibv_mr *mr2 = ibv_reg_mr(pd2, buf2, sizeof(buf2), IBV_ACCESS_LOCAL_WRITE);
+	struct ibv_cq *cqe_ = ibv_create_cq(p.ctx, 16, NULL, NULL, 0);
+	struct ibv_cq *cqf = ibv_create_cq(p.ctx, 16, NULL, NULL, 0);
+	if (!srq2 || !mr2 || !cqe_ || !cqf)
+		die("PD 2 objects");
+	qi.srq = NULL;
+	qi.send_cq = qi.recv_cq = cqe_;
+	struct ibv_qp *qe = ibv_create_qp(p.pd, &qi);
+	qi.srq = srq2;
+	qi.send_cq = qi.recv_cq = cqf;
+	struct ibv_qp *qf = ibv_create_qp(p.pd, &qi);
+	if (!qe || !qf)
+		die("ibv_create_qp e, f");
+	rc_to_rts(qe, qf->qp_num, &gid);
+	rc_to_rts(qf, qe->qp_num, &gid);
+	struct ibv_sge sge2 = { .addr = (uintptr_t)buf2, .length = 256, .lkey = mr2->lkey };
+	struct ibv_recv_wr rwr = { .wr_id = 7, .sg_list = &sge2, .num_sge = 1 }, *rbad;
+	if (ibv_post_srq_recv(srq2, &rwr, &rbad))
+		die("ibv_post_srq_recv 2");
+	memset(buf, 'P', 64);
+	st = post_wait(qe, cqe_, IBV_WR_SEND, (uintptr_t)buf, 64, mr->lkey, 0, 0, 0);
+	wc = wait_one(cqf);
+	check("srq_pd", st == IBV_WC_SUCCESS && wc.status == IBV_WC_SUCCESS && wc.wr_id == 7 && buf2[63] == 'P',
+	      "received with the SRQ's PD");
+	ibv_destroy_qp(qe);
+	ibv_destroy_qp(qf);
+	ibv_destroy_srq(srq2);
+	ibv_dereg_mr(mr2);
+	ibv_destroy_cq(cqe_);
+	ibv_destroy_cq(cqf);
+	ibv_dealloc_pd(pd2);
+
 	ibv_dereg_mr(mr);
 	ibv_destroy_qp(p.qa);
 	p.qa = NULL;
