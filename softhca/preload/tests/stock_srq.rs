@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 const CHECKS: &[&str] = &[
     "query_after_create", "resize_refused", "limit_too_big", "arm_limit", "limit_reads_back", "receive_0",
-    "no_event_at_limit", "receive_1", "limit_event", "limit_disarmed", "one_event", "length_error", "length_error_requester", "srq_survives_flush",
+    "no_event_at_limit", "receive_1", "limit_event", "limit_disarmed", "one_event", "length_error", "length_error_requester", "last_wqe_reached", "srq_survives_flush",
     "destroy_busy", "destroy", "srq_pd",
 ];
 

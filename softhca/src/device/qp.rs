@@ -81,6 +81,8 @@ pub(crate) struct QpCtx {
     /// On an SRQ: the WQE taken for the message in progress (its SRQ index and scatter
     /// list), held until the message completes (see `super::srq`).
     pub srq_wqe: Option<(u16, Vec<Sge>)>,
+    /// On an SRQ: IBV_EVENT_QP_LAST_WQE_REACHED was raised for this stay in ERR.
+    pub last_wqe_reached: bool,
     pub req: Requester,
     pub resp: Responder,
     /// What `Qp::dev` last showed.
@@ -132,6 +134,7 @@ impl QpCtx {
             sq_ci: 0,
             rq_ci: 0,
             srq_wqe: None,
+            last_wqe_reached: false,
             req: Requester::default(),
             resp: Responder::default(),
             published: (0, 0),
@@ -165,6 +168,7 @@ impl QpCtx {
             self.sq_ci = 0;
             self.rq_ci = 0;
             self.srq_wqe = None;
+            self.last_wqe_reached = false;
             self.req = Requester::default();
             self.resp = Responder::default();
         } else if to == QpState::Rtr && from == QpState::Init {
@@ -380,6 +384,13 @@ impl QpCtx {
         }
         if self.srq_wqe.is_some() {
             self.complete_recv_error(env, syndrome::WR_FLUSH);
+        }
+        // IB spec (o11-5.2.6, "Last WQE Reached"): a QP on an SRQ in ERR will take no
+        // more of the SRQ's WQEs once the one it held is completed; the event tells
+        // software it may now destroy the QP without losing receives.
+        if self.qp.srq.is_some() && !self.last_wqe_reached {
+            self.last_wqe_reached = true;
+            super::events::qp_event(&self.qp, uverbs::sys::verbs::event::QP_LAST_WQE_REACHED);
         }
         let mut n = self.rq_posted().min(self.qp.rq_wqe_count as u16);
         while n > 0 {

@@ -12,7 +12,7 @@
  *   error:   a SEND longer than the WQE completes that WQE with IBV_WC_LOC_LEN_ERR on b
  *            (wr_id 102) and IBV_WC_REM_INV_REQ_ERR on a; b's move to ERR flushes none
  *            of the SRQ's other WQEs: a new QP c on the SRQ receives into the last one
- *            (wr_id 103);
+ *            (wr_id 103); b, in ERR, gets IBV_EVENT_QP_LAST_WQE_REACHED;
  *   destroy: EBUSY while QP b is attached, then 0;
  *   PD:      the receive buffer's key is checked against the SRQ's PD (IB spec: an SRQ's
  *            WQEs use the SRQ's protection domain), so a QP of PD 1 on an SRQ of PD 2
@@ -119,6 +119,16 @@ int main(void)
 	check("length_error", wc.status == IBV_WC_LOC_LEN_ERR && wc.wr_id == 102 && wc.qp_num == p.qb->qp_num,
 	      "LOC_LEN_ERR for wr_id 102 on QP b");
 	check("length_error_requester", st == IBV_WC_REM_INV_REQ_ERR, "REM_INV_REQ_ERR on QP a");
+	/* QP b is in ERR now: once it holds no WQE of the SRQ, one Last WQE Reached for it. */
+	int last_wqe = 0;
+	while (poll(&pfd, 1, 20000) == 1 && ibv_get_async_event(p.ctx, &ev) == 0) {
+		if (ev.event_type == IBV_EVENT_QP_LAST_WQE_REACHED && ev.element.qp == p.qb)
+			last_wqe++;
+		ibv_ack_async_event(&ev);
+		if (last_wqe)
+			break;
+	}
+	check("last_wqe_reached", last_wqe == 1, "IBV_EVENT_QP_LAST_WQE_REACHED for QP b");
 	struct ibv_cq *cqc = ibv_create_cq(p.ctx, 16, NULL, NULL, 0);
 	struct ibv_cq *cqd = ibv_create_cq(p.ctx, 16, NULL, NULL, 0);
 	if (!cqc || !cqd)
