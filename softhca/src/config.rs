@@ -119,6 +119,9 @@ pub struct Config {
     /// Where the instance sits in the PCI tree, as [`PCI_ENV`] gives it (not validated
     /// here: `gdr::topo` resolves it against sysfs).
     pub pci_path: Option<String>,
+    /// Which path packets take to same-host peers (`DOORBELL_WIRE`, see
+    /// [`crate::device::link`]).
+    pub wire: crate::device::link::Wire,
 }
 
 impl Config {
@@ -157,6 +160,7 @@ impl Config {
             pcap: std::env::var_os(PCAP_ENV).filter(|p| !p.is_empty()).map(PathBuf::from),
             doorbell_trap: crate::device::trap::env_allows(),
             pci_path: pci_path_from_env(),
+            wire: crate::device::link::Wire::from_env(),
         }
     }
 

@@ -100,7 +100,6 @@ fn start_before_end(k: usize) -> u64 {
     (k * MTU + 100) as u64
 }
 
-#[test]
 fn remote_range_crossing_the_mr_end_writes_nothing() {
     let Some(want) = syndrome_from_header("REMOTE_ACCESS_ERR") else { return };
     for (n, (read, k)) in [(false, 0usize), (false, 1), (false, 3), (true, 0), (true, 2), (true, 3)].into_iter().enumerate() {
@@ -130,7 +129,6 @@ fn remote_range_crossing_the_mr_end_writes_nothing() {
     }
 }
 
-#[test]
 fn local_range_crossing_the_mr_end_is_a_protection_error() {
     let Some(want) = syndrome_from_header("LOCAL_PROT_ERR") else { return };
     for (n, (read, k)) in [(false, 0usize), (false, 2), (false, 3), (true, 0), (true, 1), (true, 3)].into_iter().enumerate() {
@@ -177,7 +175,6 @@ fn local_range_crossing_the_mr_end_is_a_protection_error() {
 }
 
 /// A bad lkey on a multi-packet WRITE: nothing is sent, whatever the length.
-#[test]
 fn bad_lkey_on_a_multi_packet_write() {
     let Some(want) = syndrome_from_header("LOCAL_PROT_ERR") else { return };
     let a = Host::new([127, 1, 9, 61]);
@@ -192,5 +189,12 @@ fn bad_lkey_on_a_multi_packet_write() {
     assert_eq!((wc.status, wc.wr_id), (WcStatus::LocProtErr, 1), "{wc:?}");
     assert_eq!(first_error_syndrome(&a, &ea), want);
     assert!(remote.buf.read() == remote_before, "the responder's buffer changed");
-    assert_eq!(a.hca.device().counters().tx_packets, 0, "a bad lkey on the first packet sends nothing");
+    assert_eq!(sent(&a.hca), 0, "a bad lkey on the first packet sends nothing");
 }
+
+// Every test above runs on both wires: RoCEv2 over UDP and the same-host path.
+on_both_wires!(
+    remote_range_crossing_the_mr_end_writes_nothing,
+    local_range_crossing_the_mr_end_is_a_protection_error,
+    bad_lkey_on_a_multi_packet_write,
+);

@@ -35,7 +35,6 @@ fn arms_taken(h: &Host, n: u64) {
 /// N CQs of one context, all arming through the context's one CQ-arm UAR page, armed
 /// back to back by several threads at once, M times: exactly N x M events, each CQ's
 /// handle once per round.
-#[test]
 fn many_cqs_one_uar_armed_from_threads() {
     const THREADS: usize = 4;
     const PER_THREAD: usize = 3;
@@ -152,7 +151,6 @@ fn many_cqs_one_uar_armed_from_threads() {
 /// the CQ was disarmed, at or after the armed consumer index, fires at once on the arm
 /// (what `ib_req_notify_cq(IB_CQ_REPORT_MISSED_EVENTS)` on mlx5 relies on). An arm
 /// command carrying the sequence number of an event already delivered is stale.
-#[test]
 fn rearm_before_poll_fires_only_for_new_cqes() {
     let a = Host::new([127, 1, 7, 3]);
     let b = Host::new([127, 1, 7, 4]);
@@ -212,3 +210,9 @@ fn rearm_before_poll_fires_only_for_new_cqes() {
     assert_eq!(events(&a) - base, 3);
     drop(eb);
 }
+
+// Every test above runs on both wires: RoCEv2 over UDP and the same-host path.
+on_both_wires!(
+    many_cqs_one_uar_armed_from_threads,
+    rearm_before_poll_fires_only_for_new_cqes,
+);

@@ -111,17 +111,14 @@ fn all_kinds_all_sizes(ip: u8, mtu_code: u8) {
     assert_eq!(c.rx_bad_icrc + c.rx_malformed, 0, "{c:?}");
 }
 
-#[test]
 fn every_opcode_every_size_mtu_1024() {
     all_kinds_all_sizes(1, 3);
 }
 
-#[test]
 fn every_opcode_every_size_mtu_4096() {
     all_kinds_all_sizes(3, 5);
 }
 
-#[test]
 fn every_opcode_every_size_mtu_256() {
     all_kinds_all_sizes(5, 1);
 }
@@ -130,7 +127,6 @@ fn every_opcode_every_size_mtu_256() {
 /// modified EUI-64 of the MAC, as `ibv_rc_pingpong -g 0` uses them): the GID names the
 /// instance whose MAC it holds (see softhca::config), and everything works as with the
 /// IPv4-mapped GIDs.
-#[test]
 fn link_local_gids_connect_two_instances() {
     let a = Host::new([127, 1, 1, 19]);
     let b = Host::new([127, 1, 1, 20]);
@@ -159,7 +155,6 @@ fn link_local_gids_connect_two_instances() {
     assert_eq!((ca.rx_wrong_peer, cb.rx_wrong_peer, ca.tx_errors, cb.tx_errors), (0, 0, 0, 0), "{ca:?}\n{cb:?}");
 }
 
-#[test]
 fn several_sges_both_ways() {
     let a = Host::new([127, 1, 1, 7]);
     let b = Host::new([127, 1, 1, 8]);
@@ -199,7 +194,6 @@ fn several_sges_both_ways() {
     assert_eq!(read, dst.buf.read()[11..11 + 6003].to_vec());
 }
 
-#[test]
 fn inline_sends_and_writes_wrap_the_sq() {
     let a = Host::new([127, 1, 1, 9]);
     let b = Host::new([127, 1, 1, 10]);
@@ -237,7 +231,6 @@ fn inline_sends_and_writes_wrap_the_sq() {
     assert_eq!(&dst.buf.read()[..off], &expect[..off]);
 }
 
-#[test]
 fn atomics() {
     let a = Host::new([127, 1, 1, 11]);
     let b = Host::new([127, 1, 1, 12]);
@@ -280,7 +273,6 @@ fn atomics() {
     assert_eq!(res.buf.read_u64(24), (0..99).sum::<u64>());
 }
 
-#[test]
 fn unsignaled_wqes_and_sq_wrap_around() {
     let a = Host::new([127, 1, 1, 13]);
     let b = Host::new([127, 1, 1, 14]);
@@ -342,7 +334,6 @@ fn unsignaled_wqes_and_sq_wrap_around() {
     quiet(&mut ea.scq, Duration::from_millis(20));
 }
 
-#[test]
 fn sixteen_qps_at_once() {
     let a = Host::new([127, 1, 1, 15]);
     let b = Host::new([127, 1, 1, 16]);
@@ -374,7 +365,6 @@ fn sixteen_qps_at_once() {
     }
 }
 
-#[test]
 fn sq_sig_all_and_completion_events() {
     let a = Host::new([127, 1, 1, 17]);
     let b = Host::new([127, 1, 1, 18]);
@@ -438,7 +428,6 @@ fn sq_sig_all_and_completion_events() {
 /// mlx5dv.h, big-endian at byte 60) is the WQE's index in the receive queue, which
 /// libmlx5 reads for SRQ receives (`srq->wrid[wqe_ctr]`) and mlx5dv users read for all.
 /// Read from the CQ ring itself: the provider's poller uses its own RQ tail instead.
-#[test]
 fn receive_cqes_carry_the_receive_wqe_index() {
     let a = Host::new([127, 1, 1, 71]);
     let b = Host::new([127, 1, 1, 72]);
@@ -472,7 +461,6 @@ fn receive_cqes_carry_the_receive_wqe_index() {
 /// Zero-length RDMA WRITE and READ: the responder validates neither R_Key nor VA (IBA
 /// C9-88, as rxe's check_rkey skips them for a zero DMA length), so a garbage rkey and
 /// address complete successfully.
-#[test]
 fn zero_length_rdma_ignores_rkey_and_address() {
     let a = Host::new([127, 1, 1, 73]);
     let b = Host::new([127, 1, 1, 74]);
@@ -484,3 +472,19 @@ fn zero_length_rdma_ignores_rkey_and_address() {
     }
     assert_eq!(b.hca.device().counters().err_naks_sent, 0);
 }
+
+// Every test above runs on both wires: RoCEv2 over UDP and the same-host path.
+on_both_wires!(
+    every_opcode_every_size_mtu_1024,
+    every_opcode_every_size_mtu_4096,
+    every_opcode_every_size_mtu_256,
+    link_local_gids_connect_two_instances,
+    several_sges_both_ways,
+    inline_sends_and_writes_wrap_the_sq,
+    atomics,
+    unsignaled_wqes_and_sq_wrap_around,
+    sixteen_qps_at_once,
+    sq_sig_all_and_completion_events,
+    receive_cqes_carry_the_receive_wqe_index,
+    zero_length_rdma_ignores_rkey_and_address,
+);

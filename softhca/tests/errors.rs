@@ -59,7 +59,6 @@ fn remote_error_case(ip: u8, responder_access: Access, op: impl Fn(&Mem) -> Send
     assert_eq!(b.hca.device().counters().err_naks_sent, 1);
 }
 
-#[test]
 fn bad_rkey_gives_remote_access_error() {
     remote_error_case(1, all_access(), |t| SendOp::RdmaWrite { raddr: t.addr(), rkey: t.mr.rkey() ^ 0x7700 }, WcStatus::RemAccessErr);
     // The right MKey index with another variant (the low byte of an mlx5 key: a stale
@@ -68,7 +67,6 @@ fn bad_rkey_gives_remote_access_error() {
     remote_error_case(41, all_access(), |t| SendOp::RdmaWrite { raddr: t.addr(), rkey: t.mr.rkey() ^ 0x01 }, WcStatus::RemAccessErr);
 }
 
-#[test]
 fn out_of_bounds_gives_remote_access_error() {
     remote_error_case(3, all_access(), |t| SendOp::RdmaWrite { raddr: t.addr() + 4096 - 63, rkey: t.mr.rkey() }, WcStatus::RemAccessErr);
     remote_error_case(5, all_access(), |t| SendOp::RdmaRead { raddr: t.addr() - 1, rkey: t.mr.rkey() }, WcStatus::RemAccessErr);
@@ -79,7 +77,6 @@ fn out_of_bounds_gives_remote_access_error() {
     remote_error_case(45, all_access(), |t| SendOp::FetchAdd { raddr: t.addr() + 4, rkey: t.mr.rkey(), add: 1 }, WcStatus::RemInvReqErr);
 }
 
-#[test]
 fn missing_mr_rights_give_remote_access_error() {
     let no = |a: Access| all_access() - a;
     remote_error_case(9, no(Access::REMOTE_WRITE), |t| SendOp::RdmaWrite { raddr: t.addr(), rkey: t.mr.rkey() }, WcStatus::RemAccessErr);
@@ -87,7 +84,6 @@ fn missing_mr_rights_give_remote_access_error() {
     remote_error_case(13, no(Access::REMOTE_ATOMIC), |t| SendOp::CompareSwap { raddr: t.addr(), rkey: t.mr.rkey(), compare: 0, swap: 1 }, WcStatus::RemAccessErr);
 }
 
-#[test]
 fn qp_without_access_right_gives_invalid_request() {
     for (ip, qp_access, op) in [
         (15u8, Access::LOCAL_WRITE | Access::REMOTE_WRITE, 0),
@@ -117,7 +113,6 @@ fn qp_without_access_right_gives_invalid_request() {
     }
 }
 
-#[test]
 fn bad_lkey_gives_local_protection_error() {
     let a = Host::new([127, 1, 3, 21]);
     let b = Host::new([127, 1, 3, 22]);
@@ -129,7 +124,7 @@ fn bad_lkey_gives_local_protection_error() {
     let wc = wait(&mut ea.scq, 1)[0];
     // (ibv_wc.opcode is undefined in error completions.)
     assert_eq!((wc.status, wc.wr_id, wc.qp_num), (WcStatus::LocProtErr, 1, ea.qp.qpn()), "{wc:?}");
-    assert_eq!(a.hca.device().counters().tx_packets, 0, "nothing may be sent");
+    assert_eq!(sent(&a.hca), 0, "nothing may be sent");
     assert_flushed_after(&mut ea, &local);
 
     // The right MKey index with another variant byte: a different key.
@@ -142,7 +137,7 @@ fn bad_lkey_gives_local_protection_error() {
     ea.qp.post_send(2, &signaled(SendOp::RdmaWrite { raddr: target.addr(), rkey: target.mr.rkey() }, Payload::Sgl(&[bad]))).unwrap();
     let wc = wait(&mut ea.scq, 1)[0];
     assert_eq!((wc.status, wc.wr_id), (WcStatus::LocProtErr, 2), "{wc:?}");
-    assert_eq!(a.hca.device().counters().tx_packets, 0, "nothing may be sent");
+    assert_eq!(sent(&a.hca), 0, "nothing may be sent");
 
     // Out of the MR's bounds, and READ into an MR without LOCAL_WRITE.
     for (ip, which) in [(23u8, 0), (25, 1)] {
@@ -169,7 +164,6 @@ fn bad_lkey_gives_local_protection_error() {
     }
 }
 
-#[test]
 fn receive_buffer_too_small() {
     let a = Host::new([127, 1, 3, 27]);
     let b = Host::new([127, 1, 3, 28]);
@@ -186,7 +180,6 @@ fn receive_buffer_too_small() {
     assert_eq!((rc[1].status, rc[1].wr_id), (WcStatus::WrFlushErr, 6), "{rc:?}");
 }
 
-#[test]
 fn rnr_retries_then_rnr_retry_exceeded() {
     let a = Host::new([127, 1, 3, 29]);
     let b = Host::new([127, 1, 3, 30]);
@@ -223,7 +216,6 @@ fn rnr_retries_then_rnr_retry_exceeded() {
 /// A link-local destination GID that names no instance (a MAC without the Mellanox OUI,
 /// or a softhca MAC whose address nobody holds) is a peer that never answers: the
 /// requests are retried until RETRY_EXC_ERR, then the QP is flushed. Not a hang.
-#[test]
 fn link_local_gid_of_no_instance_gives_retry_exceeded() {
     let a = Host::new([127, 1, 3, 37]);
     let local = a.mem(4096, all_access());
@@ -245,7 +237,6 @@ fn link_local_gid_of_no_instance_gives_retry_exceeded() {
     assert!(a.hca.device().counters().ack_timeouts >= 4);
 }
 
-#[test]
 fn vanished_peer_gives_retry_exceeded_then_flush() {
     let a = Host::new([127, 1, 3, 33]);
     let b = Host::new([127, 1, 3, 34]);
@@ -287,7 +278,6 @@ fn vanished_peer_gives_retry_exceeded_then_flush() {
     assert_eq!(c.ack_timeouts - timeouts_before, 3, "{c:?} (before: {timeouts_before})");
 }
 
-#[test]
 fn modify_to_err_flushes_everything() {
     let a = Host::new([127, 1, 3, 35]);
     let b = Host::new([127, 1, 3, 36]);
@@ -308,9 +298,9 @@ fn modify_to_err_flushes_everything() {
     let sc = wait(&mut ea.scq, 2);
     assert_eq!(sc.iter().map(|w| (w.status, w.wr_id)).collect::<Vec<_>>(), vec![(WcStatus::WrFlushErr, 10), (WcStatus::WrFlushErr, 11)]);
     assert_eq!(wait(&mut ea.rcq, 1)[0].wr_id, 12);
-    assert_eq!(a.hca.device().counters().tx_packets, 0);
+    assert_eq!(sent(&a.hca), 0);
     // Back to RESET and reconnected, the QP works again: a WRITE lands and a SEND is
-    // received whole. Nothing was ever sent (tx_packets 0 above), so b still expects the
+    // received whole. Nothing was ever sent (`sent` 0 above), so b still expects the
     // PSN connect() gave a (same formula as common::connect2).
     ea.qp.modify(&QpAttr { state: Some(QpState::Reset), ..Default::default() }).unwrap();
     let (pa, pb) = (0x10_0000 + ea.qp.qpn() * 7 % 0xfff, 0xff_fff0 - eb.qp.qpn() % 0x100);
@@ -330,3 +320,17 @@ fn modify_to_err_flushes_everything() {
     want.copy_within(100..300, 0);
     assert_eq!(dst.buf.read(), want, "the reconnected QP moved the wrong bytes");
 }
+
+// Every test above runs on both wires: RoCEv2 over UDP and the same-host path.
+on_both_wires!(
+    bad_rkey_gives_remote_access_error,
+    out_of_bounds_gives_remote_access_error,
+    missing_mr_rights_give_remote_access_error,
+    qp_without_access_right_gives_invalid_request,
+    bad_lkey_gives_local_protection_error,
+    receive_buffer_too_small,
+    rnr_retries_then_rnr_retry_exceeded,
+    link_local_gid_of_no_instance_gives_retry_exceeded,
+    vanished_peer_gives_retry_exceeded_then_flush,
+    modify_to_err_flushes_everything,
+);

@@ -160,5 +160,6 @@ fn two_processes() {
         std::thread::sleep(Duration::from_millis(5));
     }
     let c = h.hca.device().counters();
-    assert!(c.rx_packets > 0 && c.tx_packets > 0 && c.rx_bad_icrc == 0, "{c:?}");
+    // Whichever path carried it (the same-host path by default between two processes).
+    assert!(c.rx_packets + c.local_rx_packets > 0 && sent(&h.hca) > 0 && c.rx_bad_icrc == 0 && c.local_copy_errors == 0, "{c:?}");
 }

@@ -50,7 +50,6 @@ fn pattern(i: usize, len: usize) -> Vec<u8> {
     (0..len).map(|k| ((i as u32) << 16 | (k / 4) as u32).to_le_bytes()[k % 4]).collect()
 }
 
-#[test]
 fn send_and_write_arrive_intact() {
     let a = Host::new([127, 1, 8, 1]);
     let b = Host::new([127, 1, 8, 2]);
@@ -94,7 +93,6 @@ fn send_and_write_arrive_intact() {
 
 /// A SEND with no receive WQE is dropped silently (no RNR on UC) and the QP carries on;
 /// a READ on a UC QP completes with LOCAL_QP_OP_ERR.
-#[test]
 fn no_receive_wqe_drops_and_read_is_refused() {
     let a = Host::new([127, 1, 8, 3]);
     let b = Host::new([127, 1, 8, 4]);
@@ -183,3 +181,9 @@ fn lost_packets_lose_only_their_messages() {
     }
     assert_eq!((cb.acks_sent, cb.seq_naks_sent), (0, 0));
 }
+
+// Every test above runs on both wires: RoCEv2 over UDP and the same-host path.
+on_both_wires!(
+    send_and_write_arrive_intact,
+    no_receive_wqe_drops_and_read_is_refused,
+);

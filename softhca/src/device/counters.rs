@@ -36,6 +36,25 @@ counters! {
     tx_datagrams,
     /// Packets the socket refused (sendmmsg errors other than would-block).
     tx_errors,
+    /// Packets handed to a same-host peer's inbox instead of the socket (see
+    /// [`super::link`]); they are not in `tx_packets`.
+    local_tx_packets,
+    /// Payload bytes of those packets that stayed in application memory for the peer to
+    /// copy (one copy, `process_vm_readv`), and bytes that went inline in the record.
+    local_tx_ref_bytes,
+    local_tx_inline_bytes,
+    /// Packets dropped because the peer's lane was full (the transport retransmits).
+    local_tx_full,
+    /// Zero-length datagrams sent to wake a sleeping same-host peer.
+    local_wakes,
+    /// Packets taken from this instance's inbox.
+    local_rx_packets,
+    /// Copy system calls made for them, and the bytes they moved.
+    local_copies,
+    local_copy_bytes,
+    /// Copies that failed (the sender's memory gone, or the sender dead): those bytes were
+    /// not placed.
+    local_copy_errors,
     /// Datagrams received.
     rx_packets,
     /// Messages taken off the socket: a coalesced run of packets (UDP GRO) is one.

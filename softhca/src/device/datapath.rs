@@ -14,6 +14,9 @@
 //!    response queue; in ERR, flush whatever was posted;
 //! 3. per CQ: look for arm doorbells and deliver completion events;
 //! 4. send everything built in `sendmmsg` batches (fault injection and capture on the way).
+//!
+//! Packets from same-host peers ([`super::link`]) are taken from the instance's inbox
+//! after the socket's batch in step 1 and handled the same way.
 
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, UdpSocket};
@@ -25,6 +28,8 @@ use crate::objects::QpState;
 use crate::wire::{Endpoints, Error as WireError, RocePacket, Transport};
 
 use super::counters::{step_add, Counters};
+use super::link::copy::{Copies, RemoteRef};
+use super::link::{self, Inbox};
 use super::mkey::KeyCache;
 use super::qp::{Env, QpCtx};
 use super::requester::BUDGET;
@@ -33,6 +38,9 @@ use super::trace::Capture;
 use super::tx::Tx;
 use super::{events, State};
 
+/// How soon a step comes back for packets waiting for room in a same-host peer's lane.
+const BACKLOG_RETRY: std::time::Duration = std::time::Duration::from_micros(20);
+
 /// The socket and the buffers a step works with.
 pub(crate) struct Datapath {
     pub sock: UdpSocket,
@@ -40,6 +48,9 @@ pub(crate) struct Datapath {
     pub rx: Rx,
     pub tx: Tx,
     pub capture: Option<Capture>,
+    /// Where same-host peers leave packets (None: the same-host path is off).
+    pub inbox: Option<Inbox>,
+    copies: Copies,
     scratch: Vec<u8>,
     keys: KeyCache,
     /// Steps run so far (`Env::step`).
@@ -53,8 +64,8 @@ impl std::fmt::Debug for Datapath {
 }
 
 impl Datapath {
-    pub fn new(sock: UdpSocket, local: SocketAddr, tx: Tx, capture: Option<Capture>) -> Datapath {
-        Datapath { sock, local, rx: Rx::new(), tx, capture, scratch: Vec::with_capacity(4096), keys: KeyCache::default(), steps: 0 }
+    pub fn new(sock: UdpSocket, local: SocketAddr, tx: Tx, capture: Option<Capture>, inbox: Option<Inbox>) -> Datapath {
+        Datapath { sock, local, rx: Rx::new(), tx, capture, inbox, copies: Copies::new(), scratch: Vec::with_capacity(4096), keys: KeyCache::default(), steps: 0 }
     }
 }
 
@@ -82,7 +93,8 @@ pub(crate) fn step(hca: &Hca, st: &mut State, counters: &Counters, now: Instant,
     let cqes = counters.cqes.load(Ordering::Relaxed);
     let n = if skip_rx { 0 } else { dp.rx.recv(&dp.sock) };
     dp.steps += 1;
-    let mut env = Env { hca, cqs, tx: &mut dp.tx, counters, keys: &mut dp.keys, now, step: dp.steps, scratch: &mut dp.scratch, work: n > 0 };
+    let mut env = Env { hca, cqs, tx: &mut dp.tx, counters, keys: &mut dp.keys, now, step: dp.steps, scratch: &mut dp.scratch, work: n > 0,
+                        copies: &mut dp.copies, remote: None };
     for i in 0..n {
         let Some((msg, seg, src)) = dp.rx.get(i) else {
             counters.rx_malformed.fetch_add(1, Ordering::Relaxed);
@@ -99,6 +111,45 @@ pub(crate) fn step(hca: &Hca, st: &mut State, counters: &Counters, now: Instant,
             }
             dispatch(qps, &mut env, bytes, &ep);
         }
+    }
+    if let Some(inbox) = dp.inbox.as_mut() {
+        let local = dp.local;
+        let env = &mut env;
+        let got = inbox.drain(|rec| {
+                let Some((src, rec)) = rec else {
+                    // The lane's records are released next: nothing may still refer to them.
+                    env.copies.flush();
+                    return;
+                };
+                let ep = Endpoints::new(src, local);
+                step_add(&counters.local_rx_packets, 1);
+                if rec.head.kind == link::inbox::kind::REMOTE {
+                    let remote = RemoteRef { pid: rec.head.pid, addr: rec.head.addr, len: rec.head.remote_len as usize };
+                    match RocePacket::parse_headers(rec.bytes) {
+                        Ok(pkt) => {
+                            env.remote = Some(remote);
+                            deliver(qps, env, &pkt, &ep, rec.bytes.len() + remote.len);
+                            env.remote = None;
+                        }
+                        Err(e) => {
+                            counters.rx_malformed.fetch_add(1, Ordering::Relaxed);
+                            tracing::debug!(target: "softhca::link", src = %src, "malformed: {e}");
+                        }
+                    }
+                } else {
+                    // Whatever it does may read memory that queued copies write.
+                    env.copies.flush();
+                    match RocePacket::parse_without_icrc(rec.bytes) {
+                        Ok(pkt) => deliver(qps, env, &pkt, &ep, rec.bytes.len()),
+                        Err(e) => {
+                            counters.rx_malformed.fetch_add(1, Ordering::Relaxed);
+                            tracing::debug!(target: "softhca::link", src = %src, "malformed: {e}");
+                        }
+                    }
+                }
+            });
+        env.copies.report(counters);
+        env.work |= got > 0;
     }
     let mut deadline: Option<Instant> = None;
     for q in qps.values_mut() {
@@ -129,6 +180,12 @@ pub(crate) fn step(hca: &Hca, st: &mut State, counters: &Counters, now: Instant,
         return (true, deadline);
     }
     work |= dp.tx.flush(&dp.sock, counters, dp.capture.as_mut()) > 0;
+    if dp.tx.backlogged() {
+        // Back soon for what a same-host peer had no room for (not at once: its
+        // receiver needs the CPU to make room).
+        let d = now + BACKLOG_RETRY;
+        deadline = Some(deadline.map_or(d, |x| x.min(d)));
+    }
     (work, deadline)
 }
 
@@ -163,6 +220,11 @@ fn dispatch(qps: &mut BTreeMap<u32, QpCtx>, env: &mut Env<'_>, bytes: &[u8], ep:
             return;
         }
     };
+    deliver(qps, env, &pkt, ep, bytes.len());
+}
+
+/// Hands one parsed packet (`len` bytes on the wire) to the QP it names.
+fn deliver(qps: &mut BTreeMap<u32, QpCtx>, env: &mut Env<'_>, pkt: &RocePacket<'_>, ep: &Endpoints, len: usize) {
     let bth = &pkt.bth;
     tracing::trace!(target: "softhca::rx", opcode = ?bth.opcode, qpn = bth.dest_qpn, psn = bth.psn, len = pkt.payload.len(),
                     ack_req = bth.ack_req, src = %ep.src, "rx");
@@ -184,7 +246,7 @@ fn dispatch(qps: &mut BTreeMap<u32, QpCtx>, env: &mut Env<'_>, bytes: &[u8], ep:
         return;
     }
     if ud {
-        q.on_ud(&pkt, env, ep.src, ep.dst, bytes.len());
+        q.on_ud(pkt, env, ep.src, ep.dst, len);
         return;
     }
     if q.peer.map(|p| p.ip()) != Some(ep.src.ip()) {
@@ -192,8 +254,8 @@ fn dispatch(qps: &mut BTreeMap<u32, QpCtx>, env: &mut Env<'_>, bytes: &[u8], ep:
         return;
     }
     if bth.opcode.is_request() {
-        q.on_request(&pkt, env);
+        q.on_request(pkt, env);
     } else {
-        q.on_response(&pkt, env);
+        q.on_response(pkt, env);
     }
 }

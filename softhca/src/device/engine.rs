@@ -42,6 +42,7 @@ use super::fault::Injector;
 use super::timers::{self, CLOCK_PERIOD, DEEP_IDLE_AFTER, SLEEP_DEEP, SLEEP_MAX, SLEEP_MIN, SPIN, YIELD};
 use super::trace::{capture_path, Capture};
 use super::trap::Trap;
+use super::link::{Inbox, Peers, Wire};
 use super::tx::Tx;
 use super::Shared;
 use crate::pages::DevicePages;
@@ -119,6 +120,8 @@ struct Engine {
     intended: Duration,
     /// The last sleep timed out: the socket had nothing.
     rx_idle: bool,
+    /// What the inbox's `awake` word says (see [`super::link`]).
+    awake: bool,
     /// The doorbell trap, when in use.
     trap: Option<Trap>,
     /// How long the engine keeps stepping after the last work before it arms the trap.
@@ -154,6 +157,18 @@ pub(crate) fn spawn(shared: Arc<Shared>, pages: Arc<DevicePages>, hca: &Arc<Hca>
         tracing::info!(target: "softhca::fault", addr = %cfg.addr, ?f, "fault injection");
     }
     let pcap = cfg.pcap.as_ref().map(|p| capture_path(p, cfg.addr));
+    // Capture and faults are about the wire: an instance that asks for either keeps its
+    // packets on it.
+    let wire = if fault.is_some() || pcap.is_some() {
+        if cfg.wire == Wire::Local {
+            tracing::warn!(target: "softhca::link", "{}=local ignored: capture or fault injection keeps packets on UDP", super::link::WIRE_ENV);
+        }
+        Wire::Udp
+    } else {
+        cfg.wire
+    };
+    // Before the instance is returned: a peer's first packet must find the inbox.
+    let (inbox, peers) = same_host_path(wire, local);
     let weak = Arc::downgrade(hca);
     let name = format!("shca-{}", cfg.addr);
     let grace = timers::grace();
@@ -168,7 +183,7 @@ pub(crate) fn spawn(shared: Arc<Shared>, pages: Arc<DevicePages>, hca: &Arc<Hca>
         let capture = pcap.and_then(Capture::open);
         let capturing = capture.is_some();
         let fd = sock.as_raw_fd();
-        shared.lock().dp = Some(Datapath::new(sock, local, Tx::new(local, fault, gso), capture));
+        shared.lock().dp = Some(Datapath::new(sock, local, Tx::new(local, fault, gso, peers), capture, inbox));
         let mut e = Engine {
             shared,
             hca: weak,
@@ -182,6 +197,7 @@ pub(crate) fn spawn(shared: Arc<Shared>, pages: Arc<DevicePages>, hca: &Arc<Hca>
             prev_top: None,
             intended: Duration::ZERO,
             rx_idle: false,
+            awake: true,
             trap,
             grace,
             trap_woken: false,
@@ -191,6 +207,21 @@ pub(crate) fn spawn(shared: Arc<Shared>, pages: Arc<DevicePages>, hca: &Arc<Hca>
         };
         e.run();
     })
+}
+
+/// The inbox and the peer table of the same-host path, unless `wire` turns it off or the
+/// inbox cannot be made (then UDP only, said once).
+fn same_host_path(wire: Wire, local: SocketAddr) -> (Option<Inbox>, Option<Peers>) {
+    if wire == Wire::Udp {
+        return (None, None);
+    }
+    match Inbox::create(local) {
+        Ok(i) => (Some(i), Some(Peers::new(wire, local))),
+        Err(e) => {
+            tracing::warn!(target: "softhca::link", %local, "no same-host path (inbox: {e}); RoCEv2 over UDP only");
+            (None, None)
+        }
+    }
 }
 
 /// `t`, or less if the transport `deadline` comes sooner.
@@ -222,6 +253,15 @@ impl Engine {
             }
             let (work, deadline) = {
                 let mut st = self.shared.lock();
+                // Running: same-host senders need not wake us (in polled mode the
+                // application sleeps on the socket, and they must).
+                let awake = self.shared.polled.until(now).is_none();
+                if awake != self.awake {
+                    if let Some(i) = st.dp.as_ref().and_then(|d| d.inbox.as_ref()) {
+                        i.set_awake(awake);
+                    }
+                    self.awake = awake;
+                }
                 if !stall.is_zero() {
                     for q in st.qps.values_mut() {
                         q.req.postpone(stall);
@@ -332,6 +372,18 @@ impl Engine {
     /// none), and counted. See [`Shared::sleep`] for `sock`, `trap` and `timeout`.
     fn nap(&mut self, sock: RawFd, trap: Option<RawFd>, timeout: Option<Duration>) -> super::Woken {
         self.flush_capture();
+        {
+            // Same-host senders wake us from now on; a record that came before they could
+            // know ends the nap before it starts.
+            let st = self.shared.lock();
+            if let Some(i) = st.dp.as_ref().and_then(|d| d.inbox.as_ref()) {
+                i.set_awake(false);
+                self.awake = false;
+                if sock >= 0 && i.pending() {
+                    return super::Woken { sock: true, ..Default::default() };
+                }
+            }
+        }
         self.intended = timeout.unwrap_or(Duration::from_secs(1 << 20));
         self.shared.counters.sleeps.fetch_add(1, Ordering::Relaxed);
         self.shared.sleep(sock, trap, timeout)

@@ -22,6 +22,7 @@ use crate::objects::{KeySpan, Loc, Pd};
 use crate::peer::PeerMemory;
 
 use super::counters::Counters;
+use super::link::copy::{Copies, Payload};
 use super::mem;
 use super::wqe::Sge;
 
@@ -252,14 +253,20 @@ pub fn read_remote(hca: &Hca, keys: &mut KeyCache, pd: &Pd, rkey: u32, va: u64, 
 /// once, peer memory into `stage`, to be flushed with one peer write per contiguous run
 /// (see [`super::stage::InStage`]).
 #[inline]
-pub fn write_remote(hca: &Hca, keys: &mut KeyCache, pd: &Pd, rkey: u32, va: u64, data: &[u8], stage: &mut super::stage::InStage) -> Result<(), KeyError> {
+pub fn write_remote(hca: &Hca, keys: &mut KeyCache, pd: &Pd, rkey: u32, va: u64, data: Payload<'_>, stage: &mut super::stage::InStage,
+                    copies: &mut Copies) -> Result<(), KeyError> {
     if data.is_empty() {
         return Ok(());
     }
     match keys.check(hca, rkey, pd, va, data.len() as u64, Access::RemoteWrite)? {
-        // SAFETY: checked inside a live MR allowing remote writes, under the engine lock.
-        Loc::Host(addr) => unsafe { mem::write(addr, data) },
-        Loc::Peer(_) => stage.append(hca, keys, pd, rkey, va, Access::RemoteWrite, data)?,
+        // SAFETY: checked inside a live MR allowing remote writes, under the engine lock
+        // (which the caller holds until `copies` is flushed).
+        Loc::Host(addr) => unsafe { data.write_to(addr, copies) },
+        Loc::Peer(_) => {
+            let mut held = Vec::new();
+            let bytes = data.bytes(&mut held, copies).ok_or(KeyError::PeerFault)?;
+            stage.append(hca, keys, pd, rkey, va, Access::RemoteWrite, bytes)?
+        }
     }
     Ok(())
 }

@@ -55,6 +55,7 @@ pub mod datapath;
 pub mod engine;
 pub mod events;
 pub mod fault;
+pub mod link;
 mod mem;
 pub mod mkey;
 pub mod polled;

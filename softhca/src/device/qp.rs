@@ -16,6 +16,8 @@ use crate::hca::Hca;
 use crate::objects::{AddressVector, Qp, QpAttrs, QpState};
 
 use super::counters::{step_add, Counters};
+use super::link::copy::{Copies, Payload, RemoteRef};
+use crate::wire::RocePacket;
 use super::cqe::{opcode as cqe_op, syndrome, CqCtx, Cqe};
 use super::mem;
 use super::mkey::KeyCache;
@@ -41,6 +43,21 @@ pub(crate) struct Env<'a> {
     pub scratch: &'a mut Vec<u8>,
     /// Set by anything that did work (the engine then keeps spinning).
     pub work: bool,
+    /// Copies from same-host senders queued by this step ([`super::link::copy`]).
+    pub copies: &'a mut Copies,
+    /// The packet being handled came from a same-host peer with its payload left in the
+    /// sender's memory: here it is (its `payload` field is empty).
+    pub remote: Option<RemoteRef>,
+}
+
+impl Env<'_> {
+    /// The payload of `pkt`, the packet being handled: its bytes, or where they are.
+    pub fn payload<'p>(&self, pkt: &RocePacket<'p>) -> Payload<'p> {
+        match self.remote {
+            Some(r) => Payload::Remote(r),
+            None => Payload::Bytes(pkt.payload),
+        }
+    }
 }
 
 /// Sets `v` to `n` bytes of unspecified content (the caller overwrites all of them),
@@ -266,6 +283,10 @@ impl QpCtx {
     /// Writes a CQE to the QP's send (`send` true) or receive CQ. A full CQ is an overrun:
     /// the CQ is put in error (one CQ_ERR async event) and the QP moved to ERR.
     pub fn complete(&mut self, env: &mut Env<'_>, send: bool, mut cqe: Cqe) {
+        // The data a completion reports must be in memory first.
+        if !env.copies.is_empty() {
+            env.copies.flush();
+        }
         let cqn = if send { self.qp.send_cq.cqn } else { self.qp.recv_cq.cqn };
         cqe.qpn = self.qpn();
         cqe.uidx = self.qp.uidx;

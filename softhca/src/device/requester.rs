@@ -762,20 +762,18 @@ impl QpCtx {
         let w = &self.req.wqes[i];
         let off = w.acked as u64 * self.mtu as u64;
         let want = w.len.saturating_sub(off).min(self.mtu as u64) as usize;
-        if pkt.payload.len() != want {
+        let data = env.payload(pkt);
+        if data.len() != want {
             self.req.fail(i, syndrome::BAD_RESP);
             return;
         }
         if let Data::Sgl(s) = &w.data {
             let done = w.acked + 1 >= w.npsn;
-            let r = if w.peer {
-                // Into peer memory through the staging buffer, written out when the last
-                // response is in (before the WQE can complete) or the run breaks.
-                let r = stage::scatter(env.hca, env.keys, &self.qp.pd, s, off, pkt.payload, &mut self.req.in_stage);
-                if r.is_ok() && done { self.req.in_stage.flush(env.hca, env.keys, &self.qp.pd) } else { r }
-            } else {
-                mkey::scatter(env.hca, env.keys, &self.qp.pd, s, off, pkt.payload)
-            };
+            // Host pieces are written at once (or queued, from a same-host peer); peer
+            // pieces go through the staging buffer, written out when the last response is
+            // in (before the WQE can complete) or the run breaks.
+            let r = stage::scatter(env.hca, env.keys, &self.qp.pd, s, off, data, &mut self.req.in_stage, env.copies);
+            let r = if r.is_ok() && w.peer && done { self.req.in_stage.flush(env.hca, env.keys, &self.qp.pd) } else { r };
             if r.is_err() {
                 self.req.fail(i, syndrome::LOCAL_PROT);
                 return;
@@ -944,7 +942,9 @@ fn emit_request(w: &SqWqe, k: u32, p: u32, window_full: bool, q: &QpCtx, peer: S
                 // the step's flush has sent the packet; or the range is in the QP's
                 // staging buffer, which is neither refilled in this step (`OutStage`) nor
                 // dropped before its flush (the QP context goes only under the lock).
-                Some(addr) => unsafe { env.tx.send_mem(&pkt, MemRef { addr, len }, peer, env.counters) },
+                // The staging buffer is refilled in later steps: a same-host peer gets its
+                // bytes inline (`app: false`), the application's memory by reference.
+                Some(addr) => unsafe { env.tx.send_mem(&pkt, MemRef { addr, len, app: !w.peer }, peer, env.counters) },
                 None => env.tx.send(&pkt, peer, env.counters),
             }
             Ok(1)

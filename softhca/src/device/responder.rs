@@ -327,7 +327,7 @@ impl QpCtx {
 
     pub(super) fn recv_send(&mut self, pkt: &RocePacket<'_>, env: &mut Env<'_>) {
         let op = pkt.bth.opcode;
-        let data = pkt.payload;
+        let data = env.payload(pkt);
         if !length_ok(op, data.len(), self.mtu as usize) {
             return self.nak_fatal(env, NakCode::InvalidRequest, "SEND payload length");
         }
@@ -354,7 +354,7 @@ impl QpCtx {
             Some(s) => &s.pd,
             None => &self.qp.pd,
         };
-        let mut r = stage::scatter(env.hca, env.keys, pd, sges, at, data, &mut self.resp.in_stage);
+        let mut r = stage::scatter(env.hca, env.keys, pd, sges, at, data, &mut self.resp.in_stage, env.copies);
         if r.is_ok() && last {
             // Into peer memory before the CQE and the ACK of the last packet.
             r = self.resp.in_stage.flush(env.hca, env.keys, pd);
@@ -380,7 +380,7 @@ impl QpCtx {
 
     pub(super) fn recv_write(&mut self, pkt: &RocePacket<'_>, env: &mut Env<'_>) {
         let op = pkt.bth.opcode;
-        let data = pkt.payload;
+        let data = env.payload(pkt);
         if !length_ok(op, data.len(), self.mtu as usize) {
             return self.nak_fatal(env, NakCode::InvalidRequest, "WRITE payload length");
         }
@@ -418,7 +418,7 @@ impl QpCtx {
             return self.nak_fatal(env, NakCode::InvalidRequest, "WRITE longer or shorter than its RETH");
         }
         let (rkey, at, total) = (*rkey, *va, *total);
-        if n > 0 && mkey::write_remote(env.hca, env.keys, &self.qp.pd, rkey, at, data, &mut self.resp.in_stage).is_err() {
+        if n > 0 && mkey::write_remote(env.hca, env.keys, &self.qp.pd, rkey, at, data, &mut self.resp.in_stage, env.copies).is_err() {
             return self.nak_fatal(env, NakCode::RemoteAccessError, "MR gone during WRITE");
         }
         // Into peer memory before the CQE and the ACK of the last packet.
@@ -624,7 +624,7 @@ impl QpCtx {
                         // SAFETY: `locate_remote_read` checked the range inside a live MR of
                         // this QP's PD under the engine lock, which the engine step holds
                         // until its flush has sent the packet.
-                        Loc::Host(addr) => unsafe { env.tx.send_mem(&pkt, MemRef { addr, len }, peer, env.counters) },
+                        Loc::Host(addr) => unsafe { env.tx.send_mem(&pkt, MemRef { addr, len, app: true }, peer, env.counters) },
                         Loc::Peer(_) => {
                             // From the stream's staged segment, read once for its packets,
                             // sent in place like host memory.

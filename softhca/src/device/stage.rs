@@ -38,8 +38,8 @@ use crate::hca::{Access, Hca, KeyError};
 use crate::objects::{Loc, Pd};
 use crate::peer::{HostBuffer, PeerMemory, PEER_SEGMENT};
 
-use super::mem;
 use super::mkey::{self, KeyCache};
+use super::link::copy::{Copies, Payload};
 use super::tx::MemRef;
 use super::wqe::Sge;
 
@@ -123,7 +123,7 @@ impl OutStage {
         }
         self.used = step;
         let at = (off - start) as usize;
-        Ok(Some(MemRef { addr: self.buf.slice()[at..at + len].as_ptr() as u64, len }))
+        Ok(Some(MemRef { addr: self.buf.slice()[at..at + len].as_ptr() as u64, len, app: false }))
     }
 
     /// Forgets the staged bytes of `id` (its WQE retired or its READ was served): a later
@@ -216,16 +216,22 @@ impl InStage {
 
 /// [`mkey::scatter`] for data that arrives in packets (receive WQEs, READ responses):
 /// host pieces are written at once, peer pieces staged in `stage`.
-pub fn scatter(hca: &Hca, keys: &mut KeyCache, pd: &Pd, sges: &[Sge], offset: u64, data: &[u8], stage: &mut InStage) -> Result<(), KeyError> {
+pub fn scatter(hca: &Hca, keys: &mut KeyCache, pd: &Pd, sges: &[Sge], offset: u64, data: Payload<'_>, stage: &mut InStage, copies: &mut Copies) -> Result<(), KeyError> {
+    let mut held = Vec::new();
     mkey::pieces(sges, offset, data.len(), |s, off, at, n| {
         if s.lkey == hca.dump_fill_mkey() {
             return Ok(());
         }
+        let piece = data.slice(at, n);
         match keys.check(hca, s.lkey, pd, s.addr + off, n as u64, Access::LocalWrite)? {
             // SAFETY: the key check just confirmed [addr, addr + n) lies inside a live MR of
-            // this PD that allows local writes, under the engine lock.
-            Loc::Host(addr) => unsafe { mem::write(addr, &data[at..at + n]) },
-            Loc::Peer(_) => stage.append(hca, keys, pd, s.lkey, s.addr + off, Access::LocalWrite, &data[at..at + n])?,
+            // this PD that allows local writes, under the engine lock (which the caller
+            // holds until `copies` is flushed).
+            Loc::Host(addr) => unsafe { piece.write_to(addr, copies) },
+            Loc::Peer(_) => {
+                let bytes = piece.bytes(&mut held, copies).ok_or(KeyError::PeerFault)?;
+                stage.append(hca, keys, pd, s.lkey, s.addr + off, Access::LocalWrite, bytes)?
+            }
         }
         Ok(())
     })

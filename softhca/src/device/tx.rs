@@ -34,6 +34,8 @@ use crate::wire::packet::pad_len;
 use crate::wire::{Endpoints, RocePacket};
 
 use super::counters::{step_add, Counters};
+use super::link::copy::RemoteRef;
+use super::link::{Peers, Pushed, Wire, INLINE_MAX};
 use super::fault::{Injector, Verdict};
 use super::mem;
 use super::trace::Capture;
@@ -42,6 +44,8 @@ use super::trace::Capture;
 const BATCH: usize = 64;
 /// Header buffers kept for reuse.
 const POOL: usize = 1024;
+/// Packets held for same-host peers whose lane is full (beyond: dropped and counted).
+const BACKLOG: usize = 16384;
 /// Most datagrams and bytes in one segmented `sendmmsg` entry: the kernel allows 64
 /// segments, and as many bytes as one UDP datagram carries (IPv4: 65535 less the 20-byte
 /// IP and 8-byte UDP headers; IPv6 allows 20 more, unused). The full limit rather than a
@@ -62,6 +66,11 @@ pub const GSO_ENV: &str = "DOORBELL_UDP_GSO";
 pub struct MemRef {
     pub addr: u64,
     pub len: usize,
+    /// The bytes are the application's registered memory (a send WQE's payload or a READ
+    /// target), which stay put until the operation completes: a same-host peer may copy
+    /// them later ([`super::link`]). `false`: a staging buffer of the data path, reused
+    /// after the flush, whose bytes must travel inline.
+    pub app: bool,
 }
 
 /// One built packet: `buf` (headers, and the payload when copied), then `mem` (the payload
@@ -72,6 +81,8 @@ pub struct OutPkt {
     mem: Option<MemRef>,
     tail: [u8; 8],
     tail_len: u8,
+    /// The ICRC in `tail` is computed (skipped for a same-host peer; see [`Tx::seal`]).
+    sealed: bool,
     pub dst: SocketAddr,
 }
 
@@ -112,7 +123,7 @@ impl OutPkt {
     fn duplicate(&self) -> OutPkt {
         let mut buf = self.buf.clone();
         buf.extend_from_slice(self.mem_bytes());
-        OutPkt { buf, mem: None, tail: self.tail, tail_len: self.tail_len, dst: self.dst }
+        OutPkt { buf, mem: None, tail: self.tail, tail_len: self.tail_len, sealed: self.sealed, dst: self.dst }
     }
 }
 
@@ -127,6 +138,12 @@ pub struct Tx {
     fault: Option<Injector>,
     /// Segmentation offload to loopback peers is in use.
     gso: bool,
+    /// Same-host peers ([`super::link`]); None when the path is off (capture, faults, or
+    /// `DOORBELL_WIRE=udp`).
+    peers: Option<Peers>,
+    /// Packets for same-host peers whose lane was full, owning their bytes, in order; the
+    /// next flushes push them first (the inbox's equivalent of a socket send buffer).
+    backlog: std::collections::VecDeque<OutPkt>,
     /// Reused `sendmmsg` arguments.
     iovs: Vec<libc::iovec>,
     hdrs: Vec<libc::mmsghdr>,
@@ -187,9 +204,11 @@ pub fn gso_allowed() -> bool {
 
 impl Tx {
     /// The transmit side for an instance at `local`; `gso`: may segment to loopback peers.
-    pub fn new(local: SocketAddr, fault: Option<Injector>, gso: bool) -> Tx {
+    pub fn new(local: SocketAddr, fault: Option<Injector>, gso: bool, peers: Option<Peers>) -> Tx {
         Tx {
             local,
+            peers,
+            backlog: std::collections::VecDeque::new(),
             queue: Vec::new(),
             wire: Vec::new(),
             pool: Vec::new(),
@@ -245,7 +264,7 @@ impl Tx {
                 buf.truncate(n);
                 tracing::trace!(target: "softhca::tx", opcode = ?pkt.bth.opcode, qpn = pkt.bth.dest_qpn, psn = pkt.bth.psn,
                                 len = pkt.payload.len(), ack_req = pkt.bth.ack_req, %dst, "tx");
-                self.queue.push(OutPkt { buf, mem: None, tail: [0; 8], tail_len: 0, dst });
+                self.queue.push(OutPkt { buf, mem: None, tail: [0; 8], tail_len: 0, sealed: true, dst });
             }
             Err(e) => {
                 counters.tx_errors.fetch_add(1, Relaxed);
@@ -269,14 +288,19 @@ impl Tx {
             Ok(n) => {
                 buf.truncate(n);
                 let pad = pad_len(data.len);
-                // SAFETY: per this function's contract.
-                let payload = unsafe { mem::slice(data.addr, data.len) };
-                let crc = ep.icrc_pieces(&[&buf, payload, &[0u8; 3][..pad]]);
                 let mut tail = [0u8; 8];
-                tail[pad..pad + 4].copy_from_slice(&crc.to_le_bytes());
+                // A same-host peer needs no ICRC: computing it would read every payload
+                // byte once more. Should the packet go over UDP after all, `seal` does it.
+                let local = self.peers.as_ref().is_some_and(|p| p.known(dst));
+                if !local {
+                    // SAFETY: per this function's contract.
+                    let payload = unsafe { mem::slice(data.addr, data.len) };
+                    let crc = ep.icrc_pieces(&[&buf, payload, &[0u8; 3][..pad]]);
+                    tail[pad..pad + 4].copy_from_slice(&crc.to_le_bytes());
+                }
                 tracing::trace!(target: "softhca::tx", opcode = ?pkt.bth.opcode, qpn = pkt.bth.dest_qpn, psn = pkt.bth.psn,
                                 len = data.len, ack_req = pkt.bth.ack_req, %dst, "tx");
-                self.queue.push(OutPkt { buf, mem: Some(data), tail, tail_len: (pad + 4) as u8, dst });
+                self.queue.push(OutPkt { buf, mem: Some(data), tail, tail_len: (pad + 4) as u8, sealed: !local, dst });
             }
             Err(e) => {
                 counters.tx_errors.fetch_add(1, Relaxed);
@@ -298,12 +322,15 @@ impl Tx {
     /// Applies faults and hands everything queued to the socket. Returns the datagrams
     /// sent. Nothing queued still refers to application memory afterwards.
     pub fn flush(&mut self, sock: &UdpSocket, counters: &Counters, mut capture: Option<&mut Capture>) -> usize {
-        if self.queue.is_empty() && self.held.is_none() {
+        if self.queue.is_empty() && self.held.is_none() && self.backlog.is_empty() {
             return 0;
         }
         let mut wire = std::mem::take(&mut self.wire);
         let mut held = self.held.take();
-        let queue = std::mem::take(&mut self.queue);
+        let mut queue = std::mem::take(&mut self.queue);
+        if self.peers.is_some() {
+            queue = self.to_peers(sock, queue, counters);
+        }
         for p in queue {
             let v = self.fault.as_mut().map_or(Verdict::Send, |f| f.verdict());
             match v {
@@ -345,6 +372,9 @@ impl Tx {
                 self.held = Some(h);
             }
         }
+        for p in wire.iter_mut() {
+            self.seal(p);
+        }
         let sent = self.sendmmsg(sock, &wire, counters);
         if let Some(c) = capture.as_mut() {
             for p in &wire {
@@ -358,6 +388,99 @@ impl Tx {
         }
         self.wire = wire;
         sent
+    }
+
+    /// Whether packets wait for room in a same-host peer's lane (the engine comes back
+    /// for them soon, see `datapath::step`).
+    pub fn backlogged(&self) -> bool {
+        !self.backlog.is_empty()
+    }
+
+    /// Computes the ICRC a packet built for a same-host peer skipped (it goes over UDP).
+    fn seal(&self, p: &mut OutPkt) {
+        if p.sealed {
+            return;
+        }
+        let pad = p.tail_len as usize - 4;
+        let crc = Endpoints::new(self.local, p.dst).icrc_pieces(&[&p.buf, p.mem_bytes(), &[0u8; 3][..pad]]);
+        p.tail[pad..pad + 4].copy_from_slice(&crc.to_le_bytes());
+        p.sealed = true;
+    }
+
+    /// Hands the packets for same-host peers to their inboxes; returns the others (for the
+    /// socket). Peers that may be asleep get one zero-length datagram each.
+    fn to_peers(&mut self, sock: &UdpSocket, queue: Vec<OutPkt>, counters: &Counters) -> Vec<OutPkt> {
+        let now = std::time::Instant::now();
+        let pid = std::process::id();
+        let Some(peers) = self.peers.as_mut() else { return queue };
+        let forced = peers.wire() == Wire::Local;
+        let mut rest = Vec::new();
+        let mut done = Vec::new();
+        let mut backlog = std::mem::take(&mut self.backlog);
+        for mut p in backlog.drain(..).chain(queue) {
+            // Order per peer: nothing overtakes a packet still waiting for room.
+            if self.backlog.iter().any(|b| b.dst == p.dst) {
+                if self.backlog.len() < BACKLOG {
+                    p.own();
+                    self.backlog.push_back(p);
+                } else {
+                    counters.local_tx_full.fetch_add(1, Relaxed);
+                    done.push(p);
+                }
+                continue;
+            }
+            let Some(refs) = peers.route(p.dst, now) else {
+                if forced {
+                    counters.tx_errors.fetch_add(1, Relaxed);
+                    tracing::warn!(target: "softhca::link", dst = %p.dst, "{}=local and no same-host path to the peer: dropped", super::link::WIRE_ENV);
+                    done.push(p);
+                } else {
+                    rest.push(p);
+                }
+                continue;
+            };
+            let r = match p.mem {
+                Some(m) if m.app && refs && m.len > INLINE_MAX => {
+                    let r = peers.push(p.dst, &[&p.buf], Some(RemoteRef { pid, addr: m.addr, len: m.len }));
+                    if r == Pushed::Done {
+                        step_add(&counters.local_tx_ref_bytes, m.len as u64);
+                    }
+                    r
+                }
+                _ => {
+                    let r = peers.push(p.dst, &[&p.buf, p.mem_bytes(), &p.tail[..p.tail_len as usize]], None);
+                    if r == Pushed::Done {
+                        step_add(&counters.local_tx_inline_bytes, p.wire_len() as u64);
+                    }
+                    r
+                }
+            };
+            match r {
+                Pushed::Done => {
+                    step_add(&counters.local_tx_packets, 1);
+                    done.push(p);
+                }
+                Pushed::Full if self.backlog.len() < BACKLOG => {
+                    p.own();
+                    self.backlog.push_back(p);
+                }
+                Pushed::Full => {
+                    counters.local_tx_full.fetch_add(1, Relaxed);
+                    done.push(p);
+                }
+                Pushed::NoPath => rest.push(p),
+            }
+        }
+        for dst in peers.to_wake() {
+            let (ss, len) = to_sockaddr(&dst);
+            // SAFETY: a zero-length datagram to a live socket address in C form.
+            unsafe { libc::sendto(sock.as_raw_fd(), std::ptr::null(), 0, libc::MSG_DONTWAIT, std::ptr::addr_of!(ss).cast(), len) };
+            counters.local_wakes.fetch_add(1, Relaxed);
+        }
+        for p in done {
+            self.recycle(p.buf);
+        }
+        rest
     }
 
     /// Groups `pkts` into `sendmmsg` entries: runs of equal-length packets to one loopback

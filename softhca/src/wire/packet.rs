@@ -213,6 +213,17 @@ impl<'a> RocePacket<'a> {
         Self::parse_body(Self::body(buf)?)
     }
 
+    /// Parses the headers of a packet whose payload travels apart from them (the same-host
+    /// path, `crate::device::link`): `buf` holds exactly the BTH and the extension headers
+    /// its opcode names (as [`RocePacket::emit_headers`] wrote them); `payload` is empty.
+    pub fn parse_headers(buf: &'a [u8]) -> Result<RocePacket<'a>> {
+        let (pkt, rest) = Self::parse_ext(buf)?;
+        if !rest.is_empty() {
+            return Err(Error::UnexpectedPayload { opcode: pkt.bth.opcode, len: rest.len() });
+        }
+        Ok(pkt)
+    }
+
     /// Everything but the ICRC, once the packet is long enough to hold a BTH and an ICRC.
     fn body(buf: &[u8]) -> Result<&[u8]> {
         const MIN: usize = bth::HEADER_LEN + ICRC_LEN;
@@ -227,6 +238,27 @@ impl<'a> RocePacket<'a> {
     }
 
     fn parse_body(body: &'a [u8]) -> Result<RocePacket<'a>> {
+        let (mut pkt, rest) = Self::parse_ext(body)?;
+        let bth = pkt.bth;
+        if !bth.opcode.has_payload() && !rest.is_empty() {
+            return Err(Error::UnexpectedPayload {
+                opcode: bth.opcode,
+                len: rest.len(),
+            });
+        }
+        let pad = usize::from(bth.pad_count);
+        let Some(payload_len) = rest.len().checked_sub(pad) else {
+            return Err(Error::BadPadCount {
+                pad: bth.pad_count,
+                available: rest.len(),
+            });
+        };
+        pkt.payload = &rest[..payload_len];
+        Ok(pkt)
+    }
+
+    /// The BTH and the extension headers at the front of `body`, and what follows them.
+    fn parse_ext(body: &'a [u8]) -> Result<(RocePacket<'a>, &'a [u8])> {
         let bth = bth::Repr::parse(&bth::Packet::new_checked(body)?)?;
         let ext = bth.opcode.ext_headers();
         let mut pkt = RocePacket::new(bth, &[]);
@@ -249,22 +281,7 @@ impl<'a> RocePacket<'a> {
         take!(ExtHeaders::ATOMIC_ACK_ETH, atomic_ack_eth, atomic_ack_eth);
         take!(ExtHeaders::IMMDT, immdt, immdt);
         take!(ExtHeaders::IETH, ieth, ieth);
-
-        if !bth.opcode.has_payload() && !rest.is_empty() {
-            return Err(Error::UnexpectedPayload {
-                opcode: bth.opcode,
-                len: rest.len(),
-            });
-        }
-        let pad = usize::from(bth.pad_count);
-        let Some(payload_len) = rest.len().checked_sub(pad) else {
-            return Err(Error::BadPadCount {
-                pad: bth.pad_count,
-                available: rest.len(),
-            });
-        };
-        pkt.payload = &rest[..payload_len];
-        Ok(pkt)
+        Ok((pkt, rest))
     }
 }
 

@@ -18,7 +18,55 @@ use provider::qp::attr::Remote;
 use provider::qp::QpCap;
 use provider::wqe::{Payload, SendOp, SendWr, Sge};
 use provider::{Access, CompChannel, Context, Cq, Mr, Pd, Qp, QpAttr, QpInit, QpState, QpType, Wc};
+use softhca::device::link::Wire;
 use softhca::{Config, Hca};
+
+thread_local! {
+    /// The path the hosts this thread creates use, and the instances made under it
+    /// ([`with_wire`]).
+    static WIRE: std::cell::RefCell<Option<(Wire, Vec<Arc<Hca>>)>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `f` with every host it creates forced onto `wire` (`DOORBELL_WIRE=udp` or
+/// `local`), then checks that every instance that sent anything sent it on that path:
+/// a same-host test that quietly fell back to UDP would prove nothing.
+pub fn with_wire(wire: Wire, f: impl FnOnce()) {
+    eprintln!("wire: {wire:?}");
+    WIRE.with(|w| *w.borrow_mut() = Some((wire, Vec::new())));
+    f();
+    let made = WIRE.with(|w| w.borrow_mut().take()).map(|(_, v)| v).unwrap_or_default();
+    for h in made {
+        let c = h.device().counters();
+        match wire {
+            Wire::Udp => assert_eq!(c.local_tx_packets, 0, "{}: the same-host path was used under DOORBELL_WIRE=udp", h.config().addr),
+            _ => assert_eq!(c.tx_packets, 0, "{}: packets went over UDP under DOORBELL_WIRE=local: {c:?}", h.config().addr),
+        }
+    }
+}
+
+/// Packets an instance sent on either path.
+pub fn sent(h: &Hca) -> u64 {
+    let c = h.device().counters();
+    c.tx_packets + c.local_tx_packets
+}
+
+/// Makes each named test function (a plain `fn name()`, no `#[test]`) into two tests,
+/// `name::udp` and `name::local`, one per wire ([`with_wire`]).
+#[macro_export]
+macro_rules! on_both_wires {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            #[test]
+            fn udp() {
+                $crate::common::with_wire(softhca::device::link::Wire::Udp, super::$name)
+            }
+            #[test]
+            fn local() {
+                $crate::common::with_wire(softhca::device::link::Wire::Local, super::$name)
+            }
+        }
+    )*};
+}
 
 /// How long any single wait may take before the test fails (a bug must fail, not hang).
 pub const WAIT: Duration = Duration::from_secs(30);
@@ -171,9 +219,18 @@ impl Host {
     }
 
     /// An instance with configuration `cfg` on `sock`, already bound to `cfg.addr`:4791.
-    pub fn with_socket(cfg: Config, sock: UdpSocket) -> Host {
+    pub fn with_socket(mut cfg: Config, sock: UdpSocket) -> Host {
         trace();
+        let forced = WIRE.with(|w| w.borrow().as_ref().map(|(wire, _)| *wire));
+        if let Some(w) = forced {
+            cfg.wire = w;
+        }
         let hca = Hca::with_socket(cfg, sock).expect("start the instance");
+        WIRE.with(|w| {
+            if let Some((_, v)) = w.borrow_mut().as_mut() {
+                v.push(hca.clone());
+            }
+        });
         let dev = uverbs::Device::from_endpoint(Box::new(hca.open()), "softhca0");
         let ctx = Context::from_device(dev).expect("open context");
         let pd = ctx.alloc_pd().expect("alloc pd");

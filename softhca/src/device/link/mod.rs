@@ -1,0 +1,411 @@
+//! The same-host path: how two softhca instances on one host exchange packets without the
+//! kernel's UDP stack, as a ConnectX loops traffic between two of its QPs back inside the
+//! adapter instead of putting it on the wire.
+//!
+//! What still happens: the whole RC/UC/UD protocol. Requester and responder build and
+//! parse the same packets (BTH, RETH, AETH, PSNs, ACKs, NAKs, RNR, retries, timeouts), so
+//! every promise of the transport and every error path is the one the RoCEv2 path has.
+//! What goes away:
+//! - the socket: packets go into the peer's [`inbox`] (shared memory, one lane per
+//!   sending instance), with no system call when the peer's data path is running;
+//! - the ICRC (nothing corrupts shared memory; a ConnectX does not compute it for
+//!   loopback either);
+//! - all but one copy of the payload: a packet whose payload lies in the sender's
+//!   registered memory carries a reference to it, and the receiver copies it straight
+//!   into the destination MR after its key checks ([`copy`], `process_vm_readv`). Small
+//!   payloads (at most [`INLINE_MAX`] bytes), UD payloads and staged (peer memory)
+//!   payloads travel inline in the record.
+//!
+//! When: `DOORBELL_WIRE` (or [`crate::Config::wire`]): `udp` never, `local` for every
+//! peer (a packet to a peer without an inbox is dropped and counted: forced means
+//! forced, which tests rely on), `auto` (the default) for every peer that has an inbox:
+//! another softhca instance of this host, in the same network namespace (the inbox is
+//! named after it, so instances in different namespaces talk RoCEv2 over their veths),
+//! running with the same user. Capture (`DOORBELL_PCAP`) or fault injection
+//! (`DOORBELL_FAULT`) on an instance turn its same-host path off: both are about the wire.
+//!
+//! Wake-ups: the receiver's engine sets its inbox's `awake` word while it runs and clears
+//! it just before it sleeps on its socket, then looks at its lanes once more; a sender
+//! publishes its records, then reads `awake`, and when it is clear sends one zero-length
+//! datagram to the peer's socket, which ends the sleep. Both sides use sequentially
+//! consistent accesses for that pair of store and load, so at least one of them sees the
+//! other (no record slept through). In polled mode the application, not the engine,
+//! sleeps on the socket; the word stays clear then, and every flush wakes.
+
+pub mod copy;
+pub mod inbox;
+
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::net::SocketAddr;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use copy::RemoteRef;
+use inbox::{kind, Mapped, Producer, RecordHead};
+
+/// Payloads up to this size travel inline (a reference costs the receiver a system call).
+pub const INLINE_MAX: usize = 512;
+/// The environment variable that picks the path.
+pub const WIRE_ENV: &str = "DOORBELL_WIRE";
+/// How long a peer lookup's answer is trusted before it is checked again.
+const RECHECK: Duration = Duration::from_secs(1);
+/// Records taken from one lane per step (bounds a step's length).
+pub const LANE_BUDGET: usize = 256;
+
+/// Which path packets take to same-host peers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Wire {
+    /// RoCEv2 over UDP only.
+    Udp,
+    /// The same-host path for every peer.
+    Local,
+    /// The same-host path where the peer has an inbox, RoCEv2 otherwise.
+    #[default]
+    Auto,
+}
+
+impl Wire {
+    /// `DOORBELL_WIRE`; unset is `auto`, anything unknown is `auto` with a warning.
+    pub fn from_env() -> Wire {
+        match std::env::var(WIRE_ENV) {
+            Err(_) => Wire::Auto,
+            Ok(v) => Wire::parse(&v).unwrap_or_else(|| {
+                tracing::warn!(target: "softhca::link", "{WIRE_ENV}={v}: expected udp, local or auto; using auto");
+                Wire::Auto
+            }),
+        }
+    }
+
+    pub fn parse(v: &str) -> Option<Wire> {
+        match v.trim().to_ascii_lowercase().as_str() {
+            "udp" => Some(Wire::Udp),
+            "local" => Some(Wire::Local),
+            "auto" | "" => Some(Wire::Auto),
+            _ => None,
+        }
+    }
+}
+
+/// The network namespace this process is in (its inode), which inbox names carry.
+fn netns() -> u64 {
+    std::fs::metadata("/proc/self/ns/net").map(|m| m.ino()).unwrap_or(0)
+}
+
+/// Where the inbox of the instance at `addr` is.
+pub fn inbox_path(netns: u64, addr: SocketAddr) -> PathBuf {
+    PathBuf::from(format!("/dev/shm/doorbell-link-{netns}-{}-{}", addr.ip(), addr.port()))
+}
+
+fn alive(pid: u32) -> bool {
+    // SAFETY: kill with signal 0 only checks that the process exists.
+    pid != 0 && (unsafe { libc::kill(pid as libc::pid_t, 0) } == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM))
+}
+
+/// This instance's inbox: created when the data path starts, removed when it stops.
+pub struct Inbox {
+    path: PathBuf,
+    map: Mapped,
+    file: File,
+    /// Consumer positions, mirrored from the lane headers.
+    heads: [u64; inbox::LANES],
+}
+
+impl std::fmt::Debug for Inbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Inbox").field("path", &self.path).finish()
+    }
+}
+
+impl Inbox {
+    /// Creates the inbox of the instance at `local` (replacing one a dead process left).
+    pub fn create(local: SocketAddr) -> io::Result<Inbox> {
+        let path = inbox_path(netns(), local);
+        let _ = std::fs::remove_file(&path);
+        let file = OpenOptions::new().read(true).write(true).create_new(true).mode(0o600).open(&path)?;
+        file.set_len(inbox::FILE_LEN as u64)?;
+        let map = Mapped::new(&file)?;
+        let h = map.header();
+        h.version.store(inbox::VERSION, Ordering::Relaxed);
+        h.owner_pid.store(std::process::id(), Ordering::Relaxed);
+        h.self_addr.store(map.base(), Ordering::Relaxed);
+        h.awake.store(1, Ordering::Relaxed);
+        // Last: a peer that sees the magic sees the rest.
+        h.magic.store(inbox::MAGIC, Ordering::Release);
+        tracing::debug!(target: "softhca::link", path = %path.display(), "inbox up");
+        Ok(Inbox { path, map, file, heads: [0; inbox::LANES] })
+    }
+
+    /// Says whether the data path will look at the lanes again without a wake-up.
+    pub fn set_awake(&self, awake: bool) {
+        self.map.header().awake.store(awake as u32, Ordering::SeqCst);
+    }
+
+    /// Whether any lane holds records. Called after `set_awake(false)` before a sleep
+    /// (sequentially consistent, see the module docs).
+    pub fn pending(&self) -> bool {
+        let claimed = self.map.header().claimed.load(Ordering::SeqCst);
+        (0..inbox::LANES).filter(|i| claimed & 1 << i != 0).any(|i| self.map.lane(i).tail.load(Ordering::SeqCst) != self.heads[i])
+    }
+
+    /// Hands every record waiting in the lanes to `f(Some((source, record)))`, at most
+    /// [`LANE_BUDGET`] per lane, and `f(None)` after each lane's batch, before its space
+    /// is released. Returns how many records there were.
+    pub fn drain(&mut self, mut f: impl FnMut(Option<(SocketAddr, &inbox::Record<'_>)>)) -> usize {
+        let claimed = self.map.header().claimed.load(Ordering::Acquire);
+        let mut n = 0;
+        for i in (0..inbox::LANES).filter(|i| claimed & 1 << i != 0) {
+            let lane = self.map.lane(i);
+            // Pairs with the producer's release: the records up to `tail` are visible.
+            let tail = lane.tail.load(Ordering::Acquire);
+            let mut pos = self.heads[i];
+            if pos == tail {
+                continue;
+            }
+            let src = inbox::source::unpack([0, 1, 2].map(|k| lane.src[k].load(Ordering::Relaxed)));
+            let mut taken = 0;
+            while pos < tail && taken < LANE_BUDGET {
+                match inbox::read(&self.map, i, pos, tail) {
+                    Some((rec, next)) => {
+                        if let (Some(r), Some(src)) = (rec, src) {
+                            f(Some((src, &r)));
+                            taken += 1;
+                        }
+                        pos = next;
+                    }
+                    None => {
+                        tracing::warn!(target: "softhca::link", lane = i, pos, tail, "malformed record: lane dropped");
+                        pos = tail;
+                    }
+                }
+            }
+            f(None);
+            n += taken;
+            self.heads[i] = pos;
+            // The records' bytes are no longer read (the end of the batch wrote out its
+            // copies): the producer may reuse the space.
+            lane.head.store(pos, Ordering::Release);
+        }
+        n
+    }
+}
+
+impl Drop for Inbox {
+    fn drop(&mut self) {
+        self.map.header().owner_pid.store(0, Ordering::SeqCst);
+        // Only our own file: a new instance at the same address (its socket bound once
+        // ours closed) may already have put its inbox there.
+        let ours = self.file.metadata().map(|m| m.ino()).ok();
+        if std::fs::metadata(&self.path).ok().map(|m| m.ino()) == ours {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// A peer's inbox, as a sender sees it.
+struct Peer {
+    map: Mapped,
+    ino: u64,
+    lane: Option<Producer>,
+    /// Large payloads may go as references (the peer can read our memory).
+    refs: bool,
+    checked: Instant,
+    /// Records pushed since the last wake check.
+    pushed: bool,
+}
+
+/// What a push did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pushed {
+    Done,
+    /// The lane is full: the packet is dropped (the transport retransmits).
+    Full,
+    /// No same-host path to that peer: send it over UDP (or drop, when forced).
+    NoPath,
+}
+
+/// The transmit side's view of same-host peers.
+pub struct Peers {
+    wire: Wire,
+    netns: u64,
+    local: SocketAddr,
+    /// `pid << 32 | serial`: this instance as a lane owner.
+    me: u64,
+    peers: HashMap<SocketAddr, Option<Peer>>,
+    /// When a peer without an inbox was last looked up.
+    misses: HashMap<SocketAddr, Instant>,
+    pid: u32,
+}
+
+impl std::fmt::Debug for Peers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Peers").field("wire", &self.wire).field("peers", &self.peers.len()).finish()
+    }
+}
+
+static SERIAL: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
+
+impl Peers {
+    pub fn new(wire: Wire, local: SocketAddr) -> Peers {
+        let pid = std::process::id();
+        let me = (pid as u64) << 32 | SERIAL.fetch_add(1, Ordering::Relaxed) as u64;
+        Peers { wire, netns: netns(), local, me, peers: HashMap::new(), misses: HashMap::new(), pid }
+    }
+
+    pub fn wire(&self) -> Wire {
+        self.wire
+    }
+
+    /// Whether `dst` was found to have a same-host path (no lookup: the transmit path asks
+    /// per packet, before the flush that routes it).
+    pub fn known(&self, dst: SocketAddr) -> bool {
+        matches!(self.peers.get(&dst), Some(Some(_)))
+    }
+
+    /// Whether packets to `dst` take the same-host path, and if so whether large
+    /// payloads may go as references.
+    pub fn route(&mut self, dst: SocketAddr, now: Instant) -> Option<bool> {
+        if self.wire == Wire::Udp {
+            return None;
+        }
+        let stale = match self.peers.get(&dst) {
+            Some(Some(p)) => now.duration_since(p.checked) >= RECHECK,
+            Some(None) => self.misses.get(&dst).is_none_or(|t| now.duration_since(*t) >= RECHECK),
+            None => true,
+        };
+        if stale {
+            self.refresh(dst, now);
+        }
+        self.peers.get(&dst).and_then(|p| p.as_ref()).map(|p| p.refs)
+    }
+
+    /// Looks `dst`'s inbox up again: a new one (the peer restarted), a dead owner (gone),
+    /// or none.
+    fn refresh(&mut self, dst: SocketAddr, now: Instant) {
+        let path = inbox_path(self.netns, dst);
+        let meta = std::fs::metadata(&path).ok();
+        if let Some(Some(p)) = self.peers.get_mut(&dst) {
+            let same = meta.as_ref().is_some_and(|m| m.ino() == p.ino);
+            if same && alive(p.map.header().owner_pid.load(Ordering::Relaxed)) {
+                p.checked = now;
+                return;
+            }
+        }
+        self.forget(dst);
+        let found = meta.and_then(|m| self.open(&path, m.ino(), now).ok().flatten());
+        if found.is_none() {
+            self.misses.insert(dst, now);
+        }
+        self.peers.insert(dst, found);
+    }
+
+    fn open(&self, path: &std::path::Path, ino: u64, now: Instant) -> io::Result<Option<Peer>> {
+        let file = OpenOptions::new().read(true).write(true).open(path)?;
+        if file.metadata()?.len() < inbox::FILE_LEN as u64 {
+            return Ok(None);
+        }
+        let map = Mapped::new(&file)?;
+        let h = map.header();
+        if h.magic.load(Ordering::Acquire) != inbox::MAGIC || h.version.load(Ordering::Relaxed) != inbox::VERSION {
+            return Ok(None);
+        }
+        let pid = h.owner_pid.load(Ordering::Relaxed);
+        if !alive(pid) {
+            return Ok(None);
+        }
+        // Can the two processes read each other's memory? Tried on the peer's mapping of
+        // its own inbox header (same user and no ptrace restriction: yes).
+        let refs = pid == self.pid || {
+            let mut word = 0u64;
+            let mut c = copy::Copies::new();
+            c.read_now(RemoteRef { pid, addr: h.self_addr.load(Ordering::Relaxed), len: 8 }, zerocopy::IntoBytes::as_mut_bytes(&mut word))
+                && word == inbox::MAGIC
+        };
+        tracing::debug!(target: "softhca::link", path = %path.display(), pid, refs, "same-host peer");
+        Ok(Some(Peer { map, ino, lane: None, refs, checked: now, pushed: false }))
+    }
+
+    /// Gives up our lane in `dst`'s inbox.
+    fn forget(&mut self, dst: SocketAddr) {
+        if let Some(Some(p)) = self.peers.remove(&dst) {
+            if let Some(l) = p.lane {
+                let _ = p.map.lane(l.lane).owner.compare_exchange(self.me, 0, Ordering::AcqRel, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Puts one packet into `dst`'s inbox: `bytes` (the whole UDP payload, or only the
+    /// headers when `remote` carries the payload).
+    pub fn push(&mut self, dst: SocketAddr, parts: &[&[u8]], remote: Option<RemoteRef>) -> Pushed {
+        let me = self.me;
+        let local = self.local;
+        let Some(Some(p)) = self.peers.get_mut(&dst) else { return Pushed::NoPath };
+        if p.lane.is_none() {
+            p.lane = claim(&p.map, me, local);
+            if p.lane.is_none() {
+                tracing::debug!(target: "softhca::link", %dst, "no free lane: UDP");
+                return Pushed::NoPath;
+            }
+        }
+        let head = match remote {
+            Some(r) => RecordHead { kind: kind::REMOTE, pid: r.pid, addr: r.addr, remote_len: r.len as u64, ..Default::default() },
+            None => RecordHead { kind: kind::INLINE, ..Default::default() },
+        };
+        let lane = p.lane.as_ref().expect("claimed");
+        if lane.push(&p.map, head, parts) {
+            p.pushed = true;
+            Pushed::Done
+        } else {
+            Pushed::Full
+        }
+    }
+
+    /// After a batch of pushes: the peers that were sent records and may be asleep.
+    pub fn to_wake(&mut self) -> Vec<SocketAddr> {
+        let mut v = Vec::new();
+        for (dst, p) in self.peers.iter_mut() {
+            if let Some(p) = p.as_mut().filter(|p| p.pushed) {
+                p.pushed = false;
+                // After the records' release stores; pairs with the receiver's store of
+                // `awake` before its last look at the lanes.
+                if p.map.header().awake.load(Ordering::SeqCst) == 0 {
+                    v.push(*dst);
+                }
+            }
+        }
+        v
+    }
+}
+
+impl Drop for Peers {
+    fn drop(&mut self) {
+        let dsts: Vec<SocketAddr> = self.peers.keys().copied().collect();
+        for d in dsts {
+            self.forget(d);
+        }
+    }
+}
+
+/// Claims a free lane of `map` (or one whose owner died) for `me`, writing our address
+/// before the lane is marked as claimed.
+fn claim(map: &Mapped, me: u64, local: SocketAddr) -> Option<Producer> {
+    for i in 0..inbox::LANES {
+        let lane = map.lane(i);
+        let cur = lane.owner.load(Ordering::Acquire);
+        let free = cur == 0 || !alive((cur >> 32) as u32);
+        if free && lane.owner.compare_exchange(cur, me, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
+            for (k, w) in inbox::source::pack(local).into_iter().enumerate() {
+                lane.src[k].store(w, Ordering::Relaxed);
+            }
+            // Publishes `src` with the lane: the consumer reads it after its acquire load
+            // of `claimed`... and of `tail`, which our first record's release follows.
+            map.header().claimed.fetch_or(1 << i, Ordering::AcqRel);
+            return Some(Producer { lane: i });
+        }
+    }
+    None
+}
+
