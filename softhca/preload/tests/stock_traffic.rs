@@ -185,6 +185,17 @@ fn srq_pingpong_write_only() {
     check_srq_pingpong(&pair, 4, 4096, 50);
 }
 
+/// The same over RoCEv2 datagrams (`DOORBELL_WIRE=udp`) rather than the same-host
+/// path: ACKs, RNR NAKs and retransmits around receives taken from the SRQ.
+#[test]
+fn srq_pingpong_udp() {
+    let args = ["-d", "softhca0", "-g", "3", "-q", "4", "-r", "16", "-n", "50", "-c"];
+    let Some(pair) = stock_pair_env("ibv_srq_pingpong", &args, &[("DOORBELL_WIRE", "udp")]) else {
+        return;
+    };
+    check_srq_pingpong(&pair, 4, 4096, 50);
+}
+
 /// The defaults (16 QPs, 500 receives posted), with completion events.
 #[test]
 fn srq_pingpong_defaults_events() {
