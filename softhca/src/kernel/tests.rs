@@ -721,4 +721,21 @@ fn srq_commands_and_errnos() {
     assert_ne!(drv[0], 0, "driver srqn");
     assert_eq!(query(ok[0].data as u32), Ok([15, 1, 0, 0]));
     assert_eq!(h.firmware().counts().srq, 1);
+
+    // CREATE_XSRQ (write 39): __uverbs_create_xsrq's lookups, then mlx5_ib's type check.
+    let xsrq = |ty: u32, cq_handle: u32, out: &mut [u32; 6]| {
+        let core = uverbs::sys::verbs::CreateXsrq { response: out.as_mut_ptr() as u64, srq_type: ty, pd_handle: pd,
+                                                    max_wr: 7, max_sge: 2, cq_handle, xrcd_handle: 0,
+                                                    ..Default::default() };
+        let mut body = core.as_bytes().to_vec();
+        body.extend_from_slice(ucmd.as_bytes());
+        write(&f, &legacy(39, 6, &body))
+    };
+    assert_eq!(xsrq(1, cq, &mut out), Err(Errno::EINVAL), "XRC: no XRC domain exists");
+    assert_eq!(xsrq(2, pd, &mut out), Err(Errno::EINVAL), "TM: the CQ handle is a PD");
+    assert_eq!(xsrq(2, cq, &mut out), Err(Errno::EINVAL), "TM: no tag matching list");
+    assert_eq!(xsrq(7, cq, &mut out), Err(Errno::EOPNOTSUPP), "type 7: mlx5_ib_create_srq");
+    assert_eq!(xsrq(0, 0, &mut out), Ok(8 + 48 + 32));
+    assert_eq!((out[1], out[2], out[3]), (7, 2, 0), "max_wr roundup(8) - 1, max_sge, no srqn for basic");
+    assert_eq!(h.firmware().counts().srq, 2);
 }

@@ -477,6 +477,22 @@ abi_struct! {
     }
 }
 abi_struct! {
+    /// `struct ib_uverbs_create_xsrq` (CREATE_XSRQ, write 39): any SRQ type; the answer is
+    /// CREATE_SRQ's.
+    pub struct CreateXsrq = "struct ib_uverbs_create_xsrq" {
+        response: u64,
+        user_handle: u64,
+        srq_type: u32,
+        pd_handle: u32,
+        max_wr: u32,
+        max_sge: u32,
+        srq_limit: u32,
+        max_num_tags: u32,
+        xrcd_handle: u32,
+        cq_handle: u32,
+    }
+}
+abi_struct! {
     /// `struct ib_uverbs_create_srq_resp`; mlx5 appends its SRQ response.
     pub struct CreateSrqResp = "struct ib_uverbs_create_srq_resp" {
         srq_handle: u32,

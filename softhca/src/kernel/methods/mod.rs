@@ -300,7 +300,7 @@ pub(crate) fn write_def(idx: u32) -> Option<&'static WriteDef> {
     static DESTROY_SRQ: WriteDef = w(16, 4, true, false, srq::destroy_srq_write);
     static OPEN_XRCD: WriteDef = w(16, 4, true, true, misc::write_not_supported);
     static CLOSE_XRCD: WriteDef = w(4, 0, false, false, misc::close_xrcd);
-    static CREATE_XSRQ: WriteDef = w(48, 16, true, true, misc::write_not_supported);
+    static CREATE_XSRQ: WriteDef = w(48, 16, true, true, srq::create_xsrq);
     static OPEN_QP: WriteDef = w(32, 32, true, true, misc::write_not_supported);
     Some(match idx {
         0 => &GET_CONTEXT,

@@ -23,7 +23,7 @@ use nix::errno::Errno;
 use zerocopy::IntoBytes;
 
 use uverbs::sys::mlx5::{CreateSrq as Mlx5CreateSrq, CreateSrqResp as Mlx5CreateSrqResp, SRQ_FLAG_SIGNATURE};
-use uverbs::sys::verbs::{CreateSrq, CreateSrqResp, DestroySrq, DestroySrqResp, ModifySrq, QuerySrq, QuerySrqResp};
+use uverbs::sys::verbs::{CreateSrq, CreateSrqResp, CreateXsrq, DestroySrq, DestroySrqResp, ModifySrq, QuerySrq, QuerySrqResp};
 
 use prm::bits::{View, ViewMut};
 use prm::cmd::header::MboxOut;
@@ -162,11 +162,46 @@ pub(crate) fn srq_of(st: &FileState, handle: u32) -> Result<Arc<Srq>> {
 /// CREATE_SRQ (write 32): `ib_uverbs_create_srq` as a basic `create_xsrq`.
 pub(crate) fn create_srq_write(c: &mut WCall<'_>) -> Result<()> {
     let cmd: CreateSrq = c.request()?;
+    let x = CreateXsrq {
+        response: cmd.response,
+        user_handle: cmd.user_handle,
+        srq_type: uverbs::sys::ids::srq::SRQT_BASIC,
+        pd_handle: cmd.pd_handle,
+        max_wr: cmd.max_wr,
+        max_sge: cmd.max_sge,
+        srq_limit: cmd.srq_limit,
+        ..Default::default()
+    };
+    create_xsrq_common(c, &x)
+}
+
+/// CREATE_XSRQ (write 39).
+pub(crate) fn create_xsrq(c: &mut WCall<'_>) -> Result<()> {
+    let cmd: CreateXsrq = c.request()?;
+    create_xsrq_common(c, &cmd)
+}
+
+/// `__uverbs_create_xsrq`: every handle that does not resolve is EINVAL; an XRC SRQ's
+/// domain never resolves (none exist); a tag-matching SRQ is mlx5_ib's EINVAL (no tag
+/// list on this device) and an unknown type its EOPNOTSUPP, both once the PD resolved.
+fn create_xsrq_common(c: &mut WCall<'_>, cmd: &CreateXsrq) -> Result<()> {
+    use uverbs::sys::ids::srq::{SRQT_BASIC, SRQT_TM, SRQT_XRC};
     let h = c.alloc(ObjType::Srq)?;
+    if cmd.srq_type == SRQT_XRC {
+        c.st.table.lookup(cmd.xrcd_handle as i64, ObjType::Xrcd).map_err(|_| Errno::EINVAL)?;
+    }
+    if matches!(cmd.srq_type, SRQT_XRC | SRQT_TM) && !matches!(c.st.table.lookup(cmd.cq_handle as i64, ObjType::Cq), Ok(Uobj::Cq(_))) {
+        return Err(Errno::EINVAL);
+    }
     let pd = match c.st.table.lookup(cmd.pd_handle as i64, ObjType::Pd) {
         Ok(Uobj::Pd(p)) => p,
         _ => return Err(Errno::EINVAL),
     };
+    match cmd.srq_type {
+        SRQT_BASIC => {}
+        SRQT_TM => return Err(Errno::EINVAL),
+        _ => return Err(Errno::EOPNOTSUPP),
+    }
     let args = SrqArgs {
         pd,
         max_wr: cmd.max_wr,
