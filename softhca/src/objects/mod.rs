@@ -1,4 +1,4 @@
-//! The HCA's view of each resource: what a ConnectX keeps in its PD, MKey, CQ and QP
+//! The HCA's view of each resource: what a ConnectX keeps in its PD, MKey, CQ, QP and SRQ
 //! contexts, shared by the two halves of softhca.
 //!
 //! The kernel half ([`crate::kernel`]) creates these objects, fills in what the commands
