@@ -738,4 +738,8 @@ fn srq_commands_and_errnos() {
     assert_eq!(xsrq(0, 0, &mut out), Ok(8 + 48 + 32));
     assert_eq!((out[1], out[2], out[3]), (7, 2, 0), "max_wr roundup(8) - 1, max_sge, no srqn for basic");
     assert_eq!(h.firmware().counts().srq, 2);
+    // close(): the SRQs go with the file, and nothing keeps one alive.
+    drop(f);
+    assert_eq!(h.firmware().counts().srq, 0);
+    assert_eq!(h.live().get(crate::objects::Kind::Srq), 0);
 }
