@@ -5,7 +5,7 @@
 
 For every size, over all rounds of all the runs (the `-o` folders of run.sh), the ratio
 of doorbell's default algorithm (the policy the run recorded in policy.txt) to that
-round's Open MPI: busbw (above 1: doorbell faster) from 1 MiB up, and Open MPI's time
+round's Open MPI (each transport run.sh measured: vader, tcp): busbw (above 1: doorbell faster) from 1 MiB up, and Open MPI's time
 over doorbell's at 8 B (above 1: doorbell faster). Prints the median, how many rounds
 are at or above 1, and the quartiles.
 """
@@ -38,12 +38,12 @@ def policy(folder):
 def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
-    pooled = {}
+    pooled = {}  # (transport, size) -> ratios
     for folder in sys.argv[1:]:
         pol = policy(folder)
-        rounds = sorted(glob.glob(os.path.join(folder, 'mpi_r*.txt')))
-        for mpi_file in rounds:
-            k = mpi_file[len(os.path.join(folder, 'mpi_r')):-len('.txt')]
+        for mpi_file in sorted(glob.glob(os.path.join(folder, 'mpi_*_r*.txt'))):
+            name = os.path.basename(mpi_file)[len('mpi_'):-len('.txt')]
+            btl, k = name.rsplit('_r', 1)
             mpi = rows(mpi_file)
             ours = {}
             for s in mpi:
@@ -54,14 +54,14 @@ def main():
                     continue
                 t, bw = ours[algo][s]
                 if s == 8:
-                    pooled.setdefault(s, []).append(mpi[s][0] / t)
+                    pooled.setdefault((btl, s), []).append(mpi[s][0] / t)
                 elif s >= 1 << 20 and mpi[s][1] > 0:
-                    pooled.setdefault(s, []).append(bw / mpi[s][1])
+                    pooled.setdefault((btl, s), []).append(bw / mpi[s][1])
     print(f"# {len(sys.argv) - 1} runs; 8 B: Open MPI time / doorbell time; from 1 MiB: doorbell busbw / Open MPI busbw")
-    for s in sorted(pooled):
-        v = sorted(pooled[s])
+    for btl, s in sorted(pooled):
+        v = sorted(pooled[(btl, s)])
         n = len(v)
-        print(f"{s:>10}  median {statistics.median(v):.2f}  at or above 1: {sum(x >= 1 for x in v)} of {n}"
+        print(f"{btl:>6} {s:>10}  median {statistics.median(v):.2f}  at or above 1: {sum(x >= 1 for x in v)} of {n}"
               f"  quartiles {v[n // 4]:.2f} {v[(3 * n) // 4]:.2f}")
 
 

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The collective benchmark of docs/BENCHMARKS.md: 4 ranks (-p) on this machine, doorbell's
-# ring, tree, recursive doubling and halving-doubling all-reduce (float sum, softhca over 127.0.0.N)
-# against Open MPI's MPI_Allreduce over TCP loopback, and a merged table of busbw
-# ratios and the crossovers.
+# ring, tree, recursive doubling and halving-doubling all-reduce (float sum, softhca between
+# processes of this host: its same-host path unless DOORBELL_WIRE=udp) against Open MPI's
+# MPI_Allreduce over its shared-memory transport (`--mca btl vader,self`: CMA single copy
+# for large messages, shared-memory queues for small ones) and over TCP loopback
+# (`--mca btl tcp,self`), and a merged table of busbw ratios and the crossovers.
 #
 #   collective/bench/run.sh [-b 8] [-e 64M] [-n 10] [-w 2] [-N 1000] [-r 3] [-p 4] [-I] [-o OUTDIR]
 #
@@ -50,13 +52,14 @@ mpicc -O2 -o "$out/mpi_allreduce" "$root/collective/bench/mpi_allreduce.c"
 # of a program in a round appends its table to that program's file for the round.
 split=65536
 lo=$(numfmt --from=iec "$minb") hi=$(numfmt --from=iec "$maxb")
-progs=(ring tree doubling halving mpi)
+progs=(ring tree doubling halving mpi_vader mpi_tcp)
+btls=(vader tcp)
 # launch PROGRAM ROUND ARGS...: one run of PROGRAM, its table appended to its file.
 launch() {
   local p=$1 r=$2
   shift 2
-  if [[ $p == mpi ]]; then
-    mpirun --allow-run-as-root --oversubscribe -np "$nranks" --mca btl tcp,self "$out/mpi_allreduce" "$@" >> "$out/mpi_r$r.txt"
+  if [[ $p == mpi_* ]]; then
+    mpirun --allow-run-as-root --oversubscribe -np "$nranks" --mca btl "${p#mpi_},self" "$out/mpi_allreduce" "$@" >> "$out/${p}_r$r.txt"
   else
     "$bin" allreduce --nranks "$nranks" --count 0 --algo "$p" "$@" >> "$out/doorbell_${p}_r$r.txt"
   fi
@@ -69,7 +72,7 @@ big_lo=$(( lo > split ? lo : 2 * split ))
 "$bin" allreduce --nranks "$nranks" --count 0 -b 8 -e 8 -n 1 -w 0 | sed -n 's/.*algo auto (\(.*\)), transport.*/\1/p' > "$out/policy.txt"
 echo "# $(date -u +%FT%TZ) $nranks ranks, $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg), $rounds rounds$( (( interleave )) && echo ", sizes interleaved")" | tee "$out/env.txt"
 for r in $(seq 1 "$rounds"); do
-  : > "$out/mpi_r$r.txt"
+  for b in "${btls[@]}"; do : > "$out/mpi_${b}_r$r.txt"; done
   for p in "${progs[@]:0:4}"; do : > "$out/doorbell_${p}_r$r.txt"; done
 done
 for r in $(seq 1 "$rounds"); do
@@ -101,28 +104,28 @@ sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 import pool  # the table parser and the policy reader, shared with pool.py
 rows = lambda name: pool.rows(os.path.join(out, name))
 algos = ['ring', 'tree', 'doubling', 'halving']
-runs = [({a: rows(f'doorbell_{a}_r{k}.txt') for a in algos}, rows(f'mpi_r{k}.txt')) for k in range(1, rounds + 1)]
+btls = ['vader', 'tcp']
+runs = [({a: rows(f'doorbell_{a}_r{k}.txt') for a in algos}, {b: rows(f'mpi_{b}_r{k}.txt') for b in btls}) for k in range(1, rounds + 1)]
 policy = pool.policy(out)
 default = lambda s: next(a for a, top in policy if s <= top)
-sizes = set.intersection(*[set(m) & set.intersection(*[set(d[a]) for a in algos]) for d, m in runs])
+sizes = set.intersection(*[set.intersection(*[set(m[b]) for b in btls]) & set.intersection(*[set(d[a]) for a in algos]) for d, m in runs])
 print(f"\nDefault: {', '.join(f'{a} up to {t} B' if t != float('inf') else f'{a} above' for a, t in policy)}")
-print(f"\n| size | ring us | tree us | doubling us | halving us | Open MPI us | best algo | best/MPI time | best/MPI busbw | default/MPI busbw |")
-print("|---:|---:|---:|---:|---:|---:|:--|:--|:--|:--|")
+print(f"\n| size | ring us | tree us | doubling us | halving us | Open MPI vader us | Open MPI tcp us | best algo | best/vader time | default/vader busbw | default/tcp busbw |")
+print("|---:|---:|---:|---:|---:|---:|---:|:--|:--|:--|:--|")
 cross = {}
 for s in sorted(sizes):
     t = {a: st.median(d[a][s][0] for d, _ in runs) for a in algos}
-    mt = st.median(m[s][0] for _, m in runs)
+    mt = {b: st.median(m[b][s][0] for _, m in runs) for b in btls}
     best = min(algos, key=lambda a: t[a])
     for x in algos:
         for y in algos:
             if x != y and t[x] <= t[y] and (x, y) not in cross:
                 cross[(x, y)] = s
-    # Per round: the best doorbell result of that round against that round's Open MPI.
-    ratios = [max(d[a][s][1] for a in algos) / m[s][1] for d, m in runs if m[s][1] > 0]
-    times = [min(d[a][s][0] for a in algos) / m[s][0] for d, m in runs]
-    dflt = [d[default(s)][s][1] / m[s][1] for d, m in runs if m[s][1] > 0]
+    # Per round: doorbell's results of that round against that round's Open MPI.
+    times = [min(d[a][s][0] for a in algos) / m['vader'][s][0] for d, m in runs]
+    dflt = {b: [d[default(s)][s][1] / m[b][s][1] for d, m in runs if m[b][s][1] > 0] for b in btls}
     fmt = lambda v: f"{st.median(v):.2f} ({min(v):.2f}-{max(v):.2f})" if v else "-"
-    print(f"| {s} | {' | '.join(f'{t[a]:.1f}' for a in algos)} | {mt:.1f} | {best} | {fmt(times)} | {fmt(ratios)} | {fmt(dflt)} ({default(s)}) |")
+    print(f"| {s} | {' | '.join(f'{t[a]:.1f}' for a in algos)} | {mt['vader']:.1f} | {mt['tcp']:.1f} | {best} | {fmt(times)} | {fmt(dflt['vader'])} | {fmt(dflt['tcp'])} ({default(s)}) |")
 print()
 for x, y in [('tree', 'doubling'), ('ring', 'tree'), ('ring', 'doubling'), ('halving', 'doubling'), ('ring', 'halving')]:
     print(f"{x} at least as fast as {y} (median times) first at: {cross.get((x, y))} B")

@@ -135,6 +135,13 @@ impl Context {
         self.dev.progress_fd()
     }
 
+    /// Call right before blocking on [`Context::progress_fd`]: false means work already
+    /// arrived (call [`Context::progress`] instead). See
+    /// [`uverbs::Endpoint::before_progress_wait`].
+    pub fn before_progress_wait(&self) -> bool {
+        self.dev.before_progress_wait()
+    }
+
     /// The mlx5 GET_CONTEXT answer.
     pub fn ucontext(&self) -> &AllocUcontextResp {
         &self.ucontext

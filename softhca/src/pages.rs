@@ -69,6 +69,9 @@ pub struct DevicePages {
     npages: u32,
     free: Mutex<Vec<bool>>,
     clock: Mutex<ClockState>,
+    /// A program holds an fd of the file ([`DevicePages::user_fd`]), so it can map pages
+    /// without the kernel half seeing it.
+    handed_out: std::sync::atomic::AtomicBool,
 }
 
 // SAFETY: the mapping is shared memory that lives as long as this value; all accesses
@@ -101,7 +104,7 @@ impl DevicePages {
         for p in free.iter_mut().take(FIRST_UAR_PAGE as usize) {
             *p = false;
         }
-        Ok(DevicePages { fd, base, npages, free: Mutex::new(free), clock: Mutex::new(ClockState::default()) })
+        Ok(DevicePages { fd, base, npages, free: Mutex::new(free), clock: Mutex::new(ClockState::default()), handed_out: Default::default() })
     }
 
     /// Number of pages in the file.
@@ -117,6 +120,16 @@ impl DevicePages {
         let page = i as u32;
         self.zero(page);
         Some(page)
+    }
+
+    /// The memfd's device and inode, as `/proc/self/maps` names its mappings.
+    pub fn file_id(&self) -> io::Result<crate::device::trap_scan::FileId> {
+        crate::device::trap_scan::FileId::of(self.fd.as_raw_fd())
+    }
+
+    /// The HCA's own mapping of the whole file: `(start, len)`.
+    pub fn own_range(&self) -> (u64, u64) {
+        (self.base.as_ptr() as u64, self.npages as u64 * PAGE_SIZE as u64)
     }
 
     /// Returns a UAR page. Pages below [`FIRST_UAR_PAGE`] are never freed.
@@ -300,8 +313,16 @@ impl DevicePages {
         if fd < 0 {
             return Err(io::Error::last_os_error());
         }
+        self.handed_out.store(true, std::sync::atomic::Ordering::Release);
         // SAFETY: a new fd that nothing else owns.
         Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    }
+
+    /// Whether a program was given an fd of the file ([`DevicePages::user_fd`]): only
+    /// then can pages be mapped without the kernel half's mmap (the doorbell trap then
+    /// looks for such mappings, see `crate::device::trap_scan`).
+    pub fn handed_out(&self) -> bool {
+        self.handed_out.load(std::sync::atomic::Ordering::Acquire)
     }
 }
 

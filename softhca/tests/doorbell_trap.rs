@@ -180,3 +180,42 @@ fn clock_page_is_fresh_after_idle() {
         }
     }
 }
+
+/// A UAR page mapped by the mmap system call on a program's fd of the device page file
+/// (what UCX's bistro hooks or `syscall(SYS_mmap, ...)` do under the preload), never
+/// through the kernel half: the trap finds the mapping in /proc/self/maps and protects
+/// it, so a store there faults (the kernel's userfaultfd reports it) like a doorbell on
+/// a mapping the kernel half made.
+#[test]
+fn a_uar_mapped_past_the_kernel_half_traps() {
+    let a = host([127, 30, 7, 1], true);
+    if !a.hca.device().doorbell_trap() {
+        note("userfaultfd write-protection unavailable: nothing to trap");
+        return;
+    }
+    let pages = a.hca.pages();
+    let fd = pages.user_fd(true).expect("an fd of the device page file");
+    let page = pages.alloc().expect("a free UAR page");
+    a.hca.device().expect_mappings(&[page], false);
+    use std::os::fd::AsRawFd;
+    // SAFETY: a new shared mapping of one page of the file at an address the kernel
+    // picks; unmapped at the end of the test.
+    let p = unsafe {
+        libc::syscall(libc::SYS_mmap, 0usize, 4096usize, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED,
+                      fd.as_raw_fd(), page as usize * 4096) as *mut u64
+    };
+    assert!(p as isize > 0 && p as isize != -1, "mmap: {}", std::io::Error::last_os_error());
+    for round in 0..3u64 {
+        until_idle(&a);
+        let before = a.hca.device().counters();
+        assert!(before.trap_found >= 1, "the mapping was found: {before:?}");
+        // SAFETY: an aligned 8-byte store into our live shared mapping (the BlueFlame
+        // register's offset, where a doorbell goes).
+        unsafe { std::ptr::write_volatile(p.add(0x800 / 8), round + 1) };
+        let after = a.hca.device().counters();
+        assert!(after.trap_faults > before.trap_faults, "round {round}: the store trapped: {after:?}");
+        assert_eq!(pages.read_u64(page, 0x800), round + 1, "the store landed in the device page");
+    }
+    // SAFETY: unmapping the test's own mapping.
+    unsafe { libc::munmap(p.cast(), 4096) };
+}

@@ -93,6 +93,15 @@ impl Device {
         }
     }
 
+    /// [`Endpoint::before_progress_wait`]: call right before blocking on the progress fd;
+    /// false: do not block, progress instead.
+    pub fn before_progress_wait(&self) -> bool {
+        match &self.backend {
+            Backend::Kernel(_) => true,
+            Backend::Soft(ep) => ep.before_progress_wait(),
+        }
+    }
+
     /// `ioctl(fd, RDMA_VERBS_IOCTL, hdr)`.
     ///
     /// # Safety

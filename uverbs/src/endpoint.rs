@@ -48,4 +48,12 @@ pub trait Endpoint: Send + Sync {
     fn progress_fd(&self) -> Option<RawFd> {
         None
     }
+
+    /// The caller is about to block on [`Endpoint::progress_fd`]. A device whose peers
+    /// skip the wake-up while its caller steps (softhca's same-host path) learns that
+    /// they must wake it from now on. Returns false when work already arrived: call
+    /// [`Endpoint::progress`] instead of blocking. The default: block.
+    fn before_progress_wait(&self) -> bool {
+        true
+    }
 }

@@ -520,7 +520,11 @@ impl Transport for RdmaTransport {
                 return Ok(());
             }
         }
-        // In polled mode a packet for us wakes us too (a negative fd is ignored).
+        // In polled mode a packet for us wakes us too (a negative fd is ignored); a
+        // same-host record that came while its sender took us for awake is handled now.
+        if self.progress_fd.is_some() && !self.ctx.before_progress_wait() {
+            return Ok(());
+        }
         let mut fds = [
             libc::pollfd { fd: self.channel.fd(), events: libc::POLLIN, revents: 0 },
             libc::pollfd { fd: self.progress_fd.unwrap_or(-1), events: libc::POLLIN, revents: 0 },

@@ -34,6 +34,10 @@ unsafe fn bytes<'a>(p: *const c_char) -> Option<&'a [u8]> {
 enum PathKind {
     /// `/dev/infiniband/uverbs0`.
     Dev,
+    /// A path of the real sysfs that the private tree stands in for
+    /// (`/sys/class/infiniband...`): the call is made on the tree's path instead
+    /// ([`in_tree`]); the tree exists by then.
+    Sys,
     /// Something else (the sysfs tree is created first if the path is inside it).
     Other,
 }
@@ -51,10 +55,29 @@ unsafe fn classify(path: *const c_char) -> PathKind {
     if shim::is_dev_path(b) {
         return PathKind::Dev;
     }
+    if shim::is_sys_path(b) {
+        guard::run_quiet((), shim::ensure);
+        return PathKind::Sys;
+    }
     if shim::under_root(b) {
         guard::run_quiet((), shim::ensure);
     }
     PathKind::Other
+}
+
+/// Calls `f` with `path` (a [`PathKind::Sys`] path) moved into the private sysfs tree, or
+/// unchanged when the result would be too long.
+///
+/// # Safety
+/// As [`bytes`].
+unsafe fn in_tree<T>(path: *const c_char, f: impl FnOnce(*const c_char) -> T) -> T {
+    let mut buf = [0u8; shim::PATH_BUF];
+    // SAFETY: forwarded contract.
+    let b = unsafe { bytes(path) }.unwrap_or_default();
+    match shim::sys_redirect(b, &mut buf) {
+        Some(moved) => f(moved.as_ptr()),
+        None => f(path),
+    }
 }
 
 /// The uverbs entry behind `fd`, unless this thread is inside the library.
@@ -78,6 +101,7 @@ pub unsafe extern "C" fn open(path: *const c_char, flags: c_int, mode: mode_t) -
     unsafe {
         match classify(path) {
             PathKind::Dev => open_dev(flags),
+            PathKind::Sys => in_tree(path, |p| real::open(p, flags, mode)),
             PathKind::Other => real::open(path, flags, mode),
         }
     }
@@ -90,6 +114,7 @@ pub unsafe extern "C" fn open64(path: *const c_char, flags: c_int, mode: mode_t)
     unsafe {
         match classify(path) {
             PathKind::Dev => open_dev(flags),
+            PathKind::Sys => in_tree(path, |p| real::open64(p, flags, mode)),
             PathKind::Other => real::open64(path, flags, mode),
         }
     }
@@ -102,6 +127,7 @@ pub unsafe extern "C" fn __open_2(path: *const c_char, flags: c_int) -> c_int {
     unsafe {
         match classify(path) {
             PathKind::Dev => open_dev(flags),
+            PathKind::Sys => in_tree(path, |p| real::open_2(p, flags)),
             PathKind::Other => real::open_2(path, flags),
         }
     }
@@ -114,6 +140,7 @@ pub unsafe extern "C" fn __open64_2(path: *const c_char, flags: c_int) -> c_int 
     unsafe {
         match classify(path) {
             PathKind::Dev => open_dev(flags),
+            PathKind::Sys => in_tree(path, |p| real::open64_2(p, flags)),
             PathKind::Other => real::open64_2(path, flags),
         }
     }
@@ -126,6 +153,7 @@ pub unsafe extern "C" fn openat(dirfd: c_int, path: *const c_char, flags: c_int,
     unsafe {
         match classify(path) {
             PathKind::Dev => open_dev(flags),
+            PathKind::Sys => in_tree(path, |p| real::openat(dirfd, p, flags, mode)),
             PathKind::Other => real::openat(dirfd, path, flags, mode),
         }
     }
@@ -138,6 +166,7 @@ pub unsafe extern "C" fn openat64(dirfd: c_int, path: *const c_char, flags: c_in
     unsafe {
         match classify(path) {
             PathKind::Dev => open_dev(flags),
+            PathKind::Sys => in_tree(path, |p| real::openat64(dirfd, p, flags, mode)),
             PathKind::Other => real::openat64(dirfd, path, flags, mode),
         }
     }
@@ -150,6 +179,7 @@ pub unsafe extern "C" fn __openat_2(dirfd: c_int, path: *const c_char, flags: c_
     unsafe {
         match classify(path) {
             PathKind::Dev => open_dev(flags),
+            PathKind::Sys => in_tree(path, |p| real::openat_2(dirfd, p, flags)),
             PathKind::Other => real::openat_2(dirfd, path, flags),
         }
     }
@@ -162,6 +192,7 @@ pub unsafe extern "C" fn __openat64_2(dirfd: c_int, path: *const c_char, flags: 
     unsafe {
         match classify(path) {
             PathKind::Dev => open_dev(flags),
+            PathKind::Sys => in_tree(path, |p| real::openat64_2(dirfd, p, flags)),
             PathKind::Other => real::openat64_2(dirfd, path, flags),
         }
     }
@@ -171,8 +202,10 @@ pub unsafe extern "C" fn __openat64_2(dirfd: c_int, path: *const c_char, flags: 
 pub unsafe extern "C" fn opendir(path: *const c_char) -> *mut libc::DIR {
     // SAFETY: classify only reads the path; forwarding the caller's argument.
     unsafe {
-        classify(path);
-        real::opendir(path)
+        match classify(path) {
+            PathKind::Sys => in_tree(path, |p| real::opendir(p)),
+            _ => real::opendir(path),
+        }
     }
 }
 
@@ -188,7 +221,180 @@ pub unsafe extern "C" fn access(path: *const c_char, mode: c_int) -> c_int {
                 -1
             }
             PathKind::Dev => 0,
+            PathKind::Sys => in_tree(path, |p| real::access(p, mode)),
             PathKind::Other => real::access(path, mode),
+        }
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn faccessat(dirfd: c_int, path: *const c_char, mode: c_int, flags: c_int) -> c_int {
+    // SAFETY: as `access`.
+    unsafe {
+        match classify(path) {
+            PathKind::Dev if mode & libc::X_OK != 0 => {
+                guard::set_errno(libc::EACCES);
+                -1
+            }
+            PathKind::Dev => 0,
+            PathKind::Sys => in_tree(path, |p| real::faccessat(dirfd, p, mode, flags)),
+            PathKind::Other => real::faccessat(dirfd, path, mode, flags),
+        }
+    }
+}
+
+// ---- the sysfs paths only: links, realpath, stdio ---------------------------------------
+// glibc's own realpath, fopen and scandir reach the kernel through internal calls that
+// no preloaded definition sees, so they are hooked themselves.
+
+#[no_mangle]
+pub unsafe extern "C" fn readlink(path: *const c_char, buf: *mut c_char, len: size_t) -> ssize_t {
+    // SAFETY: C caller's contract; forwarded.
+    unsafe {
+        match classify(path) {
+            PathKind::Sys => in_tree(path, |p| real::readlink(p, buf, len)),
+            _ => real::readlink(path, buf, len),
+        }
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn readlinkat(dirfd: c_int, path: *const c_char, buf: *mut c_char, len: size_t) -> ssize_t {
+    // SAFETY: C caller's contract; forwarded.
+    unsafe {
+        match classify(path) {
+            PathKind::Sys => in_tree(path, |p| real::readlinkat(dirfd, p, buf, len)),
+            _ => real::readlinkat(dirfd, path, buf, len),
+        }
+    }
+}
+
+/// realpath's answer for a path in the tree is the `/sys` path it stands for.
+#[no_mangle]
+pub unsafe extern "C" fn realpath(path: *const c_char, resolved: *mut c_char) -> *mut c_char {
+    // SAFETY: C caller's contract; the answer is null or a NUL-terminated string that
+    // realpath wrote (into `resolved`, or a new allocation).
+    unsafe {
+        match classify(path) {
+            PathKind::Sys => {
+                let r = in_tree(path, |p| real::realpath(p, resolved));
+                shim::sys_unredirect(r);
+                r
+            }
+            _ => real::realpath(path, resolved),
+        }
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn __realpath_chk(path: *const c_char, resolved: *mut c_char, len: size_t) -> *mut c_char {
+    // SAFETY: as `realpath`.
+    unsafe {
+        match classify(path) {
+            PathKind::Sys => {
+                let r = in_tree(path, |p| real::realpath_chk(p, resolved, len));
+                shim::sys_unredirect(r);
+                r
+            }
+            _ => real::realpath_chk(path, resolved, len),
+        }
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn canonicalize_file_name(path: *const c_char) -> *mut c_char {
+    // SAFETY: as `realpath`.
+    unsafe {
+        match classify(path) {
+            PathKind::Sys => {
+                let r = in_tree(path, |p| real::canonicalize_file_name(p));
+                shim::sys_unredirect(r);
+                r
+            }
+            _ => real::canonicalize_file_name(path),
+        }
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn fopen(path: *const c_char, mode: *const c_char) -> *mut libc::FILE {
+    // SAFETY: C caller's contract; forwarded.
+    unsafe {
+        match classify(path) {
+            PathKind::Sys => in_tree(path, |p| real::fopen(p, mode)),
+            _ => real::fopen(path, mode),
+        }
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn fopen64(path: *const c_char, mode: *const c_char) -> *mut libc::FILE {
+    // SAFETY: C caller's contract; forwarded.
+    unsafe {
+        match classify(path) {
+            PathKind::Sys => in_tree(path, |p| real::fopen64(p, mode)),
+            _ => real::fopen64(path, mode),
+        }
+    }
+}
+
+// Extended attributes: `ls -l` asks for ACLs and security labels of what it lists.
+
+#[no_mangle]
+pub unsafe extern "C" fn getxattr(path: *const c_char, name: *const c_char, value: *mut c_void, size: size_t) -> ssize_t {
+    // SAFETY: C caller's contract; forwarded.
+    unsafe {
+        match classify(path) {
+            PathKind::Sys => in_tree(path, |p| real::getxattr(p, name, value, size)),
+            _ => real::getxattr(path, name, value, size),
+        }
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn lgetxattr(path: *const c_char, name: *const c_char, value: *mut c_void, size: size_t) -> ssize_t {
+    // SAFETY: C caller's contract; forwarded.
+    unsafe {
+        match classify(path) {
+            PathKind::Sys => in_tree(path, |p| real::lgetxattr(p, name, value, size)),
+            _ => real::lgetxattr(path, name, value, size),
+        }
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn listxattr(path: *const c_char, list: *mut c_char, size: size_t) -> ssize_t {
+    // SAFETY: C caller's contract; forwarded.
+    unsafe {
+        match classify(path) {
+            PathKind::Sys => in_tree(path, |p| real::listxattr(p, list, size)),
+            _ => real::listxattr(path, list, size),
+        }
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn llistxattr(path: *const c_char, list: *mut c_char, size: size_t) -> ssize_t {
+    // SAFETY: C caller's contract; forwarded.
+    unsafe {
+        match classify(path) {
+            PathKind::Sys => in_tree(path, |p| real::llistxattr(p, list, size)),
+            _ => real::llistxattr(path, list, size),
+        }
+    }
+}
+
+type DirFilter = Option<unsafe extern "C" fn(*const libc::dirent) -> c_int>;
+type DirCompare = Option<unsafe extern "C" fn(*mut *const libc::dirent, *mut *const libc::dirent) -> c_int>;
+
+#[no_mangle]
+pub unsafe extern "C" fn scandir(path: *const c_char, list: *mut *mut *mut libc::dirent, filter: DirFilter,
+                                 compar: DirCompare) -> c_int {
+    // SAFETY: C caller's contract; forwarded.
+    unsafe {
+        match classify(path) {
+            PathKind::Sys => in_tree(path, |p| real::scandir(p, list, filter, compar)),
+            _ => real::scandir(path, list, filter, compar),
         }
     }
 }
@@ -372,19 +578,20 @@ pub unsafe extern "C" fn fcntl64(fd: c_int, cmd: c_int, arg: c_ulong) -> c_int {
 
 // ---- stat -------------------------------------------------------------------------------
 
-/// Whether `(dirfd, path, flags)` of an *at call names the char device: the device path
-/// itself, or an empty path with AT_EMPTY_PATH on a uverbs fd.
+/// What `(dirfd, path, flags)` of an *at call names: the char device (the device path
+/// itself, or an empty path with AT_EMPTY_PATH on a uverbs fd), a sysfs path the tree
+/// stands in for, or something else.
 ///
 /// # Safety
 /// As [`bytes`].
-unsafe fn at_is_dev(dirfd: c_int, path: *const c_char, flags: c_int) -> bool {
+unsafe fn at_kind(dirfd: c_int, path: *const c_char, flags: c_int) -> PathKind {
     // SAFETY: forwarded contract.
     let empty = unsafe { bytes(path) }.is_some_and(|b| b.is_empty());
     if empty && flags & libc::AT_EMPTY_PATH != 0 {
-        return ours(dirfd).is_some();
+        return if ours(dirfd).is_some() { PathKind::Dev } else { PathKind::Other };
     }
     // SAFETY: forwarded contract.
-    matches!(unsafe { classify(path) }, PathKind::Dev)
+    unsafe { classify(path) }
 }
 
 #[no_mangle]
@@ -396,6 +603,7 @@ pub unsafe extern "C" fn stat(path: *const c_char, buf: *mut libc::stat) -> c_in
                 stat::fill_stat(buf);
                 0
             }
+            PathKind::Sys => in_tree(path, |p| real::stat(p, buf)),
             PathKind::Other => real::stat(path, buf),
         }
     }
@@ -410,6 +618,7 @@ pub unsafe extern "C" fn stat64(path: *const c_char, buf: *mut libc::stat64) -> 
                 stat::fill_stat64(buf);
                 0
             }
+            PathKind::Sys => in_tree(path, |p| real::stat64(p, buf)),
             PathKind::Other => real::stat64(path, buf),
         }
     }
@@ -424,6 +633,7 @@ pub unsafe extern "C" fn lstat(path: *const c_char, buf: *mut libc::stat) -> c_i
                 stat::fill_stat(buf);
                 0
             }
+            PathKind::Sys => in_tree(path, |p| real::lstat(p, buf)),
             PathKind::Other => real::lstat(path, buf),
         }
     }
@@ -438,6 +648,7 @@ pub unsafe extern "C" fn lstat64(path: *const c_char, buf: *mut libc::stat64) ->
                 stat::fill_stat64(buf);
                 0
             }
+            PathKind::Sys => in_tree(path, |p| real::lstat64(p, buf)),
             PathKind::Other => real::lstat64(path, buf),
         }
     }
@@ -469,11 +680,14 @@ pub unsafe extern "C" fn fstat64(fd: c_int, buf: *mut libc::stat64) -> c_int {
 pub unsafe extern "C" fn fstatat(dirfd: c_int, path: *const c_char, buf: *mut libc::stat, flags: c_int) -> c_int {
     // SAFETY: C caller's contract.
     unsafe {
-        if at_is_dev(dirfd, path, flags) {
-            stat::fill_stat(buf);
-            return 0;
+        match at_kind(dirfd, path, flags) {
+            PathKind::Dev => {
+                stat::fill_stat(buf);
+                0
+            }
+            PathKind::Sys => in_tree(path, |p| real::fstatat(dirfd, p, buf, flags)),
+            PathKind::Other => real::fstatat(dirfd, path, buf, flags),
         }
-        real::fstatat(dirfd, path, buf, flags)
     }
 }
 
@@ -481,11 +695,14 @@ pub unsafe extern "C" fn fstatat(dirfd: c_int, path: *const c_char, buf: *mut li
 pub unsafe extern "C" fn fstatat64(dirfd: c_int, path: *const c_char, buf: *mut libc::stat64, flags: c_int) -> c_int {
     // SAFETY: C caller's contract.
     unsafe {
-        if at_is_dev(dirfd, path, flags) {
-            stat::fill_stat64(buf);
-            return 0;
+        match at_kind(dirfd, path, flags) {
+            PathKind::Dev => {
+                stat::fill_stat64(buf);
+                0
+            }
+            PathKind::Sys => in_tree(path, |p| real::fstatat64(dirfd, p, buf, flags)),
+            PathKind::Other => real::fstatat64(dirfd, path, buf, flags),
         }
-        real::fstatat64(dirfd, path, buf, flags)
     }
 }
 
@@ -494,11 +711,14 @@ pub unsafe extern "C" fn statx(dirfd: c_int, path: *const c_char, flags: c_int, 
                                -> c_int {
     // SAFETY: C caller's contract.
     unsafe {
-        if at_is_dev(dirfd, path, flags) {
-            stat::fill_statx(buf);
-            return 0;
+        match at_kind(dirfd, path, flags) {
+            PathKind::Dev => {
+                stat::fill_statx(buf);
+                0
+            }
+            PathKind::Sys => in_tree(path, |p| real::statx(dirfd, p, flags, mask, buf)),
+            PathKind::Other => real::statx(dirfd, path, flags, mask, buf),
         }
-        real::statx(dirfd, path, flags, mask, buf)
     }
 }
 

@@ -98,6 +98,21 @@ real_fn!(fcntl, FCNTL = c"fcntl" (fd: c_int, cmd: c_int), ...(arg: c_ulong) -> c
 real_fn!(fcntl64, FCNTL64 = c"fcntl64" (fd: c_int, cmd: c_int), ...(arg: c_ulong) -> c_int, fail -1);
 real_fn!(opendir, OPENDIR = c"opendir" (path: *const c_char) -> *mut libc::DIR, fail ptr::null_mut());
 real_fn!(access, ACCESS = c"access" (path: *const c_char, mode: c_int) -> c_int, fail -1);
+real_fn!(faccessat, FACCESSAT = c"faccessat" (dirfd: c_int, path: *const c_char, mode: c_int, flags: c_int) -> c_int, fail -1);
+real_fn!(readlink, READLINK = c"readlink" (path: *const c_char, buf: *mut c_char, len: size_t) -> ssize_t, fail -1);
+real_fn!(readlinkat, READLINKAT = c"readlinkat" (dirfd: c_int, path: *const c_char, buf: *mut c_char, len: size_t) -> ssize_t, fail -1);
+real_fn!(realpath, REALPATH = c"realpath" (path: *const c_char, resolved: *mut c_char) -> *mut c_char, fail ptr::null_mut());
+real_fn!(realpath_chk, REALPATH_CHK = c"__realpath_chk" (path: *const c_char, resolved: *mut c_char, len: size_t) -> *mut c_char, fail ptr::null_mut());
+real_fn!(canonicalize_file_name, CANONICALIZE = c"canonicalize_file_name" (path: *const c_char) -> *mut c_char, fail ptr::null_mut());
+real_fn!(getxattr, GETXATTR = c"getxattr" (path: *const c_char, name: *const c_char, value: *mut c_void, size: size_t) -> ssize_t, fail -1);
+real_fn!(lgetxattr, LGETXATTR = c"lgetxattr" (path: *const c_char, name: *const c_char, value: *mut c_void, size: size_t) -> ssize_t, fail -1);
+real_fn!(listxattr, LISTXATTR = c"listxattr" (path: *const c_char, list: *mut c_char, size: size_t) -> ssize_t, fail -1);
+real_fn!(llistxattr, LLISTXATTR = c"llistxattr" (path: *const c_char, list: *mut c_char, size: size_t) -> ssize_t, fail -1);
+real_fn!(fopen, FOPEN = c"fopen" (path: *const c_char, mode: *const c_char) -> *mut libc::FILE, fail ptr::null_mut());
+real_fn!(fopen64, FOPEN64 = c"fopen64" (path: *const c_char, mode: *const c_char) -> *mut libc::FILE, fail ptr::null_mut());
+real_fn!(scandir, SCANDIR = c"scandir" (path: *const c_char, list: *mut *mut *mut libc::dirent,
+    filter: Option<unsafe extern "C" fn(*const libc::dirent) -> c_int>,
+    compar: Option<unsafe extern "C" fn(*mut *const libc::dirent, *mut *const libc::dirent) -> c_int>) -> c_int, fail -1);
 real_fn!(close_range, CLOSE_RANGE = c"close_range" (first: libc::c_uint, last: libc::c_uint, flags: c_int) -> c_int, fail -1);
 real_fn!(closefrom, CLOSEFROM = c"closefrom" (lowfd: c_int) -> (), fail ());
 

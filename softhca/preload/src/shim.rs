@@ -96,6 +96,79 @@ pub fn under_root(path: &[u8]) -> bool {
     }
 }
 
+/// The paths of the real sysfs that the private tree stands in for, with their
+/// subdirectories: programs that read them directly (UCX, pyverbs' tests, scripts) see
+/// the same device as libibverbs through `SYSFS_PATH`.
+const SYS_PATHS: [&[u8]; 3] = [b"/sys/class/infiniband", b"/sys/class/infiniband_verbs", b"/sys/devices/pcid00b:00"];
+const _: () = assert!(same(SYS_PATHS[2], b"/sys/devices/", sysfs::PCI_BUS.as_bytes()));
+
+/// Whether `a` is `p` followed by `q` (for the assertion above).
+const fn same(a: &[u8], p: &[u8], q: &[u8]) -> bool {
+    if a.len() != p.len() + q.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        let c = if i < p.len() { p[i] } else { q[i - p.len()] };
+        if a[i] != c {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+/// The longest path the hooks rewrite (PATH_MAX with its NUL).
+pub const PATH_BUF: usize = libc::PATH_MAX as usize;
+
+/// Whether `path` is one of [`SYS_PATHS`] or inside one (allocation-free).
+pub fn is_sys_path(path: &[u8]) -> bool {
+    path.starts_with(b"/sys/")
+        && SYS_PATHS.iter().any(|p| path.starts_with(p) && (path.len() == p.len() || path[p.len()] == b'/'))
+}
+
+/// `path` (one of [`SYS_PATHS`] or below) in the private tree: the root followed by the
+/// path without its `/sys`, NUL-terminated in `out`. None when it does not fit or there
+/// is no root.
+pub fn sys_redirect<'a>(path: &[u8], out: &'a mut [u8; PATH_BUF]) -> Option<&'a std::ffi::CStr> {
+    let root = ROOT.get()?.as_os_str().as_bytes();
+    let rest = path.strip_prefix(b"/sys")?;
+    let n = root.len() + rest.len();
+    if n >= PATH_BUF {
+        return None;
+    }
+    out[..root.len()].copy_from_slice(root);
+    out[root.len()..n].copy_from_slice(rest);
+    out[n] = 0;
+    std::ffi::CStr::from_bytes_with_nul(&out[..=n]).ok()
+}
+
+/// The inverse of [`sys_redirect`] on a resolved path (realpath's answer) in place: a path
+/// inside the private tree is given back as the `/sys` path it stands for, so that the
+/// program's later calls on it come back here.
+///
+/// # Safety
+/// `resolved` is null or a NUL-terminated, writable string.
+pub unsafe fn sys_unredirect(resolved: *mut std::ffi::c_char) {
+    let Some(root) = ROOT.get().map(|r| r.as_os_str().as_bytes()) else { return };
+    if resolved.is_null() {
+        return;
+    }
+    // SAFETY: NUL-terminated per the caller.
+    let b = unsafe { std::ffi::CStr::from_ptr(resolved) }.to_bytes();
+    if !(b.starts_with(root) && (b.len() == root.len() || b[root.len()] == b'/')) {
+        return;
+    }
+    let rest = b.len() - root.len();
+    // SAFETY: "/sys" is shorter than the root (an absolute directory path with a
+    // 16-digit nonce), so the result, NUL included, fits where the answer was;
+    // `ptr::copy` handles the overlap.
+    unsafe {
+        std::ptr::copy(resolved.add(root.len()), resolved.add(4), rest + 1);
+        std::ptr::copy_nonoverlapping(b"/sys".as_ptr().cast(), resolved, 4);
+    }
+}
+
 /// The softhca instance of this process and its uverbs device.
 pub struct Instance {
     pub hca: Arc<Hca>,

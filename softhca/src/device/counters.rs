@@ -142,6 +142,10 @@ counters! {
     trap_faults,
     /// Application reads of the punched clock page (timer reads after idleness).
     trap_clock_faults,
+    /// Reads of `/proc/self/maps` for expected mappings of device pages, and the mappings
+    /// found there that the kernel half never saw (see `super::trap_scan`).
+    trap_sweeps,
+    trap_found,
     /// Yields in the grace period that kept the engine off the core for long (a thread
     /// that never yields shares it; the engine then stops polling for a while).
     yield_stalls,

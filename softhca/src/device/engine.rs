@@ -120,8 +120,6 @@ struct Engine {
     intended: Duration,
     /// The last sleep timed out: the socket had nothing.
     rx_idle: bool,
-    /// What the inbox's `awake` word says (see [`super::link`]).
-    awake: bool,
     /// The doorbell trap, when in use.
     trap: Option<Trap>,
     /// How long the engine keeps stepping after the last work before it arms the trap.
@@ -169,6 +167,9 @@ pub(crate) fn spawn(shared: Arc<Shared>, pages: Arc<DevicePages>, hca: &Arc<Hca>
     };
     // Before the instance is returned: a peer's first packet must find the inbox.
     let (inbox, peers) = same_host_path(wire, local);
+    if let Some(i) = &inbox {
+        let _ = shared.awake.set(i.awake());
+    }
     let weak = Arc::downgrade(hca);
     let name = format!("shca-{}", cfg.addr);
     let grace = timers::grace();
@@ -197,7 +198,6 @@ pub(crate) fn spawn(shared: Arc<Shared>, pages: Arc<DevicePages>, hca: &Arc<Hca>
             prev_top: None,
             intended: Duration::ZERO,
             rx_idle: false,
-            awake: true,
             trap,
             grace,
             trap_woken: false,
@@ -253,14 +253,12 @@ impl Engine {
             }
             let (work, deadline) = {
                 let mut st = self.shared.lock();
-                // Running: same-host senders need not wake us (in polled mode the
-                // application sleeps on the socket, and they must).
-                let awake = self.shared.polled.until(now).is_none();
-                if awake != self.awake {
-                    if let Some(i) = st.dp.as_ref().and_then(|d| d.inbox.as_ref()) {
-                        i.set_awake(awake);
+                // Running: same-host senders need not wake us. (In polled mode the
+                // application says so itself while it steps, see `Device::progress`.)
+                if self.shared.polled.until(now).is_none() {
+                    if let Some(a) = self.shared.awake.get() {
+                        a.set(true);
                     }
-                    self.awake = awake;
                 }
                 if !stall.is_zero() {
                     for q in st.qps.values_mut() {
@@ -372,17 +370,10 @@ impl Engine {
     /// none), and counted. See [`Shared::sleep`] for `sock`, `trap` and `timeout`.
     fn nap(&mut self, sock: RawFd, trap: Option<RawFd>, timeout: Option<Duration>) -> super::Woken {
         self.flush_capture();
-        {
-            // Same-host senders wake us from now on; a record that came before they could
-            // know ends the nap before it starts.
-            let st = self.shared.lock();
-            if let Some(i) = st.dp.as_ref().and_then(|d| d.inbox.as_ref()) {
-                i.set_awake(false);
-                self.awake = false;
-                if sock >= 0 && i.pending() {
-                    return super::Woken { sock: true, ..Default::default() };
-                }
-            }
+        // Same-host senders wake us from now on; a record that came before they could
+        // know ends the nap before it starts.
+        if self.shared.awake.get().is_some_and(|a| a.sleep_check()) {
+            return super::Woken { sock: true, ..Default::default() };
         }
         self.intended = timeout.unwrap_or(Duration::from_secs(1 << 20));
         self.shared.counters.sleeps.fetch_add(1, Ordering::Relaxed);
@@ -465,13 +456,19 @@ impl Engine {
     /// slept through; a store between the arm and the re-check is seen twice (harmless).
     fn sleep_on_trap(&mut self, now: Instant, deadline: Option<Instant>) {
         let Some(t) = self.trap.as_mut() else { return };
-        if !t.armed() || t.has_new() {
+        if !t.armed() || t.has_new(now) {
             t.arm();
             return;
         }
         let mut timeout = deadline.map(|d| d.saturating_duration_since(now));
         if t.clock_needs_tick() {
             timeout = Some(timeout.map_or(SLEEP_DEEP, |x| x.min(SLEEP_DEEP)));
+        }
+        if let Some(due) = t.sweep_due() {
+            // Mappings are expected that may bypass the kernel half (see
+            // `super::trap_scan`): look again then.
+            let d = due.saturating_duration_since(now);
+            timeout = Some(timeout.map_or(d, |x| x.min(d)));
         }
         let fd = t.fd();
         tracing::trace!(target: "softhca::engine", ?timeout, "sleep (armed)");

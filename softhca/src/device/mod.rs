@@ -22,6 +22,8 @@
 //!   host staging buffers through which the data path batches accesses to peer memory
 //!   (GPU memory, [`crate::peer`]);
 //! - [`cqe`]: the CQE writer; [`events`]: CQ arming, completion and async events;
+//! - [`link`]: the same-host path (another instance of this host: shared-memory inbox,
+//!   one `process_vm_readv` per batch of payload instead of the UDP stack);
 //! - [`tx`]/[`rx`]: `sendmmsg`/`recvmmsg` batching; [`fault`]: fault injection
 //!   (`DOORBELL_FAULT`); [`trace`]: pcap capture (`DOORBELL_PCAP`) and the tracing targets
 //!   (`RUST_LOG=provider=trace,softhca=trace` follows one RDMA WRITE through every layer);
@@ -70,6 +72,7 @@ pub mod timers;
 pub mod trace;
 pub mod trap;
 pub mod trap_owners;
+pub mod trap_scan;
 pub mod tx;
 mod uc;
 pub mod ud;
@@ -115,6 +118,8 @@ pub(crate) struct Shared {
     pub trap: trap::TrapShared,
     /// Polled mode's window and the trap's state (see [`polled`]).
     pub polled: polled::Polled,
+    /// The same-host inbox's `awake` word, once the engine made the inbox ([`link`]).
+    pub awake: std::sync::OnceLock<link::Awake>,
 }
 
 /// Which descriptors ended a [`Shared::sleep`].
@@ -204,6 +209,7 @@ impl Device {
             stop: AtomicBool::new(false),
             trap: Default::default(),
             polled: Default::default(),
+            awake: Default::default(),
         };
         Ok(Device { shared: Arc::new(shared), pages, thread: Mutex::new(None) })
     }
@@ -235,6 +241,16 @@ impl Device {
         }
     }
 
+    /// The kernel half handed out device pages a program will map: UAR pages `uars`, and
+    /// (`clock`) a new context that maps the clock page. The doorbell trap then looks for
+    /// their mappings even if they never reach [`Device::user_mapped`] (see
+    /// [`trap_scan`]).
+    pub fn expect_mappings(&self, uars: &[u32], clock: bool) {
+        if self.shared.trap.expect(uars, clock) {
+            self.shared.wake();
+        }
+    }
+
     /// Polled mode (see [`polled`]): runs one data-path step in the calling thread unless
     /// another thread is stepping (it never waits for the engine lock), and keeps the
     /// engine thread in the background for [`polled::WINDOW`]. Returns whether the step
@@ -252,11 +268,22 @@ impl Device {
             Err(TryLockError::Poisoned(p)) => p.into_inner(),
             Err(TryLockError::WouldBlock) => return false,
         };
+        // The caller steps: same-host senders need not wake it (until `before_wait`).
+        if let Some(a) = self.shared.awake.get() {
+            a.set(true);
+        }
         let (work, _) = datapath::step_guarded(hca, &mut st, &self.shared.counters, now, false, datapath::Flush::DeferAcks);
         if work {
             self.shared.counters.progress_steps.fetch_add(1, Ordering::Relaxed);
         }
         work
+    }
+
+    /// Polled mode: the caller is about to block on the socket until something arrives.
+    /// Returns false when something already has (a same-host record that came while
+    /// senders took the caller for awake): step instead of sleeping.
+    pub fn before_wait(&self) -> bool {
+        self.shared.awake.get().is_none_or(|a| !a.sleep_check())
     }
 
     /// The device counters now.

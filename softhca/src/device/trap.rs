@@ -2,9 +2,12 @@
 //! store into a wake-up of the sleeping engine, the way a ConnectX sees a UAR write (an
 //! MMIO store) at once.
 //!
-//! The kernel half serves every mmap of a device page in-process (`kernel/mmap.rs`), so it
-//! knows each application mapping of a UAR page and of the clock page. It registers them
-//! here ([`TrapShared::register`]) with one userfaultfd per HCA:
+//! The kernel half serves every mmap of a device page that reaches it (`kernel/mmap.rs`),
+//! so it knows those application mappings of a UAR page and of the clock page. It
+//! registers them here ([`TrapShared::register`]) with one userfaultfd per HCA; mappings
+//! a program made on its fd of the page file without the kernel half (under the preload,
+//! a hooked mmap or the system call) are found in `/proc/self/maps` and registered the
+//! same way ([`super::trap_scan`]):
 //! - UAR pages in write-protect mode (`UFFDIO_REGISTER_MODE_WP`). When the engine goes
 //!   idle it write-protects them (`Trap::arm`); the application's next store to any of
 //!   them (a send doorbell, a BlueFlame copy, a CQ arm at +0x20) faults, the kernel queues
@@ -45,6 +48,7 @@
 //! exactly a reused address of ours between two of our arms: its pages would get one
 //! spurious protection that its own handler resolves.
 
+use std::collections::BTreeSet;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -52,6 +56,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use crate::pages::{DevicePages, PAGE_SIZE};
 
 use super::trap_owners;
+use super::trap_scan::{self, FileId, Sweep, Verdict};
 
 /// The environment variable that turns the trap off (`0`) for every instance.
 pub const TRAP_ENV: &str = "DOORBELL_DOORBELL_TRAP";
@@ -75,6 +80,7 @@ mod sys {
 
     pub const UFFDIO_API: u64 = ioc(RW, 0x3f, std::mem::size_of::<Api>());
     pub const UFFDIO_REGISTER: u64 = ioc(RW, 0x00, std::mem::size_of::<Register>());
+    pub const UFFDIO_UNREGISTER: u64 = ioc(READ, 0x01, std::mem::size_of::<Range>());
     pub const UFFDIO_WAKE: u64 = ioc(READ, 0x02, std::mem::size_of::<Range>());
     pub const UFFDIO_WRITEPROTECT: u64 = ioc(RW, 0x06, std::mem::size_of::<WriteProtect>());
     /// `/dev/userfaultfd`'s ioctl that makes a new userfaultfd (`_IO(0xaa, 0)`).
@@ -249,6 +255,11 @@ struct Inner {
     uar_failed: bool,
     /// A clock mapping could not be registered: the engine must keep the timer fresh.
     clock_failed: bool,
+    /// New contexts whose clock mapping has not been registered yet (see
+    /// [`super::trap_scan`]).
+    want_clock: u32,
+    /// Device pages announced since the engine last looked ([`TrapShared::expect`]).
+    expect: Vec<u32>,
 }
 
 /// The part of the trap the kernel half uses (at mmap) and the engine takes over.
@@ -287,40 +298,98 @@ impl TrapShared {
         i.fd.is_some() && !i.uar_failed
     }
 
+    /// Mappings of device pages are about to be made: UAR pages `uars` were handed out
+    /// to a program, and (`clock`) a new context will map the clock page once, as
+    /// libmlx5 does. The engine then looks for them in `/proc/self/maps` until they are
+    /// registered (see [`super::trap_scan`]), whether or not their mmap reaches the
+    /// kernel half. Returns whether the engine must be woken to start looking.
+    pub fn expect(&self, uars: &[u32], clock: bool) -> bool {
+        let mut i = self.lock();
+        if i.fd.is_none() || (uars.is_empty() && !clock) {
+            return false;
+        }
+        if clock {
+            i.want_clock = i.want_clock.saturating_add(1);
+        }
+        i.expect.extend_from_slice(uars);
+        true
+    }
+
     /// An application mapping of device page `page` was made at `[start, start + len)`:
     /// registers it. Returns whether the engine must be woken to protect it.
     pub fn register(&self, kind: MapKind, page: u32, start: u64, len: u64) -> bool {
         let mut i = self.lock();
-        let Some(fd) = i.fd.as_ref().map(|f| f.as_raw_fd()) else { return false };
+        if i.fd.is_none() {
+            return false;
+        }
+        if let Err(e) = Self::try_register(&mut i, kind, page, start, len) {
+            tracing::debug!(target: "softhca::engine", ?kind, start, len, "device page mapping not trappable ({e}): timed backoff for it");
+            Self::failed(&mut i, kind);
+        }
+        true
+    }
+
+    /// A mapping of `kind` could not be registered: the engine must not rely on the trap
+    /// for it.
+    fn failed(i: &mut Inner, kind: MapKind) {
+        match kind {
+            MapKind::Uar => i.uar_failed = true,
+            MapKind::Clock => i.clock_failed = true,
+        }
+    }
+
+    /// Registers `[start, start + len)` (device page `page` on) for `kind`'s mode and
+    /// queues it for the engine. A clock mapping meets one expected clock mapping (see
+    /// [`TrapShared::expect`]) whatever the outcome.
+    fn try_register(i: &mut Inner, kind: MapKind, page: u32, start: u64, len: u64) -> io::Result<()> {
+        let fd = i.fd.as_ref().map(|f| f.as_raw_fd()).ok_or(io::ErrorKind::NotConnected)?;
+        if kind == MapKind::Clock {
+            i.want_clock = i.want_clock.saturating_sub(1);
+        }
         let (mode, need) = match kind {
             MapKind::Uar => (sys::REGISTER_MODE_WP, sys::IOCTL_WRITEPROTECT),
             MapKind::Clock if i.clock_ok => (sys::REGISTER_MODE_MISSING, sys::IOCTL_WAKE),
-            MapKind::Clock => {
-                i.clock_failed = true;
-                return true;
-            }
+            MapKind::Clock => return Err(io::Error::new(io::ErrorKind::Unsupported, "no missing-page traps on shmem")),
         };
         let mut reg = sys::Register { range: sys::Range { start, len }, mode, ioctls: 0 };
         // The address is ours from now on, whoever had it before.
-        let r = trap_owners::claim(i.owner, start, len, || {
-            // SAFETY: UFFDIO_REGISTER with a live `uffdio_register`; the range is the
-            // mapping just made by mmap in this process.
+        let ((), id) = trap_owners::claim(i.owner, start, len, || {
+            // SAFETY: UFFDIO_REGISTER with a live `uffdio_register`; the range is a
+            // mapping of the device page file in this process (made by the kernel half's
+            // mmap just now, or read from /proc/self/maps, see `register_found`).
             unsafe { ioctl(fd, sys::UFFDIO_REGISTER, &mut reg) }
-        });
-        match r {
-            Ok(((), id)) if reg.ioctls & need == need => {
-                i.new.push(Range { start, len, kind, page, id });
-            }
-            other => {
-                tracing::debug!(target: "softhca::engine", ?kind, start, len, result = ?other.err(),
-                                "device page mapping not trappable: timed backoff for it");
-                match kind {
-                    MapKind::Uar => i.uar_failed = true,
-                    MapKind::Clock => i.clock_failed = true,
-                }
-            }
+        })?;
+        if reg.ioctls & need != need {
+            return Err(io::Error::new(io::ErrorKind::Unsupported, "the range cannot be write-protected or woken"));
         }
-        true
+        i.new.push(Range { start, len, kind, page, id });
+        Ok(())
+    }
+
+    /// [`TrapShared::register`] for a mapping found in `/proc/self/maps`: the error is
+    /// returned instead of turning the trap off (the mapping may be gone already).
+    fn register_found(&self, kind: MapKind, page: u32, start: u64, len: u64) -> io::Result<()> {
+        let mut i = self.lock();
+        if i.fd.is_none() {
+            return Ok(());
+        }
+        Self::try_register(&mut i, kind, page, start, len)
+    }
+
+    /// Undoes a registration queued by [`TrapShared::register_found`] whose range turned
+    /// out to be something else by the time it was registered.
+    fn unregister_found(&self, start: u64, len: u64) {
+        let mut i = self.lock();
+        let Some(fd) = i.fd.as_ref().map(|f| f.as_raw_fd()) else { return };
+        let Some(pos) = i.new.iter().position(|r| r.start == start && r.len == len) else { return };
+        let r = i.new.swap_remove(pos);
+        let _ = trap_owners::if_owned(r.id, r.start, || {
+            let mut range = sys::Range { start, len };
+            // SAFETY: UFFDIO_UNREGISTER with a live `uffdio_range`: drops our
+            // registration of the range (whatever is mapped there now), touching no memory.
+            unsafe { ioctl(fd, sys::UFFDIO_UNREGISTER, &mut range) }
+        });
+        trap_owners::release(r.id, r.start);
     }
 }
 
@@ -341,6 +410,12 @@ pub(crate) struct Trap {
     /// them (see [`Trap::held`]).
     watch: Vec<Watch>,
     hold_until: Option<std::time::Instant>,
+    /// The memfd as `/proc/self/maps` names it (None: unknown, no sweeps).
+    file: Option<FileId>,
+    /// UAR pages expected to be mapped and not registered yet, and when to look for
+    /// them (see [`super::trap_scan`]).
+    expected: BTreeSet<u32>,
+    sweep: Sweep,
 }
 
 impl Trap {
@@ -350,7 +425,9 @@ impl Trap {
             let i = shared.trap.lock();
             (i.fd.as_ref().map(|f| f.as_raw_fd())?, i.owner)
         };
-        Some(Trap { shared, pages, fd, owner, ranges: Vec::new(), armed: false, faults: 0, watch: Vec::new(), hold_until: None })
+        let file = pages.file_id().map_err(|e| tracing::debug!(target: "softhca::engine", "device page file: {e}: mappings made past the kernel half stay unseen")).ok();
+        Some(Trap { shared, pages, fd, owner, ranges: Vec::new(), armed: false, faults: 0, watch: Vec::new(), hold_until: None,
+                    file, expected: BTreeSet::new(), sweep: Sweep::new(std::time::Instant::now()) })
     }
 
     /// The userfaultfd, for `ppoll`.
@@ -373,9 +450,121 @@ impl Trap {
         self.shared.trap.lock().clock_failed
     }
 
-    /// Whether mappings were registered since the last arm.
-    pub fn has_new(&self) -> bool {
-        !self.shared.trap.lock().new.is_empty()
+    /// Whether the trap must be armed again before the engine sleeps: mappings were
+    /// registered or announced since the last arm, or a look for expected mappings is
+    /// due.
+    pub fn has_new(&self, now: std::time::Instant) -> bool {
+        let i = self.shared.trap.lock();
+        !i.new.is_empty() || !i.expect.is_empty() || i.want_clock > 0 && self.sweep.due().is_none()
+            || self.sweep.due().is_some_and(|d| now >= d)
+    }
+
+    /// While mappings are expected: when the engine must look for them next (its armed
+    /// sleep must end then).
+    pub fn sweep_due(&self) -> Option<std::time::Instant> {
+        self.sweep.due()
+    }
+
+    /// Drops the expected pages that are mapped (a registered range covers them) or no
+    /// longer handed out; returns whether any is left.
+    fn unseen(&mut self) -> bool {
+        let (ranges, pages) = (&self.ranges, &self.pages);
+        self.expected.retain(|&p| {
+            pages.is_allocated(p)
+                && !ranges.iter().any(|(r, _)| {
+                    r.kind == MapKind::Uar && p >= r.page && ((p - r.page) as u64) < r.len / PAGE_SIZE as u64
+                })
+        });
+        !self.expected.is_empty()
+    }
+
+    /// Whether a new context's clock mapping is still expected.
+    fn want_clock(&self) -> bool {
+        self.shared.trap.lock().want_clock > 0
+    }
+
+    /// Looks for expected mappings (see [`super::trap_scan`]) when that is due, and
+    /// registers what it finds. Returns whether mappings are still expected (the clock
+    /// must then stay in the file, and the armed sleep end at [`Trap::sweep_due`]).
+    fn sweep(&mut self, now: std::time::Instant) -> bool {
+        let announced = std::mem::take(&mut self.shared.trap.lock().expect);
+        if self.file.is_none() || !self.pages.handed_out() {
+            // Every mapping goes through the kernel half (no program holds the file).
+            self.shared.trap.lock().want_clock = 0;
+            self.expected.clear();
+            return false;
+        }
+        self.expected.extend(announced);
+        if self.expected.is_empty() && !self.want_clock() && self.sweep.due().is_none() {
+            return false;
+        }
+        let open = self.unseen() || self.want_clock();
+        let mut verdict = self.sweep.step(now, open);
+        if verdict == Verdict::Scan {
+            if let Some(file) = self.file {
+                self.shared.counters.trap_sweeps.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                self.register_found(file);
+            }
+            self.take_new();
+            let open = self.unseen() || self.want_clock();
+            verdict = self.sweep.step(now, open);
+        }
+        if verdict == Verdict::GaveUp {
+            tracing::debug!(target: "softhca::engine", pages = ?self.expected, want_clock = self.want_clock(),
+                            "doorbell trap: expected mappings of device pages never appeared; no longer looking");
+            self.expected.clear();
+            self.shared.trap.lock().want_clock = 0;
+        }
+        matches!(verdict, Verdict::Scan | Verdict::Wait)
+    }
+
+    /// Reads `/proc/self/maps` and registers every shared mapping of the device page
+    /// file that no registered range covers.
+    fn register_found(&mut self, file: FileId) {
+        let own = self.pages.own_range();
+        let vmas = match trap_scan::scan(file, own) {
+            Ok(v) => v,
+            Err(e) => {
+                tracing::debug!(target: "softhca::engine", "reading /proc/self/maps: {e}");
+                return;
+            }
+        };
+        let known: Vec<(u64, u64)> = {
+            let i = self.shared.trap.lock();
+            self.ranges.iter().map(|(r, _)| (r.start, r.len)).chain(i.new.iter().map(|r| (r.start, r.len))).collect()
+        };
+        let mut tried = Vec::new();
+        for v in &vmas {
+            for (kind, page, start, len) in trap_scan::pieces(v, self.pages.npages()) {
+                for (s, l) in trap_scan::uncovered(start, len, &known) {
+                    let p = page + ((s - start) / PAGE_SIZE as u64) as u32;
+                    tracing::debug!(target: "softhca::engine", ?kind, page = p, start = s, len = l,
+                                    "doorbell trap: a mapping made past the kernel half, found in /proc/self/maps");
+                    tried.push((kind, p, s, l, self.shared.trap.register_found(kind, p, s, l)));
+                }
+            }
+        }
+        if tried.is_empty() {
+            return;
+        }
+        // The program may have unmapped a range, and mapped something else there, between
+        // the read and the registration. A registration stays with the mapping it was
+        // made on, so reading the maps once more settles it.
+        let now = trap_scan::scan(file, own).unwrap_or_default();
+        for (kind, page, s, l, r) in tried {
+            let still = trap_scan::maps_page(&now, s, l, page);
+            match (r, still) {
+                (Ok(()), true) => {
+                    self.shared.counters.trap_found.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+                (Ok(()), false) => self.shared.trap.unregister_found(s, l),
+                (Err(e), true) => {
+                    tracing::debug!(target: "softhca::engine", ?kind, start = s, len = l, "device page mapping not trappable ({e}): timed backoff for it");
+                    TrapShared::failed(&mut self.shared.trap.lock(), kind);
+                }
+                (Err(_), false) => {}
+            }
+        }
     }
 
     fn take_new(&mut self) {
@@ -404,6 +593,10 @@ impl Trap {
     fn forget(&mut self, i: usize) {
         let (r, _) = self.ranges.swap_remove(i);
         trap_owners::release(r.id, r.start);
+        // Its pages may have been mapped again elsewhere, past the kernel half.
+        if r.kind == MapKind::Uar {
+            self.expected.extend(r.page..r.page + (r.len / PAGE_SIZE as u64) as u32);
+        }
     }
 
     fn wake(&self, start: u64, len: u64) {
@@ -418,7 +611,12 @@ impl Trap {
     /// every doorbell record once more before it sleeps (see `super::engine`).
     pub fn arm(&mut self) {
         self.take_new();
-        if self.ranges.iter().any(|(r, _)| r.kind == MapKind::Clock) && !self.pages.clock_punched() {
+        if self.sweep(std::time::Instant::now()) {
+            // A clock mapping may exist that is not registered: a read of a punched page
+            // there would bring in a page of zeros. Keep the clock in the file (the
+            // engine refreshes it whenever it wakes) until the sweeps end.
+            self.pages.unpunch_clock();
+        } else if self.ranges.iter().any(|(r, _)| r.kind == MapKind::Clock) && !self.pages.clock_punched() {
             if let Err(e) = self.pages.punch_clock() {
                 tracing::debug!(target: "softhca::engine", "clock page punch: {e}");
             }
@@ -571,6 +769,7 @@ mod tests {
         // linux/userfaultfd.h as a C compiler computes them.
         assert_eq!(sys::UFFDIO_API, 0xc018_aa3f);
         assert_eq!(sys::UFFDIO_REGISTER, 0xc020_aa00);
+        assert_eq!(sys::UFFDIO_UNREGISTER, 0x8010_aa01);
         assert_eq!(sys::UFFDIO_WAKE, 0x8010_aa02);
         assert_eq!(sys::UFFDIO_WRITEPROTECT, 0xc018_aa06);
     }

@@ -230,6 +230,10 @@ pub(crate) fn alloc_ucontext(hca: &Arc<Hca>, udata: &Udata) -> Result<Ucontext> 
         }
         return Err(e);
     }
+    // libmlx5 maps the static UAR pages and the clock page next (`mlx5_set_context`),
+    // maybe past the preload's mmap hook: the doorbell trap looks for them.
+    let statics: Vec<u32> = ctx.bfregs.iter().flat_map(|b| b.sys_pages.iter().flatten().map(|u| u.page)).collect();
+    hca.device().expect_mappings(&statics, true);
     Ok(ctx)
 }
 

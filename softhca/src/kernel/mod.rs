@@ -159,6 +159,10 @@ impl uverbs::Endpoint for File {
         use std::os::fd::AsRawFd;
         Some(self.hca.socket().as_raw_fd())
     }
+
+    fn before_progress_wait(&self) -> bool {
+        self.hca.device().before_wait()
+    }
 }
 
 impl Drop for File {

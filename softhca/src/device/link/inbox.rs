@@ -151,6 +151,8 @@ const _: () = assert!(std::mem::size_of::<InboxHeader>() <= PAGE);
 const _: () = assert!(std::mem::size_of::<LaneHeader>() <= PAGE);
 const _: () = assert!(std::mem::offset_of!(LaneHeader, head) % 64 == 0);
 const _: () = assert!(HEAD == 32 && RING % 8 == 0 && LANES <= 64);
+// `sweep` reads the magic and the owner with `pread`, at these offsets.
+const _: () = assert!(std::mem::offset_of!(InboxHeader, magic) == 0 && std::mem::offset_of!(InboxHeader, owner_pid) == 12);
 
 impl Mapped {
     /// Maps `file` (at least [`FILE_LEN`] bytes) shared, read-write.

@@ -42,6 +42,7 @@ use std::net::SocketAddr;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use copy::RemoteRef;
@@ -51,8 +52,10 @@ use inbox::{kind, Mapped, Producer, RecordHead};
 pub const INLINE_MAX: usize = 512;
 /// The environment variable that picks the path.
 pub const WIRE_ENV: &str = "DOORBELL_WIRE";
-/// How long a peer lookup's answer is trusted before it is checked again.
-const RECHECK: Duration = Duration::from_secs(1);
+/// How long a peer lookup's answer is trusted before it is checked again (a `stat` and a
+/// `kill(pid, 0)`): well inside an RC retry budget, so a peer process replaced by a new
+/// one at the same address is found before its QPs' retries run out.
+const RECHECK: Duration = Duration::from_millis(10);
 /// Records taken from one lane per step (bounds a step's length).
 pub const LANE_BUDGET: usize = 256;
 
@@ -105,10 +108,37 @@ fn alive(pid: u32) -> bool {
     pid != 0 && (unsafe { libc::kill(pid as libc::pid_t, 0) } == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM))
 }
 
+/// Removes the inboxes of processes that died without removing them (killed ranks): their
+/// touched pages would otherwise stay in /dev/shm. Files younger than a few seconds are
+/// left alone (one may be in the middle of its creation, its owner not yet written).
+fn sweep() {
+    use std::os::unix::fs::FileExt;
+    let Ok(dir) = std::fs::read_dir("/dev/shm") else { return };
+    for e in dir.flatten() {
+        if !e.file_name().to_string_lossy().starts_with("doorbell-link-") {
+            continue;
+        }
+        let Ok(meta) = e.metadata() else { continue };
+        if meta.modified().ok().and_then(|m| m.elapsed().ok()).is_none_or(|age| age < Duration::from_secs(5)) {
+            continue;
+        }
+        let Ok(f) = File::open(e.path()) else { continue };
+        let mut w = [0u8; 16];
+        if f.read_exact_at(&mut w, 0).is_err() || u64::from_ne_bytes(w[..8].try_into().unwrap()) != inbox::MAGIC {
+            continue;
+        }
+        let pid = u32::from_ne_bytes(w[12..16].try_into().unwrap());
+        if !alive(pid) {
+            tracing::debug!(target: "softhca::link", path = %e.path().display(), pid, "stale inbox removed");
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+}
+
 /// This instance's inbox: created when the data path starts, removed when it stops.
 pub struct Inbox {
     path: PathBuf,
-    map: Mapped,
+    map: Arc<Mapped>,
     file: File,
     /// Consumer positions, mirrored from the lane headers.
     heads: [u64; inbox::LANES],
@@ -123,6 +153,7 @@ impl std::fmt::Debug for Inbox {
 impl Inbox {
     /// Creates the inbox of the instance at `local` (replacing one a dead process left).
     pub fn create(local: SocketAddr) -> io::Result<Inbox> {
+        sweep();
         let path = inbox_path(netns(), local);
         let _ = std::fs::remove_file(&path);
         let file = OpenOptions::new().read(true).write(true).create_new(true).mode(0o600).open(&path)?;
@@ -136,19 +167,13 @@ impl Inbox {
         // Last: a peer that sees the magic sees the rest.
         h.magic.store(inbox::MAGIC, Ordering::Release);
         tracing::debug!(target: "softhca::link", path = %path.display(), "inbox up");
-        Ok(Inbox { path, map, file, heads: [0; inbox::LANES] })
+        Ok(Inbox { path, map: Arc::new(map), file, heads: [0; inbox::LANES] })
     }
 
-    /// Says whether the data path will look at the lanes again without a wake-up.
-    pub fn set_awake(&self, awake: bool) {
-        self.map.header().awake.store(awake as u32, Ordering::SeqCst);
-    }
-
-    /// Whether any lane holds records. Called after `set_awake(false)` before a sleep
-    /// (sequentially consistent, see the module docs).
-    pub fn pending(&self) -> bool {
-        let claimed = self.map.header().claimed.load(Ordering::SeqCst);
-        (0..inbox::LANES).filter(|i| claimed & 1 << i != 0).any(|i| self.map.lane(i).tail.load(Ordering::SeqCst) != self.heads[i])
+    /// The inbox's `awake` word, for whoever steps the data path or sleeps on the socket
+    /// (the engine thread, or the application in polled mode).
+    pub fn awake(&self) -> Awake {
+        Awake(self.map.clone())
     }
 
     /// Hands every record waiting in the lanes to `f(Some((source, record)))`, at most
@@ -202,6 +227,38 @@ impl Drop for Inbox {
         if std::fs::metadata(&self.path).ok().map(|m| m.ino()) == ours {
             let _ = std::fs::remove_file(&self.path);
         }
+    }
+}
+
+/// The `awake` word of an inbox and the look at its lanes that goes with clearing it.
+#[derive(Clone)]
+pub struct Awake(Arc<Mapped>);
+
+impl std::fmt::Debug for Awake {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Awake")
+    }
+}
+
+impl Awake {
+    /// Says the data path will look at the lanes again without a wake-up (`true`).
+    pub fn set(&self, on: bool) {
+        let w = &self.0.header().awake;
+        if (w.load(Ordering::Relaxed) != 0) != on {
+            w.store(on as u32, Ordering::SeqCst);
+        }
+    }
+
+    /// Clears the word, then says whether any lane holds records (then do not sleep: a
+    /// sender may have read the word before it was cleared). Sequentially consistent
+    /// store, then loads (see the module docs).
+    pub fn sleep_check(&self) -> bool {
+        self.0.header().awake.store(0, Ordering::SeqCst);
+        let claimed = self.0.header().claimed.load(Ordering::SeqCst);
+        (0..inbox::LANES).filter(|i| claimed & 1 << i != 0).any(|i| {
+            let l = self.0.lane(i);
+            l.tail.load(Ordering::SeqCst) != l.head.load(Ordering::SeqCst)
+        })
     }
 }
 
@@ -272,7 +329,8 @@ impl Peers {
             return None;
         }
         let stale = match self.peers.get(&dst) {
-            Some(Some(p)) => now.duration_since(p.checked) >= RECHECK,
+            // An owner that closed its inbox cleared its pid: no need to wait.
+            Some(Some(p)) => now.duration_since(p.checked) >= RECHECK || p.map.header().owner_pid.load(Ordering::Relaxed) == 0,
             Some(None) => self.misses.get(&dst).is_none_or(|t| now.duration_since(*t) >= RECHECK),
             None => true,
         };
@@ -366,6 +424,10 @@ impl Peers {
     /// After a batch of pushes: the peers that were sent records and may be asleep.
     pub fn to_wake(&mut self) -> Vec<SocketAddr> {
         let mut v = Vec::new();
+        // Orders the release stores of the lanes' tails before the loads of `awake`
+        // (a release store followed by a load may otherwise be reordered: x86's store
+        // buffer does it); pairs with the receiver's `Awake::sleep_check`.
+        std::sync::atomic::fence(Ordering::SeqCst);
         for (dst, p) in self.peers.iter_mut() {
             if let Some(p) = p.as_mut().filter(|p| p.pushed) {
                 p.pushed = false;

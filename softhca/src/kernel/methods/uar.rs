@@ -56,7 +56,10 @@ pub(crate) fn uar_obj_alloc(c: &mut Call<'_>) -> Result<()> {
     c.fill_new(ids::ATTR_UAR_OBJ_ALLOC_HANDLE, Uobj::Uar(uar))?;
     c.b.copy_to(ids::ATTR_UAR_OBJ_ALLOC_MMAP_OFFSET, mmap_offset(key).as_bytes())?;
     c.b.copy_to(ids::ATTR_UAR_OBJ_ALLOC_PAGE_ID, page.as_bytes())?;
-    c.b.copy_to(ids::ATTR_UAR_OBJ_ALLOC_MMAP_LENGTH, (PAGE_SIZE as u32).as_bytes())
+    c.b.copy_to(ids::ATTR_UAR_OBJ_ALLOC_MMAP_LENGTH, (PAGE_SIZE as u32).as_bytes())?;
+    // The program maps it next, maybe past the preload's mmap hook.
+    c.hca.device().expect_mappings(&[page], false);
+    Ok(())
 }
 
 #[cfg(test)]
