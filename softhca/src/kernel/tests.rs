@@ -595,7 +595,8 @@ fn create_srq(f: &File, pd: u32, max_wr: u32, max_sge: u32, ucmd: &uverbs::sys::
 }
 
 /// The SRQ commands' errnos as the core and mlx5_ib give them (uverbs_cmd.c: a handle
-/// that does not resolve is EINVAL from uobj_get_obj_read; mlx5_ib_create_srq: max_wr
+/// that does not resolve gives the lookup's errno, ENOENT when missing and EINVAL for
+/// another type, as the reference kernel propagates it; mlx5_ib_create_srq: max_wr
 /// >= 1 << log_max_srq_sz or max_sge > max_wqe_sz_rq / 16 is EINVAL, max_wr becomes
 /// roundup_pow_of_two(max_wr + 1) - 1; create_srq_user: reserved driver fields are EINVAL;
 /// mlx5_ib_modify_srq: a resize or a limit >= the WQE count is EINVAL;
@@ -613,7 +614,7 @@ fn srq_commands_and_errnos() {
     let mut out = [0u32; 6];
     assert_eq!(create_srq(&f, pd, 1 << 15, 1, &ucmd, &mut out), Err(Errno::EINVAL), "max_wr = max_srq_recv_wr");
     assert_eq!(create_srq(&f, pd, 16, 33, &ucmd, &mut out), Err(Errno::EINVAL), "max_sge > 512 / 16");
-    assert_eq!(create_srq(&f, pd + 7, 16, 1, &ucmd, &mut out), Err(Errno::EINVAL), "no such PD");
+    assert_eq!(create_srq(&f, pd + 7, 16, 1, &ucmd, &mut out), Err(Errno::ENOENT), "no such PD");
     assert_eq!(create_srq(&f, pd, 16, 1, &Mlx5CreateSrq { reserved0: 1, ..ucmd }, &mut out), Err(Errno::EINVAL));
     assert_eq!(create_srq(&f, pd, 16, 1, &Mlx5CreateSrq { reserved1: 1, ..ucmd }, &mut out), Err(Errno::EINVAL));
     assert_eq!(create_srq(&f, pd, 31, 1, &Mlx5CreateSrq { buf_addr: 0, ..ucmd }, &mut out), Err(Errno::EFAULT),
@@ -635,7 +636,7 @@ fn srq_commands_and_errnos() {
         write(&f, &legacy(33, 0, m.as_bytes()))
     };
     assert_eq!(query(srq), Ok([31, 1, 0, 0]));
-    assert_eq!(query(srq + 5), Err(Errno::EINVAL), "no such SRQ");
+    assert_eq!(query(srq + 5), Err(Errno::ENOENT), "no such SRQ");
     assert_eq!(query(pd), Err(Errno::EINVAL), "a PD handle");
     assert_eq!(modify(1, 64, 0), Err(Errno::EINVAL), "IB_SRQ_MAX_WR: no resize");
     assert_eq!(modify(2, 0, 32), Err(Errno::EINVAL), "limit = WQE count");

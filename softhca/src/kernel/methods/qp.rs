@@ -504,7 +504,7 @@ fn create_qp_common(c: &mut WCall<'_>, cmd: ExCreateQp) -> Result<(Arc<Qp>, QpCa
         cap.max_recv_sge = 0;
     } else {
         if cmd.is_srq != 0 {
-            // uobj_get_obj_read: a missing or mistyped handle is EINVAL.
+            // uobj_get_obj_read: the lookup's errno.
             srq = Some(super::srq::srq_of(c.st, cmd.srq_handle)?);
         }
         if cmd.recv_cq_handle != cmd.send_cq_handle {

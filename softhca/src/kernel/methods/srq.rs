@@ -151,10 +151,13 @@ pub(crate) fn destroy_srq_cmd(hca: &Hca, srqn: u32, uid: u16) -> Result<()> {
     hca.firmware().kernel_cmd(&b, MboxOut::BYTES, None).map(|_| ())
 }
 
-/// `uobj_get_obj_read` of an SRQ: any failure is EINVAL.
+/// `uobj_get_obj_read` of an SRQ: the lookup's errno (ENOENT for a missing handle,
+/// EINVAL for another type's), as the reference kernel propagates it ("RDMA/uverbs:
+/// Propagate errors from rdma_lookup_get_uobject()", in the Debian 6.1 kernel whose
+/// answers conformance/ records: a missing CQ or PD there is ENOENT too).
 pub(crate) fn srq_of(st: &FileState, handle: u32) -> Result<Arc<Srq>> {
-    match st.table.lookup(handle as i64, ObjType::Srq) {
-        Ok(Uobj::Srq(s)) => Ok(s),
+    match st.table.lookup(handle as i64, ObjType::Srq)? {
+        Uobj::Srq(s) => Ok(s),
         _ => Err(Errno::EINVAL),
     }
 }
@@ -181,22 +184,20 @@ pub(crate) fn create_xsrq(c: &mut WCall<'_>) -> Result<()> {
     create_xsrq_common(c, &cmd)
 }
 
-/// `__uverbs_create_xsrq`: every handle that does not resolve is EINVAL; an XRC SRQ's
-/// domain never resolves (none exist); a tag-matching SRQ is mlx5_ib's EINVAL (no tag
-/// list on this device) and an unknown type its EOPNOTSUPP, both once the PD resolved.
+/// `__uverbs_create_xsrq`: a CQ or PD handle that does not resolve gives the lookup's
+/// errno (see [`srq_of`]); an XRC SRQ's domain never resolves (none exist), which the
+/// core answers EINVAL; a tag-matching SRQ is mlx5_ib's EINVAL (no tag list on this
+/// device) and an unknown type its EOPNOTSUPP, both once the PD resolved.
 fn create_xsrq_common(c: &mut WCall<'_>, cmd: &CreateXsrq) -> Result<()> {
     use uverbs::sys::ids::srq::{SRQT_BASIC, SRQT_TM, SRQT_XRC};
     let h = c.alloc(ObjType::Srq)?;
     if cmd.srq_type == SRQT_XRC {
         c.st.table.lookup(cmd.xrcd_handle as i64, ObjType::Xrcd).map_err(|_| Errno::EINVAL)?;
     }
-    if matches!(cmd.srq_type, SRQT_XRC | SRQT_TM) && !matches!(c.st.table.lookup(cmd.cq_handle as i64, ObjType::Cq), Ok(Uobj::Cq(_))) {
-        return Err(Errno::EINVAL);
+    if matches!(cmd.srq_type, SRQT_XRC | SRQT_TM) {
+        c.st.table.lookup(cmd.cq_handle as i64, ObjType::Cq)?;
     }
-    let pd = match c.st.table.lookup(cmd.pd_handle as i64, ObjType::Pd) {
-        Ok(Uobj::Pd(p)) => p,
-        _ => return Err(Errno::EINVAL),
-    };
+    let Uobj::Pd(pd) = c.st.table.lookup(cmd.pd_handle as i64, ObjType::Pd)? else { return Err(Errno::EINVAL) };
     match cmd.srq_type {
         SRQT_BASIC => {}
         SRQT_TM => return Err(Errno::EINVAL),
