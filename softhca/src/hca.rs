@@ -26,6 +26,8 @@ const UAR_PAGES: u32 = 4094;
 /// QPNs and CQNs are 24-bit numbers chosen by the firmware; these are where ours start.
 const FIRST_QPN: u32 = 0x108;
 const FIRST_CQN: u32 = 0x400;
+/// SRQ numbers start above 0 (a CQE's `srqn` 0 means "no SRQ" to libmlx5 with CQE version 0).
+const FIRST_SRQN: u32 = 0x100;
 const MAX_NUM: u32 = 0x00ff_ffff;
 /// MKey indexes 0 and 1 are never used: key 0x100 (index 1, variant 0) is the
 /// "invalid lkey" that ends a receive WQE's scatter list.
@@ -130,6 +132,7 @@ impl KeyPool {
 struct Ids {
     qpn: NumberPool,
     cqn: NumberPool,
+    srqn: NumberPool,
     pdn: NumberPool,
     mkey: KeyPool,
 }
@@ -212,6 +215,7 @@ impl Hca {
             ids: Mutex::new(Ids {
                 qpn: NumberPool::new(FIRST_QPN, MAX_NUM),
                 cqn: NumberPool::new(FIRST_CQN, MAX_NUM),
+                srqn: NumberPool::new(FIRST_SRQN, MAX_NUM),
                 pdn: NumberPool::new(1, MAX_NUM),
                 mkey,
             }),
@@ -353,6 +357,14 @@ impl Hca {
 
     pub(crate) fn free_cqn(&self, cqn: u32) {
         lock(&self.ids).cqn.free(cqn)
+    }
+
+    pub(crate) fn alloc_srqn(&self) -> Option<u32> {
+        lock(&self.ids).srqn.alloc()
+    }
+
+    pub(crate) fn free_srqn(&self, srqn: u32) {
+        lock(&self.ids).srqn.free(srqn)
     }
 
     pub(crate) fn alloc_mkey(&self) -> Option<u32> {

@@ -858,3 +858,53 @@ fn devx_fuzz_100k_mailboxes() {
     assert_eq!(h.firmware().counts().total(), 0, "seed {seed:#x}: nothing left after close");
     assert_eq!(h.live_objects(), 0);
 }
+
+/// A DevX SRQ (CREATE_SRQ with its buffer as a page list, as an ISSI 0 device takes
+/// it): QUERY_SRQ through the handle reads the context back (devx.c encodes its object
+/// as CREATE_SRQ's); ARM_RQ through it is EINVAL (devx.c names ARM_RQ's object as an
+/// RQ's, so no SRQ handle matches: Linux's own answer); the destroy devx.c derives is
+/// DESTROY_SRQ, so the firmware's SRQ goes with the handle and with close.
+#[test]
+fn devx_srq_create_query_destroy() {
+    use prm::cmd::srq::{CreateSrqIn, QuerySrqOut, Srqc};
+    let h = hca();
+    let dev = open(&h, true);
+    let (_pd_h, pdn) = alloc_pdn(&dev);
+    let mem = Buf::new(8192);
+    let mut inb = vec![0u8; CreateSrqIn::BYTES + 16];
+    {
+        let mut v = ViewMut::<CreateSrqIn>::new(&mut inb).unwrap();
+        v.set(CreateSrqIn::opcode, op::CREATE_SRQ);
+        v.sub_mut(CreateSrqIn::srq_context_entry)
+            .set(Srqc::log_srq_size, 6)
+            .set(Srqc::log_rq_stride, 1)
+            .set(Srqc::pd, pdn)
+            .set(Srqc::dbr_addr, mem.addr() + 4096);
+    }
+    // 64 WQEs of 32 bytes in the first page; the page list names both pages.
+    inb[CreateSrqIn::BYTES..CreateSrqIn::BYTES + 8].copy_from_slice(&mem.addr().to_be_bytes());
+    inb[CreateSrqIn::BYTES + 8..].copy_from_slice(&(mem.addr() + 4096).to_be_bytes());
+    let (r, srq_h, out) = create(&dev, &inb, 16);
+    assert_eq!(r, Ok(()), "CREATE_SRQ: {:?}", status(&out));
+    let srqn = id_of(&out);
+    assert_eq!(h.firmware().counts().srq, 1);
+
+    let (r, out) = obj_cmd(&dev, false, srq_h, &with_id(op::QUERY_SRQ, srqn, 16), QuerySrqOut::BYTES);
+    assert_eq!(r, Ok(()), "QUERY_SRQ: {:?}", status(&out));
+    let v = View::<QuerySrqOut>::new(&out).unwrap();
+    let c = v.sub(QuerySrqOut::srq_context_entry);
+    assert_eq!((c.get(Srqc::log_srq_size), c.get(Srqc::log_rq_stride), c.get(Srqc::pd)), (6, 1, pdn));
+    assert_eq!(obj_cmd(&dev, false, srq_h, &with_id(op::QUERY_SRQ, srqn + 1, 16), QuerySrqOut::BYTES).0,
+               Err(Errno::EINVAL), "another SRQ's number");
+    let mut arm = with_id(op::ARM_RQ, srqn, 16);
+    arm[6..8].copy_from_slice(&1u16.to_be_bytes());
+    assert_eq!(obj_cmd(&dev, true, srq_h, &arm, 16).0, Err(Errno::EINVAL), "ARM_RQ names an RQ in devx.c");
+
+    assert_eq!(destroy(&dev, srq_h), Ok(()));
+    assert_eq!(h.firmware().counts().srq, 0);
+    let (r, _srq_h, out) = create(&dev, &inb, 16);
+    assert_eq!(r, Ok(()), "CREATE_SRQ again: {:?}", status(&out));
+    drop(dev);
+    assert_eq!(h.firmware().counts().total(), 0, "close destroyed the SRQ");
+    assert_eq!(h.live_objects(), 0);
+}

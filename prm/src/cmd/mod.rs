@@ -24,6 +24,7 @@ pub mod mkey;
 pub mod opcode;
 pub mod pd;
 pub mod qp;
+pub mod srq;
 pub mod status;
 pub mod uar;
 pub mod uctx;

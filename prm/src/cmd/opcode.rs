@@ -26,6 +26,11 @@ pub const QP_2ERR: u16 = 0x507;
 pub const QP_2RST: u16 = 0x50a;
 pub const QUERY_QP: u16 = 0x50b;
 pub const INIT2INIT_QP: u16 = 0x50e;
+pub const CREATE_SRQ: u16 = 0x700;
+pub const DESTROY_SRQ: u16 = 0x701;
+pub const QUERY_SRQ: u16 = 0x702;
+/// Arms an SRQ's limit event (`lwm`) with op_mod [`crate::cmd::srq::ARM_RQ_OP_MOD_SRQ`].
+pub const ARM_RQ: u16 = 0x703;
 pub const QUERY_NIC_VPORT_CONTEXT: u16 = 0x754;
 pub const QUERY_ROCE_ADDRESS: u16 = 0x760;
 pub const ALLOC_PD: u16 = 0x800;

@@ -26,7 +26,7 @@ fn check<L: Layout>(bits: usize, rows: &[(&str, usize, usize)]) {
     }
 }
 
-fn all_fields() -> [&'static [FieldInfo]; 59] {
+fn all_fields() -> [&'static [FieldInfo]; 66] {
     use cq::*;
     use hca_cap::*;
     use header::*;
@@ -50,7 +50,8 @@ fn all_fields() -> [&'static [FieldInfo]; 59] {
         uctx::CreateUctxOut::FIELDS, uctx::DestroyUctxIn::FIELDS, umem::Mtt::FIELDS, umem::Umem::FIELDS,
         umem::CreateUmemIn::FIELDS, umem::CreateUmemOut::FIELDS, umem::DestroyUmemIn::FIELDS,
         QueryCqIn::FIELDS, QueryCqOut::FIELDS, ModifyCqIn::FIELDS, FlowTablePropLayout::FIELDS,
-        FlowTableNicCap::FIELDS,
+        FlowTableNicCap::FIELDS, srq::Srqc::FIELDS, srq::CreateSrqIn::FIELDS, srq::CreateSrqOut::FIELDS,
+        srq::DestroySrqIn::FIELDS, srq::QuerySrqIn::FIELDS, srq::QuerySrqOut::FIELDS, srq::ArmRqIn::FIELDS,
     ]
 }
 
@@ -461,6 +462,29 @@ fn cq_layouts_match_kernel() {
         ("opcode", 0, 0x10), ("uid", 0x10, 0x10), ("op_mod", 0x30, 0x10), ("cqn", 0x48, 0x18),
         ("modify_field_select", 0x60, 0x20), ("cq_context", 0x80, 0x200), ("cq_umem_valid", 0x2e0, 1),
     ]);
+}
+
+/// Kernel include/linux/mlx5/mlx5_ifc.h: mlx5_ifc_srqc_bits (64 bytes: log_rq_stride
+/// after reserved_at_24[0x1], cqn after reserved_at_46[0x2], pd after reserved_at_c0[0x8],
+/// lwm and wqe_cnt at 0xe0, dbr_addr after reserved_at_100[0x40]); create_srq_in and
+/// query_srq_out carry it at 0x80 with reserved_at_280[0x600] before pas[];
+/// destroy_srq_in / query_srq_in name the SRQ after reserved_at_40[0x8]; arm_rq_in has
+/// srq_number there and lwm after reserved_at_60[0x10].
+#[test]
+fn srq_layouts_match_kernel() {
+    check::<srq::Srqc>(0x200, &[
+        ("state", 0, 4), ("log_srq_size", 4, 4), ("wq_signature", 0x20, 1), ("rlky", 0x23, 1),
+        ("log_rq_stride", 0x25, 3), ("xrcd", 0x28, 0x18), ("page_offset", 0x40, 6), ("cqn", 0x48, 0x18),
+        ("log_page_size", 0x82, 6), ("pd", 0xc8, 0x18), ("lwm", 0xe0, 0x10), ("wqe_cnt", 0xf0, 0x10),
+        ("dbr_addr", 0x140, 0x40),
+    ]);
+    check::<srq::CreateSrqIn>(0x880, &[("opcode", 0, 0x10), ("uid", 0x10, 0x10), ("srq_context_entry", 0x80, 0x200)]);
+    check::<srq::CreateSrqOut>(0x80, &[("status", 0, 8), ("syndrome", 0x20, 0x20), ("srqn", 0x48, 0x18)]);
+    check::<srq::DestroySrqIn>(0x80, &[("opcode", 0, 0x10), ("uid", 0x10, 0x10), ("srqn", 0x48, 0x18)]);
+    check::<srq::QuerySrqIn>(0x80, &[("srqn", 0x48, 0x18)]);
+    check::<srq::QuerySrqOut>(0x880, &[("srq_context_entry", 0x80, 0x200)]);
+    check::<srq::ArmRqIn>(0x80, &[("op_mod", 0x30, 0x10), ("srq_number", 0x48, 0x18), ("lwm", 0x70, 0x10)]);
+    assert_eq!((opcode::CREATE_SRQ, opcode::DESTROY_SRQ, opcode::QUERY_SRQ, opcode::ARM_RQ), (0x700, 0x701, 0x702, 0x703));
 }
 
 /// rdma-core providers/mlx5/mlx5_ifc.h: struct mlx5_ifc_mtt_bits (0x40 bits),

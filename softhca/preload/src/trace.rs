@@ -80,7 +80,7 @@ fn object_name(o: u16) -> String {
 }
 
 fn method_name(o: u16, m: u16) -> String {
-    use ids::{async_event, cq, device, mlx5, mr, qp};
+    use ids::{async_event, cq, device, mlx5, mr, qp, srq};
     let s = match (o, m) {
         (object::DEVICE, device::INVOKE_WRITE) => "INVOKE_WRITE",
         (object::DEVICE, device::INFO_HANDLES) => "INFO_HANDLES",
@@ -90,7 +90,7 @@ fn method_name(o: u16, m: u16) -> String {
         (object::DEVICE, device::QUERY_GID_TABLE) => "QUERY_GID_TABLE",
         (object::DEVICE, device::QUERY_GID_ENTRY) => "QUERY_GID_ENTRY",
         (object::PD, 0) | (object::AH, 0) | (object::MW, 0) | (object::XRCD, 0) | (object::FLOW, 0) => "DESTROY",
-        (object::CQ, cq::CREATE) | (object::QP, qp::CREATE) => "CREATE",
+        (object::CQ, cq::CREATE) | (object::QP, qp::CREATE) | (object::SRQ, srq::CREATE) => "CREATE",
         (object::CQ, cq::DESTROY) | (object::QP, qp::DESTROY) | (object::MR, mr::DESTROY)
         | (object::SRQ, 1) | (object::WQ, 1) => "DESTROY",
         (object::MR, mr::DM_MR_REG) => "DM_MR_REG",
@@ -120,9 +120,10 @@ fn method_name(o: u16, m: u16) -> String {
 /// Attributes through which the kernel returns a new object's handle or fd (written
 /// into the attribute's `data`).
 fn is_new(o: u16, m: u16, a: u16) -> bool {
-    use ids::{async_event, cq, mlx5, qp};
+    use ids::{async_event, cq, mlx5, qp, srq};
     matches!((o, m, a),
         (object::CQ, cq::CREATE, cq::ATTR_CREATE_HANDLE)
+        | (object::SRQ, srq::CREATE, srq::ATTR_CREATE_HANDLE)
         | (object::QP, qp::CREATE, qp::ATTR_CREATE_HANDLE)
         | (object::ASYNC_EVENT, async_event::ALLOC, async_event::ATTR_ALLOC_FD_HANDLE)
         | (object::MLX5_UAR, mlx5::UAR_OBJ_ALLOC, mlx5::ATTR_UAR_OBJ_ALLOC_HANDLE)

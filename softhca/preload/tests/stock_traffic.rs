@@ -26,15 +26,24 @@ const LIMIT: Duration = Duration::from_secs(120);
 /// `prog` as server and client with the same arguments (plus the server's address for
 /// the client), both under the preload library.
 fn stock_pair(prog: &str, args: &[&str]) -> Option<Pair> {
+    stock_pair_env(prog, args, &[])
+}
+
+/// [`stock_pair`] with `env` set in both processes.
+fn stock_pair_env(prog: &str, args: &[&str], env: &[(&str, &str)]) -> Option<Pair> {
     let p = tool(prog)?;
     let port = free_port();
     let ps = port.to_string();
     let mut a: Vec<&str> = args.to_vec();
     a.extend(["-p", &ps]);
-    let server = (stock(&p, &a), format!("{prog} {} (server)", a.join(" ")));
+    let with_env = |mut c: std::process::Command| {
+        c.envs(env.iter().copied());
+        c
+    };
+    let server = (with_env(stock(&p, &a)), format!("{prog} {} (server)", a.join(" ")));
     let mut ca = a.clone();
     ca.push("127.0.0.1");
-    let client = (stock(&p, &ca), format!("{prog} {}", ca.join(" ")));
+    let client = (with_env(stock(&p, &ca)), format!("{prog} {}", ca.join(" ")));
     let pair = run_pair(server, client, port, LIMIT);
     eprintln!("{prog} {}: {:.2} s", args.join(" "), pair.elapsed.as_secs_f64());
     Some(pair)
@@ -130,6 +139,71 @@ fn uc_pingpong() {
 fn uc_pingpong_events() {
     let Some(pair) = stock_pair("ibv_uc_pingpong", &["-d", "softhca0", "-g", "1", "-n", "50", "-c", "-e"]) else { return };
     check_pingpong(&pair, 4096, 50, "::ffff:127.0.0.");
+}
+
+// ---------------------------------------------------------------------------------------
+// SRQ: ibv_srq_pingpong (several RC QPs on one shared receive queue per end)
+
+/// Both ends exited 0, each showed one local and one remote address per QP, and the
+/// byte and iteration counts (srq_pingpong counts `size * iters * 2` bytes, per QP) with
+/// no data check failing.
+fn check_srq_pingpong(pair: &Pair, qps: usize, size: u64, iters: u64) {
+    let report = pair.report();
+    pair.assert_ok();
+    for d in [&pair.server, &pair.client] {
+        let out = &d.stdout;
+        assert_eq!(out.matches("  local address:  LID 0x0000, QPN 0x").count(), qps, "{report}");
+        assert_eq!(out.matches("  remote address: LID 0x0000, QPN 0x").count(), qps, "{report}");
+        assert_eq!(out.matches(", GID ::ffff:127.0.0.").count(), 2 * qps, "{report}");
+        assert!(out.contains(&format!("{} bytes in ", size * iters * 2)), "{report}");
+        assert!(out.contains(&format!("{iters} iters in ")), "{report}");
+        assert!(!out.contains("invalid data"), "ibv_srq_pingpong -c found bad data\n{report}");
+    }
+}
+
+/// libmlx5 makes the SRQ with UVERBS_METHOD_SRQ_CREATE, the QPs on it with rq_type
+/// SRQ (no RQ of their own); the device takes each SEND's receive
+/// WQE from the SRQ's list and names it in the CQE, which libmlx5 frees back to the
+/// list. 4 QPs, a receive depth of 16 so the list wraps many times, `-c` checking data.
+#[test]
+fn srq_pingpong() {
+    let Some(pair) =
+        stock_pair("ibv_srq_pingpong", &["-d", "softhca0", "-g", "3", "-q", "4", "-r", "16", "-n", "50", "-c"])
+    else {
+        return;
+    };
+    check_srq_pingpong(&pair, 4, 4096, 50);
+}
+
+/// The same with every ioctl refused (ENOTTY): libibverbs uses the write commands,
+/// CREATE_SRQ (32) and CREATE_QP with `is_srq`.
+#[test]
+fn srq_pingpong_write_only() {
+    let args = ["-d", "softhca0", "-g", "3", "-q", "4", "-r", "16", "-n", "50", "-c"];
+    let Some(pair) = stock_pair_env("ibv_srq_pingpong", &args, &[("DOORBELL_PRELOAD_NO_IOCTL", "1")]) else {
+        return;
+    };
+    check_srq_pingpong(&pair, 4, 4096, 50);
+}
+
+/// The same over RoCEv2 datagrams (`DOORBELL_WIRE=udp`) rather than the same-host
+/// path: ACKs, RNR NAKs and retransmits around receives taken from the SRQ.
+#[test]
+fn srq_pingpong_udp() {
+    let args = ["-d", "softhca0", "-g", "3", "-q", "4", "-r", "16", "-n", "50", "-c"];
+    let Some(pair) = stock_pair_env("ibv_srq_pingpong", &args, &[("DOORBELL_WIRE", "udp")]) else {
+        return;
+    };
+    check_srq_pingpong(&pair, 4, 4096, 50);
+}
+
+/// The defaults (16 QPs, 500 receives posted), with completion events.
+#[test]
+fn srq_pingpong_defaults_events() {
+    let Some(pair) = stock_pair("ibv_srq_pingpong", &["-d", "softhca0", "-g", "3", "-n", "20", "-c", "-e"]) else {
+        return;
+    };
+    check_srq_pingpong(&pair, 16, 4096, 20);
 }
 
 // ---------------------------------------------------------------------------------------

@@ -58,7 +58,7 @@
 
 use std::sync::atomic::Ordering;
 
-use crate::objects::{Cq, Qp};
+use crate::objects::{Cq, Qp, Srq};
 use crate::pages::DevicePages;
 
 use super::counters::Counters;
@@ -67,6 +67,16 @@ use super::mem;
 
 /// The arm doorbell's offset in a UAR page.
 pub const ARM_REG: usize = prm::uar::CQ_ARM_OFFSET;
+
+/// Delivers an async event for an SRQ (counted for DESTROY_SRQ).
+pub fn srq_event(srq: &Srq, event_type: u32) {
+    if let Some(f) = &srq.event_file {
+        srq.events_reported.fetch_add(1, Ordering::SeqCst);
+        if !f.post(srq.user_handle, event_type) {
+            srq.events_reported.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
 
 /// Delivers an async event for a QP (counted for DESTROY_QP).
 pub fn qp_event(qp: &Qp, event_type: u32) {

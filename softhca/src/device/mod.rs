@@ -47,8 +47,9 @@
 //! doorbell record): the CQE is not written, the CQ goes to error (one CQ_ERR async
 //! event, no further CQEs), and the QP whose completion overran moves to ERR with a
 //! QP_FATAL event. UC QPs carry SEND and RDMA WRITE (`uc.rs`: no acknowledgements, a
-//! lost packet loses its message). Unsupported here: other QP types (their send WQEs
-//! complete with LOCAL_QP_OP_ERR), SEND_WITH_INVALIDATE, SRQs, memory windows.
+//! lost packet loses its message). A QP on a shared receive queue takes each message's
+//! receive WQE from the SRQ (`srq.rs`). Unsupported here: other QP types (their send WQEs
+//! complete with LOCAL_QP_OP_ERR), SEND_WITH_INVALIDATE, memory windows.
 
 pub mod counters;
 pub mod cqe;
@@ -66,6 +67,7 @@ pub mod requester;
 pub mod responder;
 pub mod rx;
 pub mod sport;
+mod srq;
 pub mod stage;
 pub mod timers;
 pub mod trace;

@@ -95,6 +95,11 @@ pub(crate) struct QpCtx {
     pub sq_ci: u16,
     /// RQ consumer counter: receive WQEs completed (modulo 2^16).
     pub rq_ci: u16,
+    /// On an SRQ: the WQE taken for the message in progress (its SRQ index and scatter
+    /// list), held until the message completes (see `super::srq`).
+    pub srq_wqe: Option<(u16, Vec<Sge>)>,
+    /// On an SRQ: IBV_EVENT_QP_LAST_WQE_REACHED was raised for this stay in ERR.
+    pub last_wqe_reached: bool,
     pub req: Requester,
     pub resp: Responder,
     /// What `Qp::dev` last showed.
@@ -145,6 +150,8 @@ impl QpCtx {
             sq_pi: 0,
             sq_ci: 0,
             rq_ci: 0,
+            srq_wqe: None,
+            last_wqe_reached: false,
             req: Requester::default(),
             resp: Responder::default(),
             published: (0, 0),
@@ -184,6 +191,8 @@ impl QpCtx {
             self.sq_pi = 0;
             self.sq_ci = 0;
             self.rq_ci = 0;
+            self.srq_wqe = None;
+            self.last_wqe_reached = false;
             self.req = Requester::default();
             self.resp = Responder::default();
         } else if to == QpState::Rtr && from == QpState::Init {
@@ -254,8 +263,16 @@ impl QpCtx {
         self.load_rq_pi().wrapping_sub(self.rq_ci)
     }
 
-    /// The scatter list of the receive WQE at the RQ consumer counter, if one is posted.
-    pub fn peek_recv(&self) -> Option<Vec<Sge>> {
+    /// The scatter list of the receive WQE the next receive completion is for: the one at
+    /// the RQ consumer counter, if one is posted; on an SRQ the one taken for the message
+    /// in progress, or else the SRQ's next (taken now).
+    pub fn peek_recv(&mut self) -> Option<Vec<Sge>> {
+        if let Some(srq) = &self.qp.srq {
+            if self.srq_wqe.is_none() {
+                self.srq_wqe = Some(super::srq::take(srq)?);
+            }
+            return self.srq_wqe.as_ref().map(|w| w.1.clone());
+        }
         if self.rq_posted() == 0 {
             return None;
         }
@@ -313,10 +330,32 @@ impl QpCtx {
         self.complete(env, true, cqe);
     }
 
-    /// A flush or error CQE for the receive WQE at the RQ consumer counter, consuming it.
+    /// The `wqe_counter` of the receive WQE in use: the RQ consumer counter, or on an
+    /// SRQ the taken WQE's index.
+    pub fn recv_index(&self) -> u16 {
+        match &self.srq_wqe {
+            Some((index, _)) => *index,
+            None => self.rq_ci,
+        }
+    }
+
+    /// Consumes the receive WQE in use (after its CQE).
+    pub fn consume_recv(&mut self) {
+        if self.qp.srq.is_some() {
+            self.srq_wqe = None;
+        } else {
+            self.rq_ci = self.rq_ci.wrapping_add(1);
+        }
+    }
+
+    /// A flush or error CQE for the receive WQE in use, consuming it (on an SRQ, nothing
+    /// when no WQE is taken: the SRQ's others are no QP's to flush).
     pub fn complete_recv_error(&mut self, env: &mut Env<'_>, synd: u8) {
-        let cqe = Cqe { opcode: cqe_op::RESP_ERR, wqe_counter: self.rq_ci, syndrome: synd, ..Default::default() };
-        self.rq_ci = self.rq_ci.wrapping_add(1);
+        if self.qp.srq.is_some() && self.srq_wqe.is_none() {
+            return;
+        }
+        let cqe = Cqe { opcode: cqe_op::RESP_ERR, wqe_counter: self.recv_index(), syndrome: synd, ..Default::default() };
+        self.consume_recv();
         self.complete(env, false, cqe);
     }
 
@@ -370,6 +409,16 @@ impl QpCtx {
             if guard == 0 {
                 self.sq_ci = self.sq_pi;
             }
+        }
+        if self.srq_wqe.is_some() {
+            self.complete_recv_error(env, syndrome::WR_FLUSH);
+        }
+        // IB spec (o11-5.2.6, "Last WQE Reached"): a QP on an SRQ in ERR will take no
+        // more of the SRQ's WQEs once the one it held is completed; the event tells
+        // software it may now destroy the QP without losing receives.
+        if self.qp.srq.is_some() && !self.last_wqe_reached {
+            self.last_wqe_reached = true;
+            super::events::qp_event(&self.qp, uverbs::sys::verbs::event::QP_LAST_WQE_REACHED);
         }
         let mut n = self.rq_posted().min(self.qp.rq_wqe_count as u16);
         while n > 0 {

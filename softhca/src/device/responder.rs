@@ -311,14 +311,14 @@ impl QpCtx {
     fn recv_cqe(&mut self, env: &mut Env<'_>, opcode: u8, byte_cnt: u64, imm: Option<u32>, solicited: bool) {
         let cqe = Cqe {
             opcode,
-            wqe_counter: self.rq_ci,
+            wqe_counter: self.recv_index(),
             byte_cnt: byte_cnt.min(u32::MAX as u64) as u32,
             imm: imm.unwrap_or(0),
             flags_rqpn: recv_flags_rqpn(false, self.peer.map(|p| p.ip()), self.attrs.dest_qpn),
             solicited,
             ..Default::default()
         };
-        self.rq_ci = self.rq_ci.wrapping_add(1);
+        self.consume_recv();
         self.resp.msn = psn::add(self.resp.msn, 1);
         self.complete(env, false, cqe);
     }
@@ -346,10 +346,16 @@ impl QpCtx {
             return self.recv_wqe_failed(env, NakCode::InvalidRequest, "SEND longer than the receive buffer");
         }
         let last = op.ends_message();
-        let mut r = stage::scatter(env.hca, env.keys, &self.qp.pd, sges, at, data, &mut self.resp.in_stage, env.copies);
+        // A receive WQE's keys are the SRQ's PD's when it came from an SRQ (which may
+        // have a PD other than the QP's).
+        let pd = match &self.qp.srq {
+            Some(s) => &s.pd,
+            None => &self.qp.pd,
+        };
+        let mut r = stage::scatter(env.hca, env.keys, pd, sges, at, data, &mut self.resp.in_stage, env.copies);
         if r.is_ok() && last {
             // Into peer memory before the CQE and the ACK of the last packet.
-            r = self.resp.in_stage.flush(env.hca, env.keys, &self.qp.pd);
+            r = self.resp.in_stage.flush(env.hca, env.keys, pd);
         }
         if r.is_err() {
             self.resp.cur = None;

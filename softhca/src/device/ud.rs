@@ -138,7 +138,11 @@ impl QpCtx {
             self.complete_recv_error(env, syndrome::LOCAL_LENGTH);
             return;
         }
-        let pd = &self.qp.pd;
+        // The SRQ's PD for a WQE from an SRQ (see the responder's SEND).
+        let pd = match &self.qp.srq {
+            Some(s) => &s.pd,
+            None => &self.qp.pd,
+        };
         if mkey::scatter(env.hca, env.keys, pd, &sges, 0, &g).is_err() || mkey::scatter(env.hca, env.keys, pd, &sges, GRH_LEN as u64, pkt.payload).is_err() {
             self.complete_recv_error(env, syndrome::LOCAL_PROT);
             return;
@@ -148,14 +152,14 @@ impl QpCtx {
         let imm = pkt.immdt.map(|i| i.imm);
         let cqe = Cqe {
             opcode: if imm.is_some() { cqe_op::RESP_SEND_IMM } else { cqe_op::RESP_SEND },
-            wqe_counter: self.rq_ci,
+            wqe_counter: self.recv_index(),
             byte_cnt: total as u32,
             imm: imm.unwrap_or(0),
             flags_rqpn: recv_flags_rqpn(true, Some(src.ip()), deth.src_qpn),
             solicited: pkt.bth.solicited,
             ..Default::default()
         };
-        self.rq_ci = self.rq_ci.wrapping_add(1);
+        self.consume_recv();
         self.complete(env, false, cqe);
     }
 }

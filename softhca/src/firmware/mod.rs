@@ -17,6 +17,7 @@
 //! | ALLOC_UAR, DEALLOC_UAR (device pages) | `uar.rs` |
 //! | CREATE_CQ, DESTROY_CQ, QUERY_CQ, MODIFY_CQ | `cq.rs` |
 //! | CREATE_QP, DESTROY_QP, QUERY_QP, RST2INIT, INIT2INIT, INIT2RTR, RTR2RTS, RTS2RTS, SQERR2RTS, 2ERR, 2RST | `qp.rs`, `qpc.rs` |
+//! | CREATE_SRQ, DESTROY_SRQ, QUERY_SRQ, ARM_RQ (basic SRQs, as an ISSI 0 device has them) | `srq.rs` |
 //! | CREATE_MKEY, DESTROY_MKEY | `mkey.rs` |
 //!
 //! Firmware objects are the device's objects. A CQ or QP carries memory: its ring and
@@ -80,6 +81,7 @@ mod mkey;
 mod pd;
 mod qp;
 mod qpc;
+mod srq;
 pub mod status;
 mod uar;
 pub mod uctx;
@@ -98,7 +100,8 @@ use prm::cmd::{self as c, opcode as op};
 use crate::hca::Hca;
 
 pub(crate) use cq::CqHost;
-pub(crate) use qp::QpHost;
+pub(crate) use qp::{QpHost, RQ_TYPE_SRQ};
+pub(crate) use srq::SrqHost;
 pub(crate) use qpc::write_attrs as write_qp_attrs;
 pub use status::Outcome;
 use status::syndrome;
@@ -121,6 +124,7 @@ pub(crate) struct Objects {
     uars: BTreeMap<u32, Obj<()>>,
     cqs: BTreeMap<u32, Obj<cq::CqObj>>,
     qps: BTreeMap<u32, Obj<qp::QpObj>>,
+    srqs: BTreeMap<u32, Obj<srq::SrqObj>>,
     mkeys: BTreeMap<u32, Obj<mkey::MkeyObj>>,
     umems: BTreeMap<u32, Obj<umem::UmemObj>>,
     /// DevX user contexts (their uids).
@@ -137,6 +141,7 @@ impl Objects {
             || self.uars.values().any(|o| o.uid == uid)
             || self.cqs.values().any(|o| o.uid == uid)
             || self.qps.values().any(|o| o.uid == uid)
+            || self.srqs.values().any(|o| o.uid == uid)
             || self.mkeys.values().any(|o| o.uid == uid)
             || self.umems.values().any(|o| o.uid == uid)
     }
@@ -149,6 +154,7 @@ pub struct Counts {
     pub uar: usize,
     pub cq: usize,
     pub qp: usize,
+    pub srq: usize,
     pub mkey: usize,
     pub umem: usize,
     pub uctx: usize,
@@ -156,7 +162,7 @@ pub struct Counts {
 
 impl Counts {
     pub fn total(&self) -> usize {
-        self.pd + self.uar + self.cq + self.qp + self.mkey + self.umem + self.uctx
+        self.pd + self.uar + self.cq + self.qp + self.srq + self.mkey + self.umem + self.uctx
     }
 }
 
@@ -185,6 +191,7 @@ struct Cmd<'a> {
 pub(crate) enum Host {
     Cq(cq::CqHost),
     Qp(qp::QpHost),
+    Srq(srq::SrqHost),
     /// The verbs' MODIFY_QP: the attributes `__mlx5_ib_modify_qp` built, with what the
     /// PRM context does not hold (the requested access flags and responder depth
     /// before rounding, the path migration state, the SQD notification, the rate
@@ -257,6 +264,16 @@ const COMMANDS: &[Entry] = &[
     entry(op::SQERR2RTS_QP, c::qp::Rtr2rtsQpIn::BYTES, c::qp::Rtr2rtsQpOut::BYTES, qp::modify),
     entry(op::QP_2ERR, c::qp::Qp2errIn::BYTES, MboxOut::BYTES, qp::modify),
     entry(op::QP_2RST, c::qp::Qp2rstIn::BYTES, MboxOut::BYTES, qp::modify),
+    entry(op::CREATE_SRQ, c::srq::CreateSrqIn::BYTES, c::srq::CreateSrqOut::BYTES, srq::create),
+    entry(op::DESTROY_SRQ, c::srq::DestroySrqIn::BYTES, MboxOut::BYTES, srq::destroy),
+    entry(op::QUERY_SRQ, c::srq::QuerySrqIn::BYTES, c::srq::QuerySrqOut::BYTES, srq::query),
+    Entry {
+        opcode: op::ARM_RQ,
+        inlen: c::srq::ArmRqIn::BYTES,
+        outlen: MboxOut::BYTES,
+        op_mod: true,
+        run: srq::arm,
+    },
     entry(op::CREATE_MKEY, c::mkey::CreateMkeyIn::BYTES, c::mkey::CreateMkeyOut::BYTES, mkey::create),
     entry(op::DESTROY_MKEY, c::mkey::DestroyMkeyIn::BYTES, c::mkey::DestroyMkeyOut::BYTES, mkey::destroy),
     entry(op::CREATE_UCTX, c::uctx::CreateUctxIn::BYTES, c::uctx::CreateUctxOut::BYTES, uctx::create),
@@ -389,6 +406,11 @@ impl<'a> Firmware<'a> {
         self.objects.lock().unwrap_or_else(|p| p.into_inner()).qps.get(&qpn).map(|o| o.v.qp.clone())
     }
 
+    /// The device half's SRQ behind firmware SRQ `srqn`.
+    pub(crate) fn srq(&self, srqn: u32) -> Option<std::sync::Arc<crate::objects::Srq>> {
+        self.objects.lock().unwrap_or_else(|p| p.into_inner()).srqs.get(&srqn).map(|o| o.v.srq.clone())
+    }
+
     /// DEALLOC_PD for the kernel half (`mlx5_cmd_dealloc_pd`).
     pub(crate) fn dealloc_pd(&self, pdn: u32, uid: u16) -> Result<(), nix::errno::Errno> {
         let mut inb = vec![0u8; c::pd::DeallocPdIn::BYTES];
@@ -410,6 +432,7 @@ impl<'a> Firmware<'a> {
             uar: o.uars.len(),
             cq: o.cqs.len(),
             qp: o.qps.len(),
+            srq: o.srqs.len(),
             mkey: o.mkeys.len(),
             umem: o.umems.len(),
             uctx: o.uctxs.len() - usize::from(o.whitelist.is_some()),

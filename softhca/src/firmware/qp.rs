@@ -33,6 +33,8 @@ pub(super) struct QpObj {
     uar: u32,
     /// The UMEMs of the WQ buffer and of the doorbell record, if any.
     umems: Vec<u32>,
+    /// The SRQ the QP receives from instead of an RQ of its own.
+    srqn: Option<u32>,
     /// The context: as created, with every transition's fields merged in.
     qpc: Vec<u8>,
     /// The QP the device half runs.
@@ -84,6 +86,8 @@ fn qp_type(st: u8) -> Option<QpType> {
 
 /// `rq_type` of a QP without a receive queue (`MLX5_ZERO_LEN_RQ`).
 const RQ_TYPE_ZERO_LEN: u8 = 0x3;
+/// `rq_type` of a QP receiving from the SRQ `srqn_rmpn_xrqn` names (`MLX5_SRQ_RQ`).
+pub(crate) const RQ_TYPE_SRQ: u8 = 0x1;
 
 pub(super) fn create(c: &mut Cmd<'_>) -> R<()> {
     let inp = c.input::<CreateQpIn>()?;
@@ -103,8 +107,12 @@ pub(super) fn create(c: &mut Cmd<'_>) -> R<()> {
     if !uar::valid(c, uar) {
         return Err(bad_param(syndrome::BAD_UAR));
     }
-    // Geometry: the RQ at offset 0 of the WQ buffer, the SQ after it.
-    let has_rq = qpc.get(Qpc::rq_type) != RQ_TYPE_ZERO_LEN;
+    let srqn = (qpc.get(Qpc::rq_type) == RQ_TYPE_SRQ).then(|| qpc.get(Qpc::srqn_rmpn_xrqn));
+    if let Some(n) = srqn {
+        check_named(&c.objs.srqs, n, c.uid, syndrome::BAD_SRQ)?;
+    }
+    // Geometry: the RQ at offset 0 of the WQ buffer, the SQ after it; none with an SRQ.
+    let has_rq = qpc.get(Qpc::rq_type) != RQ_TYPE_ZERO_LEN && srqn.is_none();
     let rq_count = if has_rq { 1u32 << qpc.get(Qpc::log_rq_size) } else { 0 };
     let rq_shift = 4 + qpc.get(Qpc::log_rq_stride) as u32;
     let sq_count = if qpc.get(Qpc::no_sq) { 0 } else { 1u32 << qpc.get(Qpc::log_sq_size) };
@@ -128,6 +136,10 @@ pub(super) fn create(c: &mut Cmd<'_>) -> R<()> {
         return Err(internal());
     };
     let qpn = c.hca.alloc_qpn().ok_or_else(exhausted)?;
+    let srq = match srqn {
+        Some(n) => Some(super::srq::attach(c, n)?),
+        None => None,
+    };
     let host = match c.host.take() {
         Some(super::Host::Qp(h)) => Some(h),
         _ => None,
@@ -180,6 +192,7 @@ pub(super) fn create(c: &mut Cmd<'_>) -> R<()> {
         uidx: qpc.get(Qpc::user_index),
         uar_page: uar,
         bfregn: host.bfregn,
+        srq,
         event_file: host.event_file,
         events_reported: AtomicU32::new(0),
         attrs: Mutex::new(QpAttrs::default()),
@@ -187,7 +200,7 @@ pub(super) fn create(c: &mut Cmd<'_>) -> R<()> {
         _live: Live::new(c.hca.live_counts(), Kind::Qp),
     });
     c.hca.insert_qp(&qp);
-    let v = QpObj { ty, state: QpState::Reset, pd, cqn_snd: snd, cqn_rcv: rcv, uar, umems, qpc: stored, qp, verbs };
+    let v = QpObj { ty, state: QpState::Reset, pd, cqn_snd: snd, cqn_rcv: rcv, uar, umems, srqn, qpc: stored, qp, verbs };
     c.objs.qps.insert(qpn, Obj { uid: c.uid, users: 0, v });
     c.output::<CreateQpOut>()?.set(CreateQpOut::qpn, qpn);
     Ok(())
@@ -202,6 +215,9 @@ pub(super) fn destroy(c: &mut Cmd<'_>) -> R<()> {
     use_named(&mut c.objs.uars, qp.uar, -1);
     for &u in &qp.umems {
         use_named(&mut c.objs.umems, u, -1);
+    }
+    if let Some(n) = qp.srqn {
+        super::srq::detach(c, n);
     }
     // Out of the HCA's table and the device half; frees the QP number.
     c.hca.remove_qp(&qp.qp);

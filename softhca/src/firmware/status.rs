@@ -112,6 +112,11 @@ pub mod syndrome {
     pub const BAD_ADDRESS: u32 = 0x0300_0012;
     /// BAD_PARAM: `log_rq_size` or `log_sq_size` above `log_max_qp_sz`.
     pub const QP_SIZE: u32 = 0x0300_0013;
+    /// BAD_PARAM: `log_srq_size` above `log_max_srq_sz`, or an SRQ WQE stride above
+    /// `max_wqe_sz_rq`.
+    pub const SRQ_SIZE: u32 = 0x0300_0014;
+    /// BAD_PARAM: a QP context names an SRQ that does not exist or is another uid's.
+    pub const BAD_SRQ: u32 = 0x0300_0015;
     /// BAD_RES: the object named does not exist.
     pub const NO_OBJECT: u32 = 0x0500_0001;
     /// BAD_RES_STATE: a QP transition its current state does not have.

@@ -178,7 +178,7 @@ fn firmware_objects_made_and_destroyed() {
     let h = Hca::for_tests();
     let fw = h.firmware();
     let s = make_set(&h, 1);
-    assert_eq!(fw.counts(), super::Counts { pd: 1, uar: 1, cq: 1, qp: 1, mkey: 1, umem: 0, uctx: 0 });
+    assert_eq!(fw.counts(), super::Counts { pd: 1, uar: 1, cq: 1, qp: 1, srq: 0, mkey: 1, umem: 0, uctx: 0 });
     // Numbers from the HCA's pools: CQNs start at 0x400, QPNs at 0x108 (hca.rs), UAR
     // indexes are device pages (the first UAR page), mkey indexes start at 3 (2 is the
     // dump-fill key).

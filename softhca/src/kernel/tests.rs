@@ -582,3 +582,165 @@ fn static_uar_context_errors() {
     drop(f2);
     assert_eq!(h.firmware().counts().uctx, 0, "close destroys the user context");
 }
+
+/// A legacy CREATE_SRQ (write 32) with mlx5's driver data: the core response and the
+/// driver's after it in `out`.
+fn create_srq(f: &File, pd: u32, max_wr: u32, max_sge: u32, ucmd: &uverbs::sys::mlx5::CreateSrq,
+              out: &mut [u32; 6]) -> Result<usize, Errno> {
+    let core = uverbs::sys::verbs::CreateSrq { response: out.as_mut_ptr() as u64, user_handle: 0x55, pd_handle: pd,
+                                               max_wr, max_sge, srq_limit: 0 };
+    let mut body = core.as_bytes().to_vec();
+    body.extend_from_slice(ucmd.as_bytes());
+    write(f, &legacy(32, 6, &body))
+}
+
+/// The SRQ commands' errnos as the core and mlx5_ib give them (uverbs_cmd.c: a handle
+/// that does not resolve gives the lookup's errno, ENOENT when missing and EINVAL for
+/// another type, as the reference kernel propagates it; mlx5_ib_create_srq: max_wr
+/// >= 1 << log_max_srq_sz or max_sge > max_wqe_sz_rq / 16 is EINVAL, max_wr becomes
+/// roundup_pow_of_two(max_wr + 1) - 1; create_srq_user: reserved driver fields are EINVAL;
+/// mlx5_ib_modify_srq: a resize or a limit >= the WQE count is EINVAL;
+/// ib_destroy_srq_user: EBUSY while a QP uses the SRQ).
+#[test]
+fn srq_commands_and_errnos() {
+    use uverbs::sys::mlx5::CreateSrq as Mlx5CreateSrq;
+    use uverbs::sys::verbs::{ModifySrq, QuerySrq};
+    let h = Hca::for_tests();
+    let f = ctx_file(&h);
+    let pd = alloc_pd(&f).unwrap();
+    let buf = page();
+    let db = page();
+    let ucmd = Mlx5CreateSrq { buf_addr: buf.0.as_ptr() as u64, db_addr: db.0.as_ptr() as u64, ..Default::default() };
+    let mut out = [0u32; 6];
+    assert_eq!(create_srq(&f, pd, 1 << 15, 1, &ucmd, &mut out), Err(Errno::EINVAL), "max_wr = max_srq_recv_wr");
+    assert_eq!(create_srq(&f, pd, 16, 33, &ucmd, &mut out), Err(Errno::EINVAL), "max_sge > 512 / 16");
+    assert_eq!(create_srq(&f, pd + 7, 16, 1, &ucmd, &mut out), Err(Errno::ENOENT), "no such PD");
+    assert_eq!(create_srq(&f, pd, 16, 1, &Mlx5CreateSrq { reserved0: 1, ..ucmd }, &mut out), Err(Errno::EINVAL));
+    assert_eq!(create_srq(&f, pd, 16, 1, &Mlx5CreateSrq { reserved1: 1, ..ucmd }, &mut out), Err(Errno::EINVAL));
+    assert_eq!(create_srq(&f, pd, 31, 1, &Mlx5CreateSrq { buf_addr: 0, ..ucmd }, &mut out), Err(Errno::EFAULT),
+               "ib_umem_get of an unmapped buffer");
+    // 32 WQEs of 32 bytes fill the page.
+    assert_eq!(create_srq(&f, pd, 31, 1, &ucmd, &mut out), Ok(8 + 32 + 32));
+    let (srq, max_wr, max_sge, srqn, drv_srqn) = (out[0], out[1], out[2], out[3], out[4]);
+    assert_eq!((srq, max_wr, max_sge, srqn), (pd + 1, 31, 1, 0), "handle, max_wr, max_sge, srqn (XRC only)");
+    assert_ne!(drv_srqn, 0, "mlx5_ib_create_srq_resp.srqn");
+    assert_eq!(h.firmware().counts().srq, 1);
+
+    let query = |handle: u32| {
+        let mut r = [0u32; 4];
+        let q = QuerySrq { response: r.as_mut_ptr() as u64, srq_handle: handle, reserved: 0 };
+        write(&f, &legacy(34, 4, q.as_bytes())).map(|_| r)
+    };
+    let modify = |mask: u32, max_wr: u32, limit: u32| {
+        let m = ModifySrq { srq_handle: srq, attr_mask: mask, max_wr, srq_limit: limit };
+        write(&f, &legacy(33, 0, m.as_bytes()))
+    };
+    assert_eq!(query(srq), Ok([31, 1, 0, 0]));
+    assert_eq!(query(srq + 5), Err(Errno::ENOENT), "no such SRQ");
+    assert_eq!(query(pd), Err(Errno::EINVAL), "a PD handle");
+    assert_eq!(modify(1, 64, 0), Err(Errno::EINVAL), "IB_SRQ_MAX_WR: no resize");
+    assert_eq!(modify(2, 0, 32), Err(Errno::EINVAL), "limit = WQE count");
+    assert_eq!(modify(2, 0, 31), Ok(24));
+    assert_eq!(query(srq), Ok([31, 1, 31, 0]), "the armed limit reads back");
+    assert_eq!(modify(0, 0, 0), Ok(24), "empty mask");
+
+    // A QP on the SRQ: no RQ of its own; the SRQ is busy until the QP goes.
+    let ring = page();
+    let cdb = page();
+    let uar = h.pages().alloc().unwrap();
+    let cq_cmd = Mlx5CreateCq { buf_addr: ring.0.as_ptr() as u64, db_addr: cdb.0.as_ptr() as u64, cqe_size: 64,
+                                flags: 2, uar_page_index: uar as u16, ..Default::default() };
+    let (mut cqe_out, mut cqn) = (0u32, [0u32; 2]);
+    let mut ca = [a(cqi::ATTR_CREATE_HANDLE, 0, M, 0), a(cqi::ATTR_CREATE_CQE, 4, M, 31),
+                  a(cqi::ATTR_CREATE_USER_HANDLE, 8, M, 7), a(cqi::ATTR_CREATE_COMP_VECTOR, 4, M, 0),
+                  a(cqi::ATTR_CREATE_RESP_CQE, 4, M, &mut cqe_out as *mut u32 as u64),
+                  a(UVERBS_ATTR_UHW_IN, 32, M, cq_cmd.as_bytes().as_ptr() as u64),
+                  a(UVERBS_ATTR_UHW_OUT, 8, M, cqn.as_mut_ptr() as u64)];
+    ioctl(&f, object::CQ, cqi::CREATE, &mut ca).unwrap();
+    let cq = ca[0].data as u32;
+    let qbuf = page();
+    let qd = Mlx5CreateQp { buf_addr: qbuf.0.as_ptr() as u64, db_addr: qbuf.0.as_ptr() as u64, sq_wqe_count: 4,
+                            flags: 1 << 10, uidx: 0, bfreg_index: uar, ..Default::default() };
+    let cap = QpCap { max_send_wr: 1, max_recv_wr: 4, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
+    let (mut rcap, mut qpn, mut qresp) = ([0u8; 20], 0u32, [0u8; 40]);
+    let qattrs = |srq_handle: u32, rcap: &mut [u8; 20], qpn: &mut u32, qresp: &mut [u8; 40]| {
+        vec![a(qpi::ATTR_CREATE_HANDLE, 0, M, 0), a(qpi::ATTR_CREATE_PD_HANDLE, 0, M, pd as u64),
+             a(qpi::ATTR_CREATE_SEND_CQ_HANDLE, 0, M, cq as u64), a(qpi::ATTR_CREATE_RECV_CQ_HANDLE, 0, M, cq as u64),
+             a(qpi::ATTR_CREATE_SRQ_HANDLE, 0, M, srq_handle as u64),
+             a(qpi::ATTR_CREATE_USER_HANDLE, 8, M, 0), a(qpi::ATTR_CREATE_CAP, 20, M, cap.as_bytes().as_ptr() as u64),
+             a(qpi::ATTR_CREATE_TYPE, 8, M, 2), a(qpi::ATTR_CREATE_RESP_CAP, 20, M, rcap.as_mut_ptr() as u64),
+             a(qpi::ATTR_CREATE_RESP_QP_NUM, 4, M, qpn as *mut u32 as u64),
+             a(UVERBS_ATTR_UHW_IN, 56, M, qd.as_bytes().as_ptr() as u64),
+             a(UVERBS_ATTR_UHW_OUT, 40, M, qresp.as_mut_ptr() as u64)]
+    };
+    let mut qa = qattrs(cq, &mut rcap, &mut qpn, &mut qresp);
+    assert_eq!(ioctl(&f, object::QP, qpi::CREATE, &mut qa), Err(Errno::EINVAL), "SRQ handle is a CQ");
+    let mut qa = qattrs(srq, &mut rcap, &mut qpn, &mut qresp);
+    ioctl(&f, object::QP, qpi::CREATE, &mut qa).unwrap();
+    let qp = qa[0].data as u32;
+    let got: QpCap = zerocopy::FromBytes::read_from_bytes(&rcap[..]).unwrap();
+    assert_eq!((got.max_recv_wr, got.max_recv_sge), (0, 0), "set_rq_size without an RQ");
+    let q = h.qp(qpn).unwrap();
+    assert_eq!((q.rq_wqe_count, q.srq.as_ref().map(|s| s.srqn)), (0, Some(drv_srqn)));
+    drop(q);
+
+    let destroy = |handle: u32| {
+        let mut r = [0u32; 1];
+        let d = uverbs::sys::verbs::DestroySrq { response: r.as_mut_ptr() as u64, srq_handle: handle, reserved: 0 };
+        write(&f, &legacy(35, 1, d.as_bytes())).map(|_| r[0])
+    };
+    assert_eq!(destroy(srq), Err(Errno::EBUSY), "a QP is attached");
+    let mut dr = [0u32; 1];
+    assert_eq!(ioctl(&f, object::SRQ, uverbs::sys::ids::destroy::SRQ_DESTROY,
+                     &mut [a(0, 0, M, srq as u64), a(1, 4, M, dr.as_mut_ptr() as u64)]),
+               Err(Errno::EBUSY), "SRQ_DESTROY too");
+    ioctl(&f, object::QP, qpi::DESTROY, &mut [a(0, 0, M, qp as u64), a(1, 4, M, dr.as_mut_ptr() as u64)]).unwrap();
+    assert_eq!(destroy(pd), Err(Errno::EINVAL), "a PD handle");
+    assert_eq!(destroy(srq), Ok(0), "no events reported");
+    assert_eq!(destroy(srq), Err(Errno::ENOENT), "gone");
+    assert_eq!(h.firmware().counts().srq, 0);
+
+    // UVERBS_METHOD_SRQ_CREATE, what libibverbs tries first.
+    use uverbs::sys::ids::srq as si;
+    let (mut wr, mut sge, mut drv) = (0u32, 0u32, [0u32; 2]);
+    let sattrs = |ty: u64, max_wr: u64, wr: &mut u32, sge: &mut u32, drv: &mut [u32; 2]| {
+        vec![a(si::ATTR_CREATE_HANDLE, 0, M, 0), a(si::ATTR_CREATE_PD_HANDLE, 0, M, pd as u64),
+             a(si::ATTR_CREATE_TYPE, 8, M, ty), a(si::ATTR_CREATE_USER_HANDLE, 8, M, 9),
+             a(si::ATTR_CREATE_MAX_WR, 4, M, max_wr), a(si::ATTR_CREATE_MAX_SGE, 4, M, 1),
+             a(si::ATTR_CREATE_LIMIT, 4, M, 0), a(si::ATTR_CREATE_RESP_MAX_WR, 4, M, wr as *mut u32 as u64),
+             a(si::ATTR_CREATE_RESP_MAX_SGE, 4, M, sge as *mut u32 as u64),
+             a(UVERBS_ATTR_UHW_IN, 32, M, ucmd.as_bytes().as_ptr() as u64),
+             a(UVERBS_ATTR_UHW_OUT, 8, M, drv.as_mut_ptr() as u64)]
+    };
+    let sc = |v: &mut Vec<IoctlAttr>| ioctl(&f, object::SRQ, si::CREATE, v);
+    assert_eq!(sc(&mut sattrs(1, 15, &mut wr, &mut sge, &mut drv)), Err(Errno::ENOENT), "XRC without a CQ");
+    assert_eq!(sc(&mut sattrs(3, 15, &mut wr, &mut sge, &mut drv)), Err(Errno::EINVAL), "no SRQ type 3");
+    assert_eq!(sc(&mut sattrs(0, 1 << 15, &mut wr, &mut sge, &mut drv)), Err(Errno::EINVAL), "max_wr");
+    let mut ok = sattrs(0, 15, &mut wr, &mut sge, &mut drv);
+    assert_eq!(sc(&mut ok), Ok(()));
+    assert_eq!((wr, sge), (15, 1));
+    assert_ne!(drv[0], 0, "driver srqn");
+    assert_eq!(query(ok[0].data as u32), Ok([15, 1, 0, 0]));
+    assert_eq!(h.firmware().counts().srq, 1);
+
+    // CREATE_XSRQ (write 39): __uverbs_create_xsrq's lookups, then mlx5_ib's type check.
+    let xsrq = |ty: u32, cq_handle: u32, out: &mut [u32; 6]| {
+        let core = uverbs::sys::verbs::CreateXsrq { response: out.as_mut_ptr() as u64, srq_type: ty, pd_handle: pd,
+                                                    max_wr: 7, max_sge: 2, cq_handle, xrcd_handle: 0,
+                                                    ..Default::default() };
+        let mut body = core.as_bytes().to_vec();
+        body.extend_from_slice(ucmd.as_bytes());
+        write(&f, &legacy(39, 6, &body))
+    };
+    assert_eq!(xsrq(1, cq, &mut out), Err(Errno::EINVAL), "XRC: no XRC domain exists");
+    assert_eq!(xsrq(2, pd, &mut out), Err(Errno::EINVAL), "TM: the CQ handle is a PD");
+    assert_eq!(xsrq(2, cq, &mut out), Err(Errno::EINVAL), "TM: no tag matching list");
+    assert_eq!(xsrq(7, cq, &mut out), Err(Errno::EOPNOTSUPP), "type 7: mlx5_ib_create_srq");
+    assert_eq!(xsrq(0, 0, &mut out), Ok(8 + 48 + 32));
+    assert_eq!((out[1], out[2], out[3]), (7, 2, 0), "max_wr roundup(8) - 1, max_sge, no srqn for basic");
+    assert_eq!(h.firmware().counts().srq, 2);
+    // close(): the SRQs go with the file, and nothing keeps one alive.
+    drop(f);
+    assert_eq!(h.firmware().counts().srq, 0);
+    assert_eq!(h.live().get(crate::objects::Kind::Srq), 0);
+}

@@ -18,7 +18,7 @@ use nix::errno::Errno;
 use uverbs::sys::ids::object;
 
 use crate::hca::Hca;
-use crate::objects::{Ah, AsyncEventFile, CompChannel, Cq, Mr, Pd, Qp, UarObj};
+use crate::objects::{Ah, AsyncEventFile, CompChannel, Cq, Mr, Pd, Qp, Srq, UarObj};
 
 use super::{FileState, Result, Why};
 
@@ -85,6 +85,7 @@ pub(crate) enum Uobj {
     Pd(Arc<Pd>),
     Cq(Arc<Cq>),
     Qp(Arc<Qp>),
+    Srq(Arc<Srq>),
     Mr(Arc<Mr>),
     Ah(Arc<Ah>),
     Uar(Arc<UarObj>),
@@ -300,9 +301,25 @@ impl FileState {
                 qp.pd.usecnt.fetch_sub(1, Ordering::SeqCst);
                 qp.send_cq.usecnt.fetch_sub(1, Ordering::SeqCst);
                 qp.recv_cq.usecnt.fetch_sub(1, Ordering::SeqCst);
+                if let Some(srq) = &qp.srq {
+                    srq.usecnt.fetch_sub(1, Ordering::SeqCst);
+                }
                 if let (Some(n), Some(ctx)) = (qp.bfregn, self.ctx.as_mut()) {
                     ctx.free_bfreg(n);
                 }
+            }
+            Uobj::Srq(srq) => {
+                // ib_destroy_srq_user: EBUSY while QPs are attached; then
+                // mlx5_ib_destroy_srq's DESTROY_SRQ.
+                if busy(srq.usecnt()) {
+                    return Err(Errno::EBUSY);
+                }
+                let uid = self.ctx.as_ref().map_or(0, |c| c.devx_uid);
+                match super::methods::srq::destroy_srq_cmd(hca, srq.srqn, uid) {
+                    Err(e) if why != Why::Abort => return Err(e),
+                    _ => {}
+                }
+                srq.pd.usecnt.fetch_sub(1, Ordering::SeqCst);
             }
             Uobj::Mr(mr) => {
                 hca.remove_mr(mr);

@@ -1,4 +1,4 @@
-//! The HCA's view of each resource: what a ConnectX keeps in its PD, MKey, CQ and QP
+//! The HCA's view of each resource: what a ConnectX keeps in its PD, MKey, CQ, QP and SRQ
 //! contexts, shared by the two halves of softhca.
 //!
 //! The kernel half ([`crate::kernel`]) creates these objects, fills in what the commands
@@ -16,6 +16,7 @@ pub mod cq;
 pub mod mr;
 pub mod pd;
 pub mod qp;
+pub mod srq;
 pub mod uar;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -27,6 +28,7 @@ pub use cq::Cq;
 pub use mr::{KeySpan, Loc, Mr, MrBacking};
 pub use pd::Pd;
 pub use qp::{AddressVector, Qp, QpAttrs, QpState, QpType};
+pub use srq::Srq;
 pub use uar::{UarKind, UarObj};
 
 /// How many objects of each kind exist right now, across all files of one HCA.
@@ -47,14 +49,15 @@ pub enum Kind {
     Uar,
     CompChannel,
     AsyncEventFile,
+    Srq,
 }
 
 impl Kind {
-    const COUNT: usize = 9;
+    const COUNT: usize = 10;
     /// Every kind, in declaration order.
     pub const ALL: [Kind; Kind::COUNT] = [
         Kind::Context, Kind::Pd, Kind::Mr, Kind::Cq, Kind::Qp, Kind::Ah, Kind::Uar,
-        Kind::CompChannel, Kind::AsyncEventFile,
+        Kind::CompChannel, Kind::AsyncEventFile, Kind::Srq,
     ];
 }
 

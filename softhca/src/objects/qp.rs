@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 
 use uverbs::sys::verbs::QpCap;
 
-use super::{AsyncEventFile, Cq, Live, Pd};
+use super::{AsyncEventFile, Cq, Live, Pd, Srq};
 
 /// `enum ib_qp_state`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -217,6 +217,8 @@ pub struct Qp {
     pub uar_page: u32,
     /// The static bfreg allocated for the QP (legacy UAR mode), to release on destroy.
     pub(crate) bfregn: Option<u32>,
+    /// The SRQ this QP takes receive WQEs from (it has no RQ of its own then).
+    pub srq: Option<Arc<Srq>>,
     /// Where async events for this QP go.
     pub event_file: Option<Arc<AsyncEventFile>>,
     /// Async events delivered for this QP (DESTROY_QP reports it). Device half increments.

@@ -144,6 +144,31 @@ pub mod qp {
     }
 }
 
+/// SRQ object (its destroy is in [`destroy`]).
+pub mod srq {
+    abi_consts! {
+        fn consts;
+        pub const CREATE: u16 = 0 => "UVERBS_METHOD_SRQ_CREATE";
+        pub const ATTR_CREATE_HANDLE: u16 = 0 => "UVERBS_ATTR_CREATE_SRQ_HANDLE";
+        pub const ATTR_CREATE_PD_HANDLE: u16 = 1 => "UVERBS_ATTR_CREATE_SRQ_PD_HANDLE";
+        pub const ATTR_CREATE_XRCD_HANDLE: u16 = 2 => "UVERBS_ATTR_CREATE_SRQ_XRCD_HANDLE";
+        pub const ATTR_CREATE_CQ_HANDLE: u16 = 3 => "UVERBS_ATTR_CREATE_SRQ_CQ_HANDLE";
+        pub const ATTR_CREATE_USER_HANDLE: u16 = 4 => "UVERBS_ATTR_CREATE_SRQ_USER_HANDLE";
+        pub const ATTR_CREATE_MAX_WR: u16 = 5 => "UVERBS_ATTR_CREATE_SRQ_MAX_WR";
+        pub const ATTR_CREATE_MAX_SGE: u16 = 6 => "UVERBS_ATTR_CREATE_SRQ_MAX_SGE";
+        pub const ATTR_CREATE_LIMIT: u16 = 7 => "UVERBS_ATTR_CREATE_SRQ_LIMIT";
+        pub const ATTR_CREATE_MAX_NUM_TAGS: u16 = 8 => "UVERBS_ATTR_CREATE_SRQ_MAX_NUM_TAGS";
+        pub const ATTR_CREATE_TYPE: u16 = 9 => "UVERBS_ATTR_CREATE_SRQ_TYPE";
+        pub const ATTR_CREATE_EVENT_FD: u16 = 10 => "UVERBS_ATTR_CREATE_SRQ_EVENT_FD";
+        pub const ATTR_CREATE_RESP_MAX_WR: u16 = 11 => "UVERBS_ATTR_CREATE_SRQ_RESP_MAX_WR";
+        pub const ATTR_CREATE_RESP_MAX_SGE: u16 = 12 => "UVERBS_ATTR_CREATE_SRQ_RESP_MAX_SGE";
+        pub const ATTR_CREATE_RESP_SRQ_NUM: u16 = 13 => "UVERBS_ATTR_CREATE_SRQ_RESP_SRQ_NUM";
+        pub const SRQT_BASIC: u32 = 0 => "IB_UVERBS_SRQT_BASIC";
+        pub const SRQT_XRC: u32 = 1 => "IB_UVERBS_SRQT_XRC";
+        pub const SRQT_TM: u32 = 2 => "IB_UVERBS_SRQT_TM";
+    }
+}
+
 /// MR object.
 pub mod mr {
     abi_consts! {
@@ -285,7 +310,7 @@ pub mod mlx5 {
 /// Every id above with the C expression it must equal.
 pub fn id_consts() -> Vec<crate::sys::layout::Const> {
     let mut v = ns_consts();
-    for f in [object::consts, device::consts, pd::consts, cq::consts, qp::consts, mr::consts,
+    for f in [object::consts, device::consts, pd::consts, cq::consts, qp::consts, srq::consts, mr::consts,
               async_event::consts, mlx5::consts, destroy::consts] {
         v.extend(f());
     }

@@ -145,6 +145,27 @@ abi_struct! {
     }
 }
 abi_struct! {
+    /// `struct mlx5_ib_create_srq` (32 bytes): CREATE_SRQ driver input.
+    pub struct CreateSrq = "struct mlx5_ib_create_srq" {
+        /// The SRQ buffer: `max` WQEs of `1 << wqe_shift` bytes.
+        buf_addr: u64,
+        /// Doorbell record: word 0 counts the WQEs posted.
+        db_addr: u64,
+        flags: u32,
+        reserved0: u32,
+        /// User index (XRC and tag-matching SRQs only).
+        uidx: u32,
+        reserved1: u32,
+    }
+}
+abi_struct! {
+    /// `struct mlx5_ib_create_srq_resp`.
+    pub struct CreateSrqResp = "struct mlx5_ib_create_srq_resp" {
+        srqn: u32,
+        reserved: u32,
+    }
+}
+abi_struct! {
     /// `struct mlx5_ib_modify_qp`: MODIFY_QP (ex) driver input.
     pub struct ModifyQp = "struct mlx5_ib_modify_qp" {
         comp_mask: u32,
@@ -205,6 +226,7 @@ abi_consts! {
     pub const CMDS_SUPP_UHW_QUERY_DEVICE: u8 = 1 << 0 => "MLX5_USER_CMDS_SUPP_UHW_QUERY_DEVICE";
     pub const CMDS_SUPP_UHW_CREATE_AH: u8 = 1 << 1 => "MLX5_USER_CMDS_SUPP_UHW_CREATE_AH";
     pub const QP_FLAG_SIGNATURE: u32 = 1 << 0 => "MLX5_QP_FLAG_SIGNATURE";
+    pub const SRQ_FLAG_SIGNATURE: u32 = 1 << 0 => "MLX5_SRQ_FLAG_SIGNATURE";
     pub const QP_FLAG_SCATTER_CQE: u32 = 1 << 1 => "MLX5_QP_FLAG_SCATTER_CQE";
     pub const QP_FLAG_BFREG_INDEX: u32 = 1 << 3 => "MLX5_QP_FLAG_BFREG_INDEX";
     pub const QP_FLAG_ALLOW_SCATTER_CQE: u32 = 1 << 8 => "MLX5_QP_FLAG_ALLOW_SCATTER_CQE";

@@ -37,7 +37,9 @@ pub fn layouts() -> Vec<Layout> {
         mlx5::AllocUcontextResp::LAYOUT, mlx5::AllocPdResp::LAYOUT, mlx5::QueryDeviceResp::LAYOUT,
         mlx5::CreateCq::LAYOUT, mlx5::CreateCqResp::LAYOUT, mlx5::CreateQp::LAYOUT,
         mlx5::CreateQpResp::LAYOUT, mlx5::ModifyQp::LAYOUT, mlx5::ModifyQpResp::LAYOUT,
-        mlx5::ClockInfo::LAYOUT,
+        mlx5::ClockInfo::LAYOUT, CreateSrq::LAYOUT, CreateXsrq::LAYOUT, CreateSrqResp::LAYOUT, ModifySrq::LAYOUT, QuerySrq::LAYOUT,
+        QuerySrqResp::LAYOUT, DestroySrq::LAYOUT, DestroySrqResp::LAYOUT, mlx5::CreateSrq::LAYOUT,
+        mlx5::CreateSrqResp::LAYOUT,
     ]
 }
 

@@ -466,6 +466,81 @@ abi_struct! {
 }
 
 abi_struct! {
+    /// `struct ib_uverbs_create_srq` (CREATE_SRQ, write 32); mlx5 appends its SRQ request.
+    pub struct CreateSrq = "struct ib_uverbs_create_srq" {
+        response: u64,
+        user_handle: u64,
+        pd_handle: u32,
+        max_wr: u32,
+        max_sge: u32,
+        srq_limit: u32,
+    }
+}
+abi_struct! {
+    /// `struct ib_uverbs_create_xsrq` (CREATE_XSRQ, write 39): any SRQ type; the answer is
+    /// CREATE_SRQ's.
+    pub struct CreateXsrq = "struct ib_uverbs_create_xsrq" {
+        response: u64,
+        user_handle: u64,
+        srq_type: u32,
+        pd_handle: u32,
+        max_wr: u32,
+        max_sge: u32,
+        srq_limit: u32,
+        max_num_tags: u32,
+        xrcd_handle: u32,
+        cq_handle: u32,
+    }
+}
+abi_struct! {
+    /// `struct ib_uverbs_create_srq_resp`; mlx5 appends its SRQ response.
+    pub struct CreateSrqResp = "struct ib_uverbs_create_srq_resp" {
+        srq_handle: u32,
+        max_wr: u32,
+        max_sge: u32,
+        srqn: u32,
+    }
+}
+abi_struct! {
+    /// `struct ib_uverbs_modify_srq` (MODIFY_SRQ, write 33: no response).
+    pub struct ModifySrq = "struct ib_uverbs_modify_srq" {
+        srq_handle: u32,
+        attr_mask: u32,
+        max_wr: u32,
+        srq_limit: u32,
+    }
+}
+abi_struct! {
+    /// `struct ib_uverbs_query_srq` (QUERY_SRQ, write 34).
+    pub struct QuerySrq = "struct ib_uverbs_query_srq" {
+        response: u64,
+        srq_handle: u32,
+        reserved: u32,
+    }
+}
+abi_struct! {
+    /// `struct ib_uverbs_query_srq_resp`.
+    pub struct QuerySrqResp = "struct ib_uverbs_query_srq_resp" {
+        max_wr: u32,
+        max_sge: u32,
+        srq_limit: u32,
+        reserved: u32,
+    }
+}
+abi_struct! {
+    /// `struct ib_uverbs_destroy_srq` (DESTROY_SRQ, write 35).
+    pub struct DestroySrq = "struct ib_uverbs_destroy_srq" {
+        response: u64,
+        srq_handle: u32,
+        reserved: u32,
+    }
+}
+abi_struct! {
+    /// `struct ib_uverbs_destroy_srq_resp`.
+    pub struct DestroySrqResp = "struct ib_uverbs_destroy_srq_resp" { events_reported: u32 }
+}
+
+abi_struct! {
     /// `struct ib_uverbs_ah_attr` with its `ib_uverbs_global_route` flattened: an address
     /// vector as CREATE_AH carries it.
     pub struct AhAttr = "struct ib_uverbs_ah_attr" {

@@ -52,7 +52,6 @@ mod opc {
     pub const QUERY_ISSI: u16 = 0x10a;
     pub const NOP: u16 = 0x10d;
     pub const CREATE_PSV: u16 = 0x600;
-    pub const CREATE_SRQ: u16 = 0x700;
     pub const CREATE_XRC_SRQ: u16 = 0x705;
     pub const CREATE_DCT: u16 = 0x710;
     pub const CREATE_XRQ: u16 = 0x717;
@@ -229,7 +228,7 @@ fn is_create(opcode: u16, inb: &[u8]) -> bool {
         | opc::CREATE_RMP | opc::CREATE_SQ | opc::CREATE_RQ | opc::CREATE_RQT | opc::CREATE_TIR | opc::CREATE_TIS
         | opc::ALLOC_Q_COUNTER | opc::CREATE_FLOW_TABLE | opc::CREATE_FLOW_GROUP | opc::ALLOC_FLOW_COUNTER
         | opc::ALLOC_PACKET_REFORMAT_CONTEXT | opc::ALLOC_MODIFY_HEADER_CONTEXT | opc::CREATE_SCHEDULING_ELEMENT
-        | opc::ADD_VXLAN_UDP_DPORT | opc::SET_L2_TABLE_ENTRY | op::CREATE_QP | opc::CREATE_SRQ | opc::CREATE_XRC_SRQ
+        | opc::ADD_VXLAN_UDP_DPORT | opc::SET_L2_TABLE_ENTRY | op::CREATE_QP | op::CREATE_SRQ | opc::CREATE_XRC_SRQ
         | opc::CREATE_DCT | opc::CREATE_XRQ | opc::ATTACH_TO_MCG | opc::ALLOC_XRCD => true,
         // set_fte_in.op_mod 0 creates, 1 modifies.
         opc::SET_FLOW_TABLE_ENTRY => u16::from_be_bytes([inb[6], inb[7]]) == 0,
@@ -249,6 +248,9 @@ fn modify_obj_id(inb: &[u8]) -> Option<u64> {
         op::MODIFY_CQ => enc(op::CREATE_CQ as u32, id_at_0x48(inb)),
         op::RST2INIT_QP | op::INIT2RTR_QP | op::INIT2INIT_QP | op::RTR2RTS_QP | op::RTS2RTS_QP | op::SQERR2RTS_QP
         | op::QP_2ERR | op::QP_2RST => enc(op::CREATE_QP as u32, id_at_0x48(inb)),
+        // devx.c names ARM_RQ's object as an RQ's (CREATE_RQ), so no SRQ handle ever
+        // matches it: EINVAL, as on Linux.
+        op::ARM_RQ => enc(opc::CREATE_RQ as u32, id_at_0x48(inb)),
         _ => return None,
     })
 }
@@ -260,6 +262,7 @@ fn query_obj_id(inb: &[u8]) -> Option<u64> {
         op::QUERY_MKEY => enc(op::CREATE_MKEY as u32, id_at_0x48(inb)),
         op::QUERY_CQ => enc(op::CREATE_CQ as u32, id_at_0x48(inb)),
         op::QUERY_QP => enc(op::CREATE_QP as u32, id_at_0x48(inb)),
+        op::QUERY_SRQ => enc(op::CREATE_SRQ as u32, id_at_0x48(inb)),
         _ => return None,
     })
 }
@@ -274,6 +277,8 @@ fn is_valid_obj(obj: &Uobj, id: u64) -> bool {
     match obj {
         Uobj::Cq(cq) => enc(op::CREATE_CQ as u32, cq.cqn) == id,
         Uobj::Qp(qp) => enc(op::CREATE_QP as u32, qp.qpn) == id,
+        // A basic SRQ of an ISSI 0 device is CREATE_SRQ's (not CREATE_RMP's).
+        Uobj::Srq(srq) => enc(op::CREATE_SRQ as u32, srq.srqn) == id,
         Uobj::Devx(o) => o.obj_id == id,
         _ => false,
     }
@@ -328,6 +333,7 @@ fn build_destroy(inb: &[u8], out: &[u8], opcode: u16) -> (Vec<u8>, u32) {
                 op::CREATE_CQ => op::DESTROY_CQ,
                 op::ALLOC_PD => op::DEALLOC_PD,
                 op::CREATE_QP => op::DESTROY_QP,
+                op::CREATE_SRQ => op::DESTROY_SRQ,
                 _ => 0,
             };
             d[9..12].copy_from_slice(&id.to_be_bytes()[1..]);

@@ -17,7 +17,7 @@ pub(crate) fn destroyed(_c: &mut Call<'_>) -> Result<()> {
     Ok(())
 }
 
-/// SRQ/WQ destroy: would report the object's event count (unreachable: none exist).
+/// WQ destroy: would report the object's event count (unreachable: none exist).
 pub(crate) fn destroyed_with_events(c: &mut Call<'_>) -> Result<()> {
     c.b.copy_to(1, 0u32.as_bytes())
 }
@@ -46,14 +46,6 @@ struct Handle {
 
 #[derive(zerocopy::FromBytes, zerocopy::IntoBytes, zerocopy::Immutable, zerocopy::KnownLayout)]
 #[repr(C)]
-struct RespHandle {
-    response: u64,
-    handle: u32,
-    reserved: u32,
-}
-
-#[derive(zerocopy::FromBytes, zerocopy::IntoBytes, zerocopy::Immutable, zerocopy::KnownLayout)]
-#[repr(C)]
 struct MaskHandle {
     comp_mask: u32,
     handle: u32,
@@ -67,16 +59,6 @@ pub(crate) fn dealloc_mw(c: &mut WCall<'_>) -> Result<()> {
 /// CLOSE_XRCD (write 38): `struct ib_uverbs_close_xrcd`.
 pub(crate) fn close_xrcd(c: &mut WCall<'_>) -> Result<()> {
     lookup_only::<Handle>(c, ObjType::Xrcd, |h| h.handle)
-}
-
-/// DESTROY_SRQ (write 35): `struct ib_uverbs_destroy_srq`.
-pub(crate) fn destroy_srq(c: &mut WCall<'_>) -> Result<()> {
-    lookup_only::<RespHandle>(c, ObjType::Srq, |h| h.handle)
-}
-
-/// QUERY_SRQ (write 34): `struct ib_uverbs_query_srq`.
-pub(crate) fn query_srq(c: &mut WCall<'_>) -> Result<()> {
-    lookup_only::<RespHandle>(c, ObjType::Srq, |h| h.handle)
 }
 
 fn ex_destroy(c: &mut WCall<'_>, ty: ObjType) -> Result<()> {

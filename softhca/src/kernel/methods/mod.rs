@@ -13,6 +13,7 @@ pub(crate) mod mr;
 pub(crate) mod pd;
 pub(crate) mod port;
 pub(crate) mod qp;
+pub(crate) mod srq;
 pub(crate) mod uar;
 
 use uverbs::sys::ids::{self, async_event, destroy, device as dev, mlx5, object, UVERBS_ID_DRIVER_NS};
@@ -111,10 +112,26 @@ pub(crate) static METHODS: &[MethodDef] = &[
         m(ids::qp::ATTR_DESTROY_HANDLE, idr(ObjType::Qp, Access::Destroy)),
         m(ids::qp::ATTR_DESTROY_RESP, out_type(4)),
     ], false, qp::destroy_qp_ioctl),
+    method(object::SRQ, ids::srq::CREATE, &[
+        m(ids::srq::ATTR_CREATE_HANDLE, idr(ObjType::Srq, Access::New)),
+        m(ids::srq::ATTR_CREATE_PD_HANDLE, idr(ObjType::Pd, Access::Read)),
+        m(ids::srq::ATTR_CREATE_TYPE, CONST_IN),
+        m(ids::srq::ATTR_CREATE_USER_HANDLE, in_type(8)),
+        m(ids::srq::ATTR_CREATE_MAX_WR, in_type(4)),
+        m(ids::srq::ATTR_CREATE_MAX_SGE, in_type(4)),
+        m(ids::srq::ATTR_CREATE_LIMIT, in_type(4)),
+        o(ids::srq::ATTR_CREATE_XRCD_HANDLE, idr(ObjType::Xrcd, Access::Read)),
+        o(ids::srq::ATTR_CREATE_CQ_HANDLE, idr(ObjType::Cq, Access::Read)),
+        o(ids::srq::ATTR_CREATE_MAX_NUM_TAGS, in_type(4)),
+        o(ids::srq::ATTR_CREATE_EVENT_FD, fd(FdType::AsyncEvent, Access::Read)),
+        m(ids::srq::ATTR_CREATE_RESP_MAX_WR, out_type(4)),
+        m(ids::srq::ATTR_CREATE_RESP_MAX_SGE, out_type(4)),
+        o(ids::srq::ATTR_CREATE_RESP_SRQ_NUM, out_type(4)),
+    ], true, srq::create_srq_ioctl),
     method(object::SRQ, destroy::SRQ_DESTROY, &[
         m(destroy::ATTR_SRQ_HANDLE, idr(ObjType::Srq, Access::Destroy)),
         m(destroy::ATTR_SRQ_RESP, out_type(4)),
-    ], false, misc::destroyed_with_events),
+    ], false, srq::destroy_srq_ioctl),
     method(object::AH, destroy::AH_DESTROY, &[
         m(destroy::ATTR_AH_HANDLE, idr(ObjType::Ah, Access::Destroy)),
     ], false, misc::destroyed),
@@ -277,13 +294,13 @@ pub(crate) fn write_def(idx: u32) -> Option<&'static WriteDef> {
     static DESTROY_QP: WriteDef = w(16, 4, true, false, qp::destroy_qp_write);
     static ATTACH_MCAST: WriteDef = w(24, 0, false, false, misc::write_not_supported);
     static DETACH_MCAST: WriteDef = w(24, 0, false, false, misc::write_not_supported);
-    static CREATE_SRQ: WriteDef = w(32, 16, true, true, misc::write_not_supported);
-    static MODIFY_SRQ: WriteDef = w(16, 0, false, true, misc::write_not_supported);
-    static QUERY_SRQ: WriteDef = w(16, 16, true, false, misc::query_srq);
-    static DESTROY_SRQ: WriteDef = w(16, 4, true, false, misc::destroy_srq);
+    static CREATE_SRQ: WriteDef = w(32, 16, true, true, srq::create_srq_write);
+    static MODIFY_SRQ: WriteDef = w(16, 0, false, true, srq::modify_srq);
+    static QUERY_SRQ: WriteDef = w(16, 16, true, false, srq::query_srq);
+    static DESTROY_SRQ: WriteDef = w(16, 4, true, false, srq::destroy_srq_write);
     static OPEN_XRCD: WriteDef = w(16, 4, true, true, misc::write_not_supported);
     static CLOSE_XRCD: WriteDef = w(4, 0, false, false, misc::close_xrcd);
-    static CREATE_XSRQ: WriteDef = w(48, 16, true, true, misc::write_not_supported);
+    static CREATE_XSRQ: WriteDef = w(48, 16, true, true, srq::create_xsrq);
     static OPEN_QP: WriteDef = w(32, 32, true, true, misc::write_not_supported);
     Some(match idx {
         0 => &GET_CONTEXT,

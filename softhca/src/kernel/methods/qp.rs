@@ -46,7 +46,7 @@ use crate::kernel::udata::Udata;
 use crate::kernel::uobject::{FdObj, ObjType, Uobj};
 use crate::kernel::write::WCall;
 use crate::kernel::{FileState, Result};
-use crate::objects::{AddressVector, AsyncEventFile, Cq, Pd, Qp, QpAttrs, QpState, QpType};
+use crate::objects::{AddressVector, AsyncEventFile, Cq, Pd, Qp, QpAttrs, QpState, QpType, Srq};
 
 use super::port::port_valid;
 
@@ -69,6 +69,8 @@ pub(crate) struct QpArgs {
     pub pd: Arc<Pd>,
     pub send_cq: Arc<Cq>,
     pub recv_cq: Arc<Cq>,
+    /// The SRQ the QP receives from (it gets no RQ of its own).
+    pub srq: Option<Arc<Srq>>,
     pub cap: QpCap,
     pub sq_sig_all: bool,
     pub create_flags: u32,
@@ -143,7 +145,8 @@ pub(crate) fn create_qp(hca: &Hca, st: &mut FileState, mut a: QpArgs, udata: &Ud
     if a.cap.max_recv_wr > 1 << caps::LOG_MAX_QP_SZ {
         return Err(Errno::EINVAL);
     }
-    let has_rq = a.cap.max_recv_wr != 0;
+    // qp_has_rq: none with an SRQ.
+    let has_rq = a.cap.max_recv_wr != 0 && a.srq.is_none();
     let (rq_cnt, rq_shift, rq_max_gs) = if has_rq {
         if ucmd.rq_wqe_shift >= 31 {
             return Err(Errno::EINVAL);
@@ -249,6 +252,7 @@ pub(crate) fn create_qp(hca: &Hca, st: &mut FileState, mut a: QpArgs, udata: &Ud
         block_mc_lb: a.create_flags & QP_CREATE_BLOCK_MULTICAST_LOOPBACK != 0,
         rq_cnt,
         rq_shift,
+        srqn: a.srq.as_ref().map(|s| s.srqn),
         sq_cnt: ucmd.sq_wqe_count,
         buf: ucmd.buf_addr,
         buf_size,
@@ -280,6 +284,9 @@ pub(crate) fn create_qp(hca: &Hca, st: &mut FileState, mut a: QpArgs, udata: &Ud
     qp.pd.usecnt.fetch_add(1, Ordering::SeqCst);
     qp.send_cq.usecnt.fetch_add(1, Ordering::SeqCst);
     qp.recv_cq.usecnt.fetch_add(1, Ordering::SeqCst);
+    if let Some(srq) = &qp.srq {
+        srq.usecnt.fetch_add(1, Ordering::SeqCst);
+    }
     Ok((qp, a.cap))
 }
 
@@ -296,6 +303,8 @@ pub(crate) struct UserQp {
     pub block_mc_lb: bool,
     pub rq_cnt: u32,
     pub rq_shift: u32,
+    /// The SRQ the QP receives from (`rq_type` SRQ), instead of an RQ.
+    pub srqn: Option<u32>,
     pub sq_cnt: u32,
     pub buf: u64,
     pub buf_size: u64,
@@ -336,7 +345,9 @@ pub(crate) fn create_qp_inbox(uid: u16, g: &UserQp) -> Vec<u8> {
         if g.cqe_version == 1 {
             c.set(Qpc::user_index, g.uidx);
         }
-        if g.rq_cnt != 0 {
+        if let Some(srqn) = g.srqn {
+            c.set(Qpc::rq_type, crate::firmware::RQ_TYPE_SRQ).set(Qpc::srqn_rmpn_xrqn, srqn);
+        } else if g.rq_cnt != 0 {
             c.set(Qpc::log_rq_stride, (g.rq_shift.wrapping_sub(4) & 7) as u8)
                 .set(Qpc::log_rq_size, (g.rq_cnt.ilog2() & 0xf) as u8);
         } else {
@@ -440,13 +451,17 @@ pub(crate) fn create_qp_ioctl(c: &mut Call<'_>) -> Result<()> {
         let _qpn: u32 = c.b.copy_from(ids::ATTR_CREATE_SOURCE_QPN)?;
         flags |= CREATE_SOURCE_QPN;
     }
-    // An SRQ can never resolve here (none exist), so nothing more to check for it.
+    let srq = match c.b.obj(ids::ATTR_CREATE_SRQ_HANDLE) {
+        Some(Uobj::Srq(s)) => Some(s.clone()),
+        Some(_) => return Err(Errno::EINVAL),
+        None => None,
+    };
     let event_file = match c.b.fd_obj(ids::ATTR_CREATE_EVENT_FD) {
         Some(FdObj::Async(a)) => Some(a.clone()),
         _ => c.st.default_async.clone(),
     };
     let sq_sig_all = flags & QP_CREATE_SQ_SIG_ALL != 0;
-    let args = QpArgs { ty, pd, send_cq, recv_cq, cap, sq_sig_all, create_flags: flags & !QP_CREATE_SQ_SIG_ALL,
+    let args = QpArgs { ty, pd, send_cq, recv_cq, srq, cap, sq_sig_all, create_flags: flags & !QP_CREATE_SQ_SIG_ALL,
                         user_handle, event_file };
     let (qp, cap) = create_qp(c.hca, c.st, args, &c.udata)?;
     let qpn = qp.qpn;
@@ -483,12 +498,14 @@ fn create_qp_common(c: &mut WCall<'_>, cmd: ExCreateQp) -> Result<(Arc<Qp>, QpCa
         return Err(Errno::EINVAL);
     }
     let mut rcq = None;
+    let mut srq = None;
     if ty == QpType::XrcIni {
         cap.max_recv_wr = 0;
         cap.max_recv_sge = 0;
     } else {
         if cmd.is_srq != 0 {
-            c.st.table.lookup(cmd.srq_handle as i64, ObjType::Srq)?;
+            // uobj_get_obj_read: the lookup's errno.
+            srq = Some(super::srq::srq_of(c.st, cmd.srq_handle)?);
         }
         if cmd.recv_cq_handle != cmd.send_cq_handle {
             rcq = Some(as_cq(c.st.table.lookup(cmd.recv_cq_handle as i64, ObjType::Cq)?)?);
@@ -506,7 +523,7 @@ fn create_qp_common(c: &mut WCall<'_>, cmd: ExCreateQp) -> Result<(Arc<Qp>, QpCa
     if cmd.create_flags & CREATE_SOURCE_QPN != 0 && !c.hca.cap_net_raw() {
         return Err(Errno::EPERM);
     }
-    let args = QpArgs { ty, pd, send_cq: scq, recv_cq: rcq, cap, sq_sig_all: cmd.sq_sig_all != 0,
+    let args = QpArgs { ty, pd, send_cq: scq, recv_cq: rcq, srq, cap, sq_sig_all: cmd.sq_sig_all != 0,
                         create_flags: cmd.create_flags, user_handle: cmd.user_handle,
                         event_file: c.st.default_async.clone() };
     let (qp, cap) = create_qp(c.hca, c.st, args, &c.udata)?;
