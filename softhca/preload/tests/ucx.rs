@@ -60,13 +60,16 @@ fn ucx_info_offers_the_verbs_and_mlx5_transports() {
 }
 
 /// One `ucx_perftest` test between a server and a client process over transport `tl`:
-/// both exit 0 and the client prints its final table row.
+/// both exit 0 and the client prints its final table row. RC needs a connectionless
+/// transport beside it to exchange its connection (UCX's wireup "auxiliary transport"):
+/// ud_mlx5 there; UCX puts the data on the RC lanes when both are offered.
 fn perftest(tl: &str, test: &str, extra: &[&str]) {
+    let tls = if tl.starts_with("rc") { format!("{tl},ud_mlx5,self") } else { format!("{tl},self") };
     let Some(pt) = ucx("ucx_perftest") else { return };
     let port = common::free_port();
     let ps = port.to_string();
     let with_env = |mut c: Command| {
-        c.env("UCX_TLS", format!("{tl},self")).env("UCX_NET_DEVICES", "softhca0:1").env_remove("UCX_MEM_MMAP_HOOK_MODE");
+        c.env("UCX_TLS", &tls).env("UCX_NET_DEVICES", "softhca0:1").env_remove("UCX_MEM_MMAP_HOOK_MODE");
         c
     };
     let server = with_env(stock(&pt, &["-p", &ps]));
@@ -92,7 +95,7 @@ fn ucx_perftest_tag_bw_rc_mlx5() {
 
 #[test]
 fn ucx_perftest_put_lat_rc_mlx5() {
-    perftest("rc_mlx5", "put_lat", &["-n", "2000"]);
+    perftest("rc_mlx5", "ucp_put_lat", &["-n", "2000"]);
 }
 
 #[test]
@@ -107,5 +110,5 @@ fn ucx_perftest_tag_bw_ud_mlx5() {
 
 #[test]
 fn ucx_perftest_put_lat_ud_mlx5() {
-    perftest("ud_mlx5", "put_lat", &["-n", "2000"]);
+    perftest("ud_mlx5", "ucp_put_lat", &["-n", "2000"]);
 }

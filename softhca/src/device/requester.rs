@@ -353,6 +353,19 @@ impl QpCtx {
             }
             Ok((op, data)) => {
                 let access = if op.is_read_or_atomic() { Access::LocalWrite } else { Access::LocalRead };
+                // Inline and pointer segments together: the pointers' bytes are gathered
+                // now, with their keys checked, and the payload kept whole.
+                let data = match data {
+                    Data::Mixed(pieces) => match gather_mixed(env, &self.qp.pd, &pieces) {
+                        Ok(b) => Data::Inline(b),
+                        Err(e) => {
+                            let why = format!("{e:?}");
+                            bad(&mut w, syndrome::LOCAL_PROT, &why);
+                            Data::Inline(Vec::new())
+                        }
+                    },
+                    d => d,
+                };
                 if let Data::Sgl(s) = &data {
                     match mkey::validate(env.hca, env.keys, &self.qp.pd, s, access) {
                         Ok(peer) => w.peer = peer,
@@ -883,6 +896,23 @@ enum Emit {
 /// Builds and queues request packet `k` of `w` at PSN `p`; returns the PSNs it covers.
 /// A payload in peer memory comes from `out_stage` (see [`super::stage`]).
 #[allow(clippy::too_many_arguments)]
+/// The payload of a [`Data::Mixed`] WQE: its inline bytes and the bytes its pointers name
+/// (checked for local read), in order.
+fn gather_mixed(env: &mut Env<'_>, pd: &crate::objects::Pd, pieces: &[wqe::Piece]) -> Result<Vec<u8>, crate::hca::KeyError> {
+    let mut out = Vec::new();
+    for p in pieces {
+        match p {
+            wqe::Piece::Inline(b) => out.extend_from_slice(b),
+            wqe::Piece::Sge(s) => {
+                let at = out.len();
+                out.resize(at + s.len as usize, 0);
+                mkey::gather(env.hca, env.keys, pd, std::slice::from_ref(s), 0, &mut out[at..])?;
+            }
+        }
+    }
+    Ok(out)
+}
+
 fn emit_request(w: &SqWqe, k: u32, p: u32, window_full: bool, q: &QpCtx, peer: SocketAddr, env: &mut Env<'_>,
                 out_stage: &mut OutStage) -> Result<u32, Emit> {
     let mtu = q.mtu as u64;
@@ -917,6 +947,8 @@ fn emit_request(w: &SqWqe, k: u32, p: u32, window_full: bool, q: &QpCtx, peer: S
                     Err(_) => return Err(Emit::Fail(syndrome::LOCAL_PROT)),
                 },
                 Data::Inline(b) => staging(env.scratch, len).copy_from_slice(&b[off as usize..off as usize + len]),
+                // Gathered into `Inline` when the WQE was fetched.
+                Data::Mixed(_) => return Err(Emit::Fail(syndrome::LOCAL_QP_OP)),
             }
             step_add(&env.counters.dma_read_bytes, len as u64);
             let last = k + 1 == n;

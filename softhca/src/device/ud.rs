@@ -92,6 +92,8 @@ impl QpCtx {
                     buf.copy_from_slice(b);
                     true
                 }
+                // Gathered into `Inline` when the WQE was fetched.
+                Data::Mixed(_) => false,
             };
             if !ok {
                 self.req.wqes[idx].error = Some(syndrome::LOCAL_PROT);

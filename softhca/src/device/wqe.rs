@@ -118,6 +118,18 @@ impl Op {
 pub enum Data {
     Sgl(Vec<Sge>),
     Inline(Vec<u8>),
+    /// Inline segments and memory pointers in one WQE, in order (UCX puts its header
+    /// inline and the payload behind a pointer; the PRM allows any mix of the two kinds
+    /// of data segment). The requester gathers the pointers' bytes when it fetches the WQE
+    /// and keeps the whole payload as [`Data::Inline`].
+    Mixed(Vec<Piece>),
+}
+
+/// One data segment of a [`Data::Mixed`] payload.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Piece {
+    Inline(Vec<u8>),
+    Sge(Sge),
 }
 
 impl Data {
@@ -126,6 +138,10 @@ impl Data {
         match self {
             Data::Sgl(s) => s.iter().map(|s| s.len as u64).sum(),
             Data::Inline(b) => b.len() as u64,
+            Data::Mixed(p) => p.iter().map(|p| match p {
+                Piece::Inline(b) => b.len() as u64,
+                Piece::Sge(s) => s.len as u64,
+            }).sum(),
         }
     }
 
@@ -185,9 +201,9 @@ pub fn parse(ctrl: &Ctrl, wqe: &[u8]) -> Result<(Op, Data), WqeError> {
     };
     let data = parse_payload(rest)?;
     match (&op, &data) {
-        (Op::Read { .. }, Data::Inline(_)) => return Err(WqeError::Layout("inline data on an RDMA READ")),
+        (Op::Read { .. }, Data::Inline(_) | Data::Mixed(_)) => return Err(WqeError::Layout("inline data on an RDMA READ")),
         (o, d) if o.is_atomic() => {
-            if matches!(d, Data::Inline(_)) {
+            if matches!(d, Data::Inline(_) | Data::Mixed(_)) {
                 return Err(WqeError::Layout("inline data on an atomic"));
             }
             if d.len() != 8 {
@@ -202,10 +218,11 @@ pub fn parse(ctrl: &Ctrl, wqe: &[u8]) -> Result<(Op, Data), WqeError> {
     Ok((op, data))
 }
 
-/// Data segments or one inline segment filling `rest` (whole 16-byte units).
+/// Data segments, inline segments, or a mix, filling `rest` (whole 16-byte units).
 fn parse_payload(rest: &[u8]) -> Result<Data, WqeError> {
     let mut sges = Vec::new();
     let mut inline: Option<Vec<u8>> = None;
+    let mut pieces = Vec::new();
     let mut at = 0;
     while let Some(d) = seg::<DataSeg>(&rest[at..]) {
         let head = d.byte_count().to_be_bytes();
@@ -217,15 +234,18 @@ fn parse_payload(rest: &[u8]) -> Result<Data, WqeError> {
                 return Err(WqeError::Layout("inline data larger than ds"));
             }
             inline.get_or_insert_with(Vec::new).extend_from_slice(&rest[start..end]);
+            pieces.push(Piece::Inline(rest[start..end].to_vec()));
             at += (INLINE_HDR_SIZE as usize + len).div_ceil(DS_SIZE as usize) * DS_SIZE as usize;
         } else {
-            sges.push(Sge { len: d.length() as u32, lkey: d.lkey(), addr: d.addr() });
+            let s = Sge { len: d.length() as u32, lkey: d.lkey(), addr: d.addr() };
+            sges.push(s);
+            pieces.push(Piece::Sge(s));
             at += size_of::<DataSeg>();
         }
     }
     match inline {
         Some(b) if sges.is_empty() => Ok(Data::Inline(b)),
-        Some(_) => Err(WqeError::Layout("inline and gather segments mixed")),
+        Some(_) => Ok(Data::Mixed(pieces)),
         None => Ok(Data::Sgl(sges)),
     }
 }
@@ -338,6 +358,31 @@ mod tests {
         let (op, data) = parse(&c, &s).unwrap();
         assert_eq!(op, Op::Send { imm: None });
         assert_eq!(data, Data::Inline((1..=20).collect()));
+    }
+
+    /// UCX's UD and RC sends: a 24-byte inline header segment, then a pointer to the
+    /// payload (the `ucx_perftest -t tag_bw` WQE softhca once refused). PRM layout: the
+    /// inline segment's byte count has bit 31 set and is followed by the bytes, padded to
+    /// 16; a pointer segment is byte count, lkey, address, all big-endian.
+    #[test]
+    fn inline_header_then_pointer() {
+        let mut s = Vec::new();
+        // SEND, ds = 1 ctrl + 2 inline (4 + 24 bytes, padded to 32) + 1 pointer.
+        s.extend(seg(&[0, 0, 1, 0x0a, 0, 0, 1, 4]));
+        let mut inl = vec![0x80, 0, 0, 24];
+        inl.extend(100..124u8);
+        inl.resize(32, 0);
+        s.extend(inl);
+        let mut d = [0u8; 16];
+        d[..4].copy_from_slice(&4072u32.to_be_bytes());
+        d[4..8].copy_from_slice(&0x302u32.to_be_bytes());
+        d[8..].copy_from_slice(&0x7f69_af67_9000u64.to_be_bytes());
+        s.extend(d);
+        let c = Ctrl::parse(s[..16].try_into().unwrap());
+        let (op, data) = parse(&c, &s).unwrap();
+        assert_eq!(op, Op::Send { imm: None });
+        assert_eq!(data.len(), 24 + 4072);
+        assert_eq!(data, Data::Mixed(vec![Piece::Inline((100..124).collect()), Piece::Sge(Sge { addr: 0x7f69_af67_9000, len: 4072, lkey: 0x302 })]));
     }
 
     #[test]
