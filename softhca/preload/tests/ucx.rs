@@ -19,13 +19,7 @@ mod common;
 use common::{run_pair, stock};
 
 fn ucx(name: &str) -> Option<PathBuf> {
-    let p = Path::new("/usr/bin").join(name);
-    if p.is_file() {
-        Some(p)
-    } else {
-        testkit::skip(testkit::Need::Tool, format!("{name} is not installed (apt-get install ucx-utils libucx0)"));
-        None
-    }
+    ucx_tool(name, "ucx-utils libucx0")
 }
 
 /// The transports `ucx_info -d` lists for softhca0's port 1.
@@ -111,4 +105,45 @@ fn ucx_perftest_tag_bw_ud_mlx5() {
 #[test]
 fn ucx_perftest_put_lat_ud_mlx5() {
     perftest("ud_mlx5", "ucp_put_lat", &["-n", "2000"]);
+}
+
+/// Open MPI's UCX point-to-point layer (`--mca pml ucx`, no BTL but self) over softhca's
+/// rc_mlx5 and ud_mlx5: an MPI_Allreduce check (collective/bench/mpi_allreduce.c, each
+/// element checked against the sum every rank can compute) with 2 and 4 ranks; every row
+/// must have 0 wrong elements.
+#[test]
+fn open_mpi_pml_ucx_allreduce_2_and_4_ranks() {
+    let (Some(mpicc), Some(mpirun)) = (ucx_tool("mpicc", "libopenmpi-dev"), ucx_tool("mpirun", "openmpi-bin")) else { return };
+    if ucx("ucx_info").is_none() {
+        return;
+    }
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../collective/bench/mpi_allreduce.c");
+    let exe = Path::new(env!("CARGO_TARGET_TMPDIR")).join("mpi_allreduce");
+    let out = Command::new(&mpicc).args(["-O2", "-o"]).arg(&exe).arg(&src).output().expect("run mpicc");
+    assert!(out.status.success(), "mpicc: {}", String::from_utf8_lossy(&out.stderr));
+    for n in ["2", "4"] {
+        let mut c = stock(&mpirun, &["--oversubscribe", "-np", n, "--mca", "pml", "ucx", "--mca", "btl", "self",
+                                     "-x", "UCX_NET_DEVICES=softhca0:1", "-x", "UCX_TLS=rc_mlx5,ud_mlx5,self"]);
+        c.arg(&exe).args(["-b", "8", "-e", "256K", "-f", "8", "-n", "3", "-w", "1"])
+            .env("OMPI_ALLOW_RUN_AS_ROOT", "1").env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+        let done = common::spawn(c, format!("mpirun -np {n} --mca pml ucx")).wait_until(std::time::Instant::now() + Duration::from_secs(120));
+        assert!(done.ok(), "{}", done.report());
+        let rows: Vec<Vec<&str>> = done.stdout.lines().map(|l| l.split_whitespace().collect::<Vec<_>>())
+            .filter(|f| f.len() == 12 && f[0].parse::<u64>().is_ok()).collect();
+        assert_eq!(rows.len(), 6, "one row per size, 8 B to 256 KiB:\n{}", done.stdout);
+        for f in rows {
+            assert_eq!((f[7], f[11]), ("0", "0"), "{n} ranks, {} B: wrong elements\n{}", f[0], done.stdout);
+        }
+    }
+}
+
+/// `/usr/bin/NAME`, or None after a SKIP line naming the Debian package.
+fn ucx_tool(name: &str, package: &str) -> Option<PathBuf> {
+    let p = Path::new("/usr/bin").join(name);
+    if p.is_file() {
+        Some(p)
+    } else {
+        testkit::skip(testkit::Need::Tool, format!("{name} is not installed (apt-get install {package})"));
+        None
+    }
 }
