@@ -162,6 +162,9 @@ pub struct Objects {
     pub qpn_w: u32,
     /// RC QP created through the extended write().
     pub qp_ex: u32,
+    /// A basic SRQ (write CREATE_SRQ) and an RC QP receiving from it.
+    pub srq: u32,
+    pub qp_srq: u32,
     /// A CPU-mappable dma-buf (vgem) and its size, for the dma-buf rows.
     pub dmabuf: Option<(OwnedFd, u64)>,
 }
@@ -188,6 +191,8 @@ impl Default for Objects {
             qp_w: NO_HANDLE,
             qpn_w: 0,
             qp_ex: NO_HANDLE,
+            srq: NO_HANDLE,
+            qp_srq: NO_HANDLE,
             dmabuf: None,
         }
     }
@@ -226,6 +231,13 @@ impl<'a> Session<'a> {
     /// Driver data for a CQ of `cqe` entries; its buffers live until the run ends.
     pub fn cq_udata(&mut self, cqe: u32) -> DriverData {
         let mut d = self.profile.cq(cqe);
+        self.keep.append(&mut d.keep);
+        d
+    }
+
+    /// Driver data for a basic SRQ; its buffers live until the run ends.
+    pub fn srq_udata(&mut self, max_wr: u32, max_sge: u32) -> DriverData {
+        let mut d = self.profile.srq(max_wr, max_sge);
         self.keep.append(&mut d.keep);
         d
     }

@@ -95,8 +95,11 @@ pub trait Profile {
     fn query_device_out_len(&self) -> usize;
     /// CREATE_CQ driver data for `cqe` requested entries.
     fn cq(&self, cqe: u32) -> DriverData;
-    /// CREATE_QP driver data for an RC QP with capabilities `cap`.
+    /// CREATE_QP driver data for an RC QP with capabilities `cap` (no RQ when
+    /// `max_recv_wr` is 0: a QP on an SRQ).
     fn qp(&self, cap: &QpCap) -> DriverData;
+    /// CREATE_SRQ driver data for a basic SRQ of `max_wr` WQEs of `max_sge` entries.
+    fn srq(&self, max_wr: u32, max_sge: u32) -> DriverData;
 }
 
 /// rxe (Soft-RoCE): no driver input at all; the driver writes the mmap info of the
@@ -123,6 +126,10 @@ impl Profile for RxeProfile {
     }
     fn qp(&self, _cap: &QpCap) -> DriverData {
         DriverData { out_len: 32, ..Default::default() }
+    }
+    /// `struct rxe_create_srq_resp`: the ring's mmap info (16 bytes), `srq_num`, padding.
+    fn srq(&self, _max_wr: u32, _max_sge: u32) -> DriverData {
+        DriverData { out_len: 24, ..Default::default() }
     }
 }
 
@@ -244,7 +251,8 @@ impl Profile for Mlx5Profile {
     fn qp(&self, cap: &QpCap) -> DriverData {
         // RQ: one WQE per receive, `max_recv_sge` 16-byte data segments, a power of two.
         let rq_stride = (16 * cap.max_recv_sge.max(1) as usize).next_power_of_two();
-        let rq_wqe_count = (cap.max_recv_wr.max(1) as usize).next_power_of_two();
+        // None without receives (mlx5_ib's `qp_has_rq`: then count and shift must be 0).
+        let rq_wqe_count = if cap.max_recv_wr == 0 { 0 } else { (cap.max_recv_wr as usize).next_power_of_two() };
         // SQ: one 64-byte basic block per send (ctrl + raddr + one data segment or
         // 16 bytes of inline data fit in one).
         let sq_wqe_count = (cap.max_send_wr.max(1) as usize).next_power_of_two();
@@ -257,7 +265,7 @@ impl Profile for Mlx5Profile {
             db_addr: db.addr(),
             sq_wqe_count: sq_wqe_count as u32,
             rq_wqe_count: rq_wqe_count as u32,
-            rq_wqe_shift: rq_stride.trailing_zeros(),
+            rq_wqe_shift: if rq_wqe_count == 0 { 0 } else { rq_stride.trailing_zeros() },
             uidx,
             ..Default::default()
         };
@@ -268,6 +276,21 @@ impl Profile for Mlx5Profile {
         DriverData {
             input: cmd.as_bytes().to_vec(),
             out_len: std::mem::size_of::<mlx5::CreateQpResp>(),
+            keep: vec![buf, db],
+        }
+    }
+    /// `struct mlx5_ib_create_srq` as libmlx5 fills it: the WQE buffer
+    /// (`roundup_pow_of_two(max_wr + 1)` WQEs of `16 + 16 * max_sge` bytes rounded up to
+    /// a power of two, at least 32) and the doorbell record.
+    fn srq(&self, max_wr: u32, max_sge: u32) -> DriverData {
+        let count = (max_wr as usize + 1).next_power_of_two();
+        let stride = (16 + 16 * max_sge as usize).next_power_of_two().max(32);
+        let buf = PageBuf::new(count * stride);
+        let db = PageBuf::new(8);
+        let cmd = mlx5::CreateSrq { buf_addr: buf.addr(), db_addr: db.addr(), ..Default::default() };
+        DriverData {
+            input: cmd.as_bytes().to_vec(),
+            out_len: std::mem::size_of::<mlx5::CreateSrqResp>(),
             keep: vec![buf, db],
         }
     }

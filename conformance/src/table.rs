@@ -20,6 +20,8 @@
 //! 3. queries: device, port, GIDs;
 //! 4. object creation (PD, MR, completion channel, CQs, RC QPs) and bad handles;
 //! 5. the QP state machine, RESET -> INIT -> RTR -> RTS, with illegal transitions;
+//!    and a basic SRQ (write CREATE_SRQ/QUERY_SRQ/MODIFY_SRQ/DESTROY_SRQ, an RC QP on it)
+//!    with its bad handles;
 //! 6. destroys out of order (EBUSY);
 //! 7. malformed ioctl calls;
 //! 8. malformed write() commands;
@@ -36,7 +38,8 @@ use uverbs::sys::verbs::{
     ADVISE_MR_ADVICE_PREFETCH, ADVISE_MR_ADVICE_PREFETCH_WRITE, ADVISE_MR_FLAG_FLUSH, ACCESS_LOCAL_WRITE, ACCESS_REMOTE_READ, ACCESS_REMOTE_WRITE, GID_TYPE_ROCE_V2, QPT_RC,
 };
 use uverbs::sys::write::{
-    CMD_ALLOC_PD, CMD_DEALLOC_PD, CMD_FLAG_EXTENDED, CMD_MODIFY_QP,
+    CMD_ALLOC_PD, CMD_CREATE_SRQ, CMD_DEALLOC_PD, CMD_DESTROY_SRQ, CMD_FLAG_EXTENDED, CMD_MODIFY_QP, CMD_MODIFY_SRQ,
+    CMD_QUERY_SRQ,
     CMD_QUERY_DEVICE, CMD_QUERY_PORT, CMD_REG_MR, EX_CMD_CREATE_CQ, EX_CMD_QUERY_DEVICE,
 };
 use uverbs::sys::{CmdHdr, ExCmdHdr};
@@ -182,6 +185,22 @@ pub fn cases() -> Vec<Case> {
         case!(query_qp_missing, ENOENT, "QUERY_QP of a handle that does not exist"),
         case!(query_qp_wrong_type, EINVAL, "QUERY_QP of a PD handle"),
         // 6. destroy out of order
+        // SRQs (core rules only: mlx5's and rxe's size and limit rules differ and are left
+        // out; rxe refuses a limit above the WQEs posted, mlx5 only one >= the WQE count)
+        case!(create_srq_write, OK, "legacy CREATE_SRQ of 16 WQEs, 1 SGE (max_wr >= 16 back)"),
+        case!(create_srq_bad_pd, ENOENT, "legacy CREATE_SRQ on a PD that does not exist"),
+        case!(create_srq_pd_is_cq, EINVAL, "legacy CREATE_SRQ whose PD handle is a CQ"),
+        case!(query_srq_write, OK, "legacy QUERY_SRQ: max_wr >= 16, max_sge >= 1, no limit"),
+        case!(query_srq_missing, ENOENT, "legacy QUERY_SRQ of a handle that does not exist"),
+        case!(query_srq_wrong_type, EINVAL, "legacy QUERY_SRQ of a PD handle"),
+        case!(modify_srq_missing, ENOENT, "legacy MODIFY_SRQ (limit) of a handle that does not exist"),
+        case!(create_qp_on_srq, OK, "legacy CREATE_QP with is_srq: an RC QP without receive WRs on the SRQ"),
+        case!(create_qp_missing_srq, ENOENT, "legacy CREATE_QP with is_srq naming a handle that does not exist"),
+        case!(destroy_srq_busy, EBUSY, "DESTROY_SRQ of the SRQ a QP uses"),
+        case!(destroy_qp_on_srq, OK, "DESTROY_QP of the QP on the SRQ"),
+        case!(destroy_srq_wrong_type, EINVAL, "DESTROY_SRQ of a PD handle"),
+        case!(destroy_srq, OK, "DESTROY_SRQ once no QP uses it: no events reported"),
+        case!(destroy_srq_twice, ENOENT, "DESTROY_SRQ of the destroyed SRQ"),
         case!(dealloc_pd_busy, EBUSY, "DEALLOC_PD of a PD with an MR and QPs"),
         case!(destroy_pd_ioctl_busy, EBUSY, "ioctl PD_DESTROY of a PD with an MR and QPs"),
         case!(destroy_cq_write_busy, EBUSY, "DESTROY_CQ of a CQ used by a QP"),
@@ -1379,6 +1398,125 @@ fn dealloc_pd_busy(s: &mut Session) -> Outcome {
 fn destroy_pd_ioctl_busy(s: &mut Session) -> Outcome {
     pdc::destroy_pd_ioctl(s.dev(), s.obj.pd)?;
     Ok(())
+}
+
+// ---------------------------------------------------------------- SRQs
+
+/// Legacy CREATE_SRQ on PD handle `pd`: the handle and the answer's max_wr, max_sge.
+fn create_srq_on(s: &mut Session, pd: u32) -> Result<(u32, u32, u32), Fail> {
+    let d = s.srq_udata(16, 1);
+    let core = uverbs::sys::verbs::CreateSrq { pd_handle: pd, max_wr: 16, max_sge: 1, user_handle: 5, ..Default::default() };
+    let mut resp = vec![0u8; 16 + d.out_len];
+    let b = legacy_bytes(CMD_CREATE_SRQ, core.as_bytes(), Some(&mut resp[..16]), &d.input);
+    // The driver's answer follows the core's in the same buffer.
+    let mut b = b;
+    set_out_words(&mut b, ((16 + d.out_len) / 4) as u16);
+    write_ok(s, &b)?;
+    let w = |i: usize| u32::from_ne_bytes(resp[i * 4..i * 4 + 4].try_into().unwrap_or_default());
+    Ok((w(0), w(1), w(2)))
+}
+
+fn create_srq_write(s: &mut Session) -> Outcome {
+    let pd = s.obj.pd;
+    let (h, max_wr, max_sge) = create_srq_on(s, pd)?;
+    s.obj.srq = h;
+    ensure!(max_wr >= 16 && max_sge >= 1, "max_wr {max_wr} max_sge {max_sge}");
+    Ok(())
+}
+
+fn create_srq_bad_pd(s: &mut Session) -> Outcome {
+    create_srq_on(s, NO_HANDLE).map(|_| ())
+}
+
+fn create_srq_pd_is_cq(s: &mut Session) -> Outcome {
+    let cq = s.obj.cq;
+    create_srq_on(s, cq).map(|_| ())
+}
+
+/// Legacy QUERY_SRQ: (max_wr, max_sge, srq_limit).
+fn query_srq_of(s: &Session, handle: u32) -> Result<(u32, u32, u32), Fail> {
+    let mut resp = [0u8; 16];
+    let core = uverbs::sys::verbs::QuerySrq { srq_handle: handle, ..Default::default() };
+    let b = legacy_bytes(CMD_QUERY_SRQ, core.as_bytes(), Some(&mut resp), &[]);
+    write_ok(s, &b)?;
+    let w = |i: usize| u32::from_ne_bytes(resp[i * 4..i * 4 + 4].try_into().unwrap_or_default());
+    Ok((w(0), w(1), w(2)))
+}
+
+fn query_srq_write(s: &mut Session) -> Outcome {
+    let (max_wr, max_sge, limit) = query_srq_of(s, s.obj.srq)?;
+    ensure!(max_wr >= 16 && max_sge >= 1 && limit == 0, "max_wr {max_wr} max_sge {max_sge} limit {limit}");
+    Ok(())
+}
+
+fn query_srq_missing(s: &mut Session) -> Outcome {
+    query_srq_of(s, NO_HANDLE).map(|_| ())
+}
+
+fn query_srq_wrong_type(s: &mut Session) -> Outcome {
+    query_srq_of(s, s.obj.pd).map(|_| ())
+}
+
+/// Legacy MODIFY_SRQ of the limit (`IB_SRQ_LIMIT`).
+fn modify_srq_of(s: &Session, handle: u32, limit: u32) -> Outcome {
+    let core = uverbs::sys::verbs::ModifySrq { srq_handle: handle, attr_mask: 2, max_wr: 0, srq_limit: limit };
+    write_ok(s, &legacy_bytes(CMD_MODIFY_SRQ, core.as_bytes(), None, &[]))
+}
+
+fn modify_srq_missing(s: &mut Session) -> Outcome {
+    modify_srq_of(s, NO_HANDLE, 4)
+}
+
+/// Legacy CREATE_QP of an RC QP on SRQ handle `srq`, without receive WRs of its own.
+fn create_qp_on(s: &mut Session, srq: u32) -> Result<u32, Fail> {
+    let cap = QpCap { max_recv_wr: 0, max_recv_sge: 0, ..rc_cap() };
+    let d = s.qp_udata(&cap);
+    let mut out = vec![0u8; d.out_len];
+    let a = qpc::QpArgs { pd: s.obj.pd, send_cq: s.obj.cq, recv_cq: s.obj.cq, srq: Some(srq), cap, qp_type: QPT_RC,
+                          ..Default::default() };
+    Ok(qpc::create_qp_write(s.dev(), &a, &d.input, &mut out)?.handle)
+}
+
+fn create_qp_on_srq(s: &mut Session) -> Outcome {
+    let srq = s.obj.srq;
+    s.obj.qp_srq = create_qp_on(s, srq)?;
+    Ok(())
+}
+
+fn create_qp_missing_srq(s: &mut Session) -> Outcome {
+    let h = create_qp_on(s, NO_HANDLE)?;
+    created_unexpectedly(s, h)
+}
+
+/// Legacy DESTROY_SRQ: the events reported.
+fn destroy_srq_of(s: &Session, handle: u32) -> Result<u32, Fail> {
+    let mut resp = [0u8; 4];
+    let core = uverbs::sys::verbs::DestroySrq { srq_handle: handle, ..Default::default() };
+    write_ok(s, &legacy_bytes(CMD_DESTROY_SRQ, core.as_bytes(), Some(&mut resp), &[]))?;
+    Ok(u32::from_ne_bytes(resp))
+}
+
+fn destroy_srq_busy(s: &mut Session) -> Outcome {
+    destroy_srq_of(s, s.obj.srq).map(|_| ())
+}
+
+fn destroy_qp_on_srq(s: &mut Session) -> Outcome {
+    qpc::destroy_qp_write(s.dev(), s.obj.qp_srq)?;
+    Ok(())
+}
+
+fn destroy_srq_wrong_type(s: &mut Session) -> Outcome {
+    destroy_srq_of(s, s.obj.pd).map(|_| ())
+}
+
+fn destroy_srq(s: &mut Session) -> Outcome {
+    let n = destroy_srq_of(s, s.obj.srq)?;
+    ensure!(n == 0, "events_reported {n}");
+    Ok(())
+}
+
+fn destroy_srq_twice(s: &mut Session) -> Outcome {
+    destroy_srq_of(s, s.obj.srq).map(|_| ())
 }
 
 fn destroy_cq_write_busy(s: &mut Session) -> Outcome {

@@ -30,6 +30,8 @@ abi_consts! {
     pub const CMD_MODIFY_QP: u32 = 26 => "IB_USER_VERBS_CMD_MODIFY_QP";
     pub const CMD_DESTROY_QP: u32 = 27 => "IB_USER_VERBS_CMD_DESTROY_QP";
     pub const CMD_CREATE_SRQ: u32 = 32 => "IB_USER_VERBS_CMD_CREATE_SRQ";
+    pub const CMD_MODIFY_SRQ: u32 = 33 => "IB_USER_VERBS_CMD_MODIFY_SRQ";
+    pub const CMD_QUERY_SRQ: u32 = 34 => "IB_USER_VERBS_CMD_QUERY_SRQ";
     pub const CMD_DESTROY_SRQ: u32 = 35 => "IB_USER_VERBS_CMD_DESTROY_SRQ";
     /// Bit 31 of `command` selects the extended header.
     pub const CMD_FLAG_EXTENDED: u32 = 0x8000_0000 => "IB_USER_VERBS_CMD_FLAG_EXTENDED";
