@@ -63,7 +63,7 @@ pub struct InboxHeader {
 pub struct LaneHeader {
     /// `pid << 32 | serial` of the producer; 0: free.
     pub owner: AtomicU64,
-    /// The producer's address (the packets' source): see [`Source`].
+    /// The producer's address (the packets' source): see [`source`].
     pub src: [AtomicU64; 3],
     /// Bytes published (producer).
     pub tail: AtomicU64,
