@@ -6,7 +6,7 @@
 # for large messages, shared-memory queues for small ones) and over TCP loopback
 # (`--mca btl tcp,self`), and a merged table of busbw ratios and the crossovers.
 #
-#   collective/bench/run.sh [-b 8] [-e 64M] [-n 10] [-w 2] [-N 1000] [-r 3] [-p 4] [-I] [-o OUTDIR]
+#   collective/bench/run.sh [-b 8] [-e 64M] [-n 10] [-w 2] [-N 1000] [-r 3] [-p 4] [-I] [-U] [-o OUTDIR]
 #
 # Sizes up to 64 KiB run with -N iterations (and -N/10 warm-up calls) instead of -n:
 # a call there takes tens of microseconds, and 10 or 20 of them are a sample too small
@@ -21,6 +21,10 @@
 # "-" where Open MPI's busbw prints as 0.000); "default" is the same busbw ratio for the
 # algorithm doorbell picks at that size when nobody forces one.
 #
+# -U adds Open MPI over UCX on the same softhca (`doorbell softhca -- mpirun --mca pml ucx
+# --mca btl self`, UCX_TLS=rc_mlx5,ud_mlx5,self): the comparison of what doorbell's own
+# all-reduce does with the same device underneath.
+#
 # -p sets the number of ranks (4 by default; 2 shows the transports without two ranks
 # per CPU).
 #
@@ -33,12 +37,13 @@
 # (built here if missing).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-minb=8 maxb=64M iters=10 warmup=2 small_iters=1000 rounds=3 nranks=4 out="" interleave=0
-while getopts "b:e:n:w:N:r:p:o:I" o; do
+minb=8 maxb=64M iters=10 warmup=2 small_iters=1000 rounds=3 nranks=4 out="" interleave=0 ucx=0
+while getopts "b:e:n:w:N:r:p:o:IU" o; do
   case $o in
     b) minb=$OPTARG ;; e) maxb=$OPTARG ;; n) iters=$OPTARG ;; w) warmup=$OPTARG ;; N) small_iters=$OPTARG ;; r) rounds=$OPTARG ;; p) nranks=$OPTARG ;; o) out=$OPTARG ;;
     I) interleave=1 ;;
-    *) echo "usage: $0 [-b min] [-e max] [-n iters] [-w warmup] [-N small-size iters] [-r rounds] [-p ranks] [-I] [-o outdir]" >&2; exit 2 ;;
+    U) ucx=1 ;;
+    *) echo "usage: $0 [-b min] [-e max] [-n iters] [-w warmup] [-N small-size iters] [-r rounds] [-p ranks] [-I] [-U] [-o outdir]" >&2; exit 2 ;;
   esac
 done
 target=${CARGO_TARGET_DIR:-$root/target}
@@ -54,11 +59,16 @@ split=65536
 lo=$(numfmt --from=iec "$minb") hi=$(numfmt --from=iec "$maxb")
 progs=(ring tree doubling halving mpi_vader mpi_tcp)
 btls=(vader tcp)
+if (( ucx )); then progs+=(mpi_ucx); btls+=(ucx); fi
 # launch PROGRAM ROUND ARGS...: one run of PROGRAM, its table appended to its file.
 launch() {
   local p=$1 r=$2
   shift 2
-  if [[ $p == mpi_* ]]; then
+  if [[ $p == mpi_ucx ]]; then
+    OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "$bin" softhca -- mpirun --allow-run-as-root --oversubscribe -np "$nranks" \
+      --mca pml ucx --mca btl self -x UCX_NET_DEVICES=softhca0:1 -x UCX_TLS=rc_mlx5,ud_mlx5,self \
+      "$out/mpi_allreduce" "$@" >> "$out/${p}_r$r.txt"
+  elif [[ $p == mpi_* ]]; then
     mpirun --allow-run-as-root --oversubscribe -np "$nranks" --mca btl "${p#mpi_},self" "$out/mpi_allreduce" "$@" >> "$out/${p}_r$r.txt"
   else
     "$bin" allreduce --nranks "$nranks" --count 0 --algo "$p" "$@" >> "$out/doorbell_${p}_r$r.txt"
@@ -104,14 +114,14 @@ sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 import pool  # the table parser and the policy reader, shared with pool.py
 rows = lambda name: pool.rows(os.path.join(out, name))
 algos = ['ring', 'tree', 'doubling', 'halving']
-btls = ['vader', 'tcp']
+btls = [b for b in ['vader', 'tcp', 'ucx'] if os.path.exists(os.path.join(out, f'mpi_{b}_r1.txt'))]
 runs = [({a: rows(f'doorbell_{a}_r{k}.txt') for a in algos}, {b: rows(f'mpi_{b}_r{k}.txt') for b in btls}) for k in range(1, rounds + 1)]
 policy = pool.policy(out)
 default = lambda s: next(a for a, top in policy if s <= top)
 sizes = set.intersection(*[set.intersection(*[set(m[b]) for b in btls]) & set.intersection(*[set(d[a]) for a in algos]) for d, m in runs])
 print(f"\nDefault: {', '.join(f'{a} up to {t} B' if t != float('inf') else f'{a} above' for a, t in policy)}")
-print(f"\n| size | ring us | tree us | doubling us | halving us | Open MPI vader us | Open MPI tcp us | best algo | best/vader time | default/vader busbw | default/tcp busbw |")
-print("|---:|---:|---:|---:|---:|---:|---:|:--|:--|:--|:--|")
+print(f"\n| size | ring us | tree us | doubling us | halving us | {' | '.join(f'Open MPI {b} us' for b in btls)} | best algo | best/vader time | {' | '.join(f'default/{b} busbw' for b in btls)} |")
+print("|---:|---:|---:|---:|---:|" + "---:|" * len(btls) + ":--|:--|" + ":--|" * len(btls))
 cross = {}
 for s in sorted(sizes):
     t = {a: st.median(d[a][s][0] for d, _ in runs) for a in algos}
@@ -125,7 +135,7 @@ for s in sorted(sizes):
     times = [min(d[a][s][0] for a in algos) / m['vader'][s][0] for d, m in runs]
     dflt = {b: [d[default(s)][s][1] / m[b][s][1] for d, m in runs if m[b][s][1] > 0] for b in btls}
     fmt = lambda v: f"{st.median(v):.2f} ({min(v):.2f}-{max(v):.2f})" if v else "-"
-    print(f"| {s} | {' | '.join(f'{t[a]:.1f}' for a in algos)} | {mt['vader']:.1f} | {mt['tcp']:.1f} | {best} | {fmt(times)} | {fmt(dflt['vader'])} | {fmt(dflt['tcp'])} ({default(s)}) |")
+    print(f"| {s} | {' | '.join(f'{t[a]:.1f}' for a in algos)} | {' | '.join(f'{mt[b]:.1f}' for b in btls)} | {best} | {fmt(times)} | {' | '.join(fmt(dflt[b]) for b in btls)} ({default(s)}) |")
 print()
 for x, y in [('tree', 'doubling'), ('ring', 'tree'), ('ring', 'doubling'), ('halving', 'doubling'), ('ring', 'halving')]:
     print(f"{x} at least as fast as {y} (median times) first at: {cross.get((x, y))} B")
