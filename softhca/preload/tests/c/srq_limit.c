@@ -57,8 +57,8 @@ int main(void)
 	if (!p.qa || !p.qb)
 		die("ibv_create_qp");
 	union ibv_gid gid;
-	if (ibv_query_gid(p.ctx, 1, 3, &gid))
-		die("ibv_query_gid 3");
+	if (ibv_query_gid(p.ctx, 1, 1, &gid))
+		die("ibv_query_gid 1");
 	rc_to_rts(p.qa, p.qb->qp_num, &gid);
 	rc_to_rts(p.qb, p.qa->qp_num, &gid);
 
