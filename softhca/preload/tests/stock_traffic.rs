@@ -168,7 +168,7 @@ fn check_srq_pingpong(pair: &Pair, qps: usize, size: u64, iters: u64) {
 #[test]
 fn srq_pingpong() {
     let Some(pair) =
-        stock_pair("ibv_srq_pingpong", &["-d", "softhca0", "-g", "3", "-q", "4", "-r", "16", "-n", "50", "-c"])
+        stock_pair("ibv_srq_pingpong", &["-d", "softhca0", "-g", "1", "-q", "4", "-r", "16", "-n", "50", "-c"])
     else {
         return;
     };
@@ -179,7 +179,7 @@ fn srq_pingpong() {
 /// CREATE_SRQ (32) and CREATE_QP with `is_srq`.
 #[test]
 fn srq_pingpong_write_only() {
-    let args = ["-d", "softhca0", "-g", "3", "-q", "4", "-r", "16", "-n", "50", "-c"];
+    let args = ["-d", "softhca0", "-g", "1", "-q", "4", "-r", "16", "-n", "50", "-c"];
     let Some(pair) = stock_pair_env("ibv_srq_pingpong", &args, &[("DOORBELL_PRELOAD_NO_IOCTL", "1")]) else {
         return;
     };
@@ -190,7 +190,7 @@ fn srq_pingpong_write_only() {
 /// path: ACKs, RNR NAKs and retransmits around receives taken from the SRQ.
 #[test]
 fn srq_pingpong_udp() {
-    let args = ["-d", "softhca0", "-g", "3", "-q", "4", "-r", "16", "-n", "50", "-c"];
+    let args = ["-d", "softhca0", "-g", "1", "-q", "4", "-r", "16", "-n", "50", "-c"];
     let Some(pair) = stock_pair_env("ibv_srq_pingpong", &args, &[("DOORBELL_WIRE", "udp")]) else {
         return;
     };
@@ -200,7 +200,7 @@ fn srq_pingpong_udp() {
 /// The defaults (16 QPs, 500 receives posted), with completion events.
 #[test]
 fn srq_pingpong_defaults_events() {
-    let Some(pair) = stock_pair("ibv_srq_pingpong", &["-d", "softhca0", "-g", "3", "-n", "20", "-c", "-e"]) else {
+    let Some(pair) = stock_pair("ibv_srq_pingpong", &["-d", "softhca0", "-g", "1", "-n", "20", "-c", "-e"]) else {
         return;
     };
     check_srq_pingpong(&pair, 16, 4096, 20);
