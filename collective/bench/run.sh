@@ -120,8 +120,8 @@ policy = pool.policy(out)
 default = lambda s: next(a for a, top in policy if s <= top)
 sizes = set.intersection(*[set.intersection(*[set(m[b]) for b in btls]) & set.intersection(*[set(d[a]) for a in algos]) for d, m in runs])
 print(f"\nDefault: {', '.join(f'{a} up to {t} B' if t != float('inf') else f'{a} above' for a, t in policy)}")
-print(f"\n| size | ring us | tree us | doubling us | halving us | {' | '.join(f'Open MPI {b} us' for b in btls)} | best algo | best/vader time | {' | '.join(f'default/{b} busbw' for b in btls)} |")
-print("|---:|---:|---:|---:|---:|" + "---:|" * len(btls) + ":--|:--|" + ":--|" * len(btls))
+print(f"\n| size | ring us | tree us | doubling us | halving us | {' | '.join(f'Open MPI {b} us' for b in btls)} | best algo | best/vader time | {' | '.join(f'default/{b} busbw' for b in btls)} | default algo |")
+print("|---:|---:|---:|---:|---:|" + "---:|" * len(btls) + ":--|:--|" + ":--|" * len(btls) + ":--|")
 cross = {}
 for s in sorted(sizes):
     t = {a: st.median(d[a][s][0] for d, _ in runs) for a in algos}
@@ -135,7 +135,7 @@ for s in sorted(sizes):
     times = [min(d[a][s][0] for a in algos) / m['vader'][s][0] for d, m in runs]
     dflt = {b: [d[default(s)][s][1] / m[b][s][1] for d, m in runs if m[b][s][1] > 0] for b in btls}
     fmt = lambda v: f"{st.median(v):.2f} ({min(v):.2f}-{max(v):.2f})" if v else "-"
-    print(f"| {s} | {' | '.join(f'{t[a]:.1f}' for a in algos)} | {' | '.join(f'{mt[b]:.1f}' for b in btls)} | {best} | {fmt(times)} | {' | '.join(fmt(dflt[b]) for b in btls)} ({default(s)}) |")
+    print(f"| {s} | {' | '.join(f'{t[a]:.1f}' for a in algos)} | {' | '.join(f'{mt[b]:.1f}' for b in btls)} | {best} | {fmt(times)} | {' | '.join(fmt(dflt[b]) for b in btls)} | {default(s)} |")
 print()
 for x, y in [('tree', 'doubling'), ('ring', 'tree'), ('ring', 'doubling'), ('halving', 'doubling'), ('ring', 'halving')]:
     print(f"{x} at least as fast as {y} (median times) first at: {cross.get((x, y))} B")
