@@ -36,8 +36,8 @@ run() { # WIRE ARGS...
 }
 for r in $(seq 1 "$rounds"); do
   echo "# round $r: $(uptime)" | tee -a "$raw" >&2
-  for w in udp local; do run "$w" bench write-bw --local -s 65536 -n 20000 --vs-memcpy; done
-  for w in udp local; do run "$w" bench write-bw --local -s 4194304 -n 500 --vs-memcpy; done
+  for w in udp local; do run "$w" bench write-bw --local -s 65536 -n 50000 --vs-memcpy; done
+  for w in udp local; do run "$w" bench write-bw --local -s 4194304 -n 1000 --vs-memcpy; done
   for w in udp local; do run "$w" bench write-lat --local -s 8 -n 10000; done
 done
 echo "# end: $(uptime)" >> "$raw"
