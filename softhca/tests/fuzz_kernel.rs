@@ -947,8 +947,14 @@ fn write_header_rule(bytes: &[u8], count: usize) -> Option<(Errno, &'static str)
     None
 }
 
+/// The two tests of this file take turns: the fuzzer's fd accounting (everything it
+/// opened is closed at the end) would otherwise see the other test's HCA open and close
+/// its sockets, memfds and inbox file meanwhile (a count off by one was seen).
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn fuzz_kernel_half() {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let seed: u64 = std::env::var("DOORBELL_FUZZ_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x5eed_d00b);
     let iters: usize = std::env::var("DOORBELL_FUZZ_ITERS").ok().and_then(|s| s.parse().ok()).unwrap_or(100_000);
     eprintln!("fuzz_kernel: seed {seed} (DOORBELL_FUZZ_SEED), {iters} mutated buffers (DOORBELL_FUZZ_ITERS)");
@@ -1111,7 +1117,9 @@ fn fuzz_kernel_half() {
     assert!(h.qps().is_empty() && h.cqs().is_empty());
     let leaks = reap_fds(&baseline);
     assert!(leaks.is_empty(), "leaked fds: {leaks:?}");
-    assert_eq!(open_fds().len(), baseline.len(), "fd count back to the baseline");
+    // (Not an equal count: an fd of the baseline may close meanwhile, e.g. the other
+    // test's HCA finishing its shutdown; only new fds left open are leaks.)
+    assert!(open_fds().is_subset(&baseline), "fds opened by the fuzzer still open");
     eprintln!("fuzz_kernel: {mutated} mutated/random buffers ({ok_mut} accepted), {valid_n} valid commands \
                ({valid_ok} succeeded), {live_before_close} objects alive before the final close, {:.1}s",
               elapsed.as_secs_f64());
@@ -1127,6 +1135,7 @@ fn fuzz_kernel_half() {
 /// fuzzer above mixes mutations, so only its header rules are exact there.
 #[test]
 fn single_mutations_get_the_kernels_errno() {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let h = Hca::new_default().unwrap();
     let mut ar = Arena::new();
     let fs = FileState::new(&h);
