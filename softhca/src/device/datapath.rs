@@ -116,38 +116,35 @@ pub(crate) fn step(hca: &Hca, st: &mut State, counters: &Counters, now: Instant,
         let local = dp.local;
         let env = &mut env;
         let got = inbox.drain(|rec| {
-                let Some((src, rec)) = rec else {
-                    // The lane's records are released next: nothing may still refer to them.
+            let Some((src, rec)) = rec else {
+                // The lane's records are released next: nothing may still refer to them.
+                env.copies.flush();
+                return;
+            };
+            step_add(&counters.local_rx_packets, 1);
+            let remote = (rec.head.kind == link::inbox::kind::REMOTE)
+                .then(|| RemoteRef { pid: rec.head.pid, addr: rec.head.addr, len: rec.head.remote_len as usize });
+            let parsed = match remote {
+                // Headers only: the payload stays in the sender until it is copied.
+                Some(_) => RocePacket::parse_headers(rec.bytes),
+                None => {
+                    // Whatever a whole packet does may read memory that queued copies write.
                     env.copies.flush();
-                    return;
-                };
-                let ep = Endpoints::new(src, local);
-                step_add(&counters.local_rx_packets, 1);
-                if rec.head.kind == link::inbox::kind::REMOTE {
-                    let remote = RemoteRef { pid: rec.head.pid, addr: rec.head.addr, len: rec.head.remote_len as usize };
-                    match RocePacket::parse_headers(rec.bytes) {
-                        Ok(pkt) => {
-                            env.remote = Some(remote);
-                            deliver(qps, env, &pkt, &ep, rec.bytes.len() + remote.len);
-                            env.remote = None;
-                        }
-                        Err(e) => {
-                            counters.rx_malformed.fetch_add(1, Ordering::Relaxed);
-                            tracing::debug!(target: "softhca::link", src = %src, "malformed: {e}");
-                        }
-                    }
-                } else {
-                    // Whatever it does may read memory that queued copies write.
-                    env.copies.flush();
-                    match RocePacket::parse_without_icrc(rec.bytes) {
-                        Ok(pkt) => deliver(qps, env, &pkt, &ep, rec.bytes.len()),
-                        Err(e) => {
-                            counters.rx_malformed.fetch_add(1, Ordering::Relaxed);
-                            tracing::debug!(target: "softhca::link", src = %src, "malformed: {e}");
-                        }
-                    }
+                    RocePacket::parse_without_icrc(rec.bytes)
                 }
-            });
+            };
+            match parsed {
+                Ok(pkt) => {
+                    env.remote = remote;
+                    deliver(qps, env, &pkt, &Endpoints::new(src, local), rec.bytes.len() + remote.map_or(0, |r| r.len));
+                    env.remote = None;
+                }
+                Err(e) => {
+                    counters.rx_malformed.fetch_add(1, Ordering::Relaxed);
+                    tracing::debug!(target: "softhca::link", src = %src, "malformed: {e}");
+                }
+            }
+        });
         env.copies.report(counters);
         env.work |= got > 0;
     }

@@ -68,9 +68,7 @@ impl KeyCache {
         *slot = Some((mr.span, generation));
         mr.span.locate(key, pd.pdn, iova, len, access)
     }
-}
 
-impl KeyCache {
     /// Whether the MR named by `key`, which a check through this cache just passed, is
     /// ordinary process memory a same-host peer may read by reference
     /// ([`KeySpan::by_ref`]). A key not in the cache answers false (the bytes go inline).

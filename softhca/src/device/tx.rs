@@ -434,9 +434,11 @@ impl Tx {
         let mut rest = Vec::new();
         let mut done = Vec::new();
         let mut backlog = std::mem::take(&mut self.backlog);
+        // Peers with a packet back in the backlog this flush (a handful: a linear scan).
+        let mut waiting: Vec<SocketAddr> = Vec::new();
         for mut p in backlog.drain(..).chain(queue) {
             // Order per peer: nothing overtakes a packet still waiting for room.
-            if self.backlog.iter().any(|b| b.dst == p.dst) {
+            if waiting.contains(&p.dst) {
                 if self.backlog.len() < BACKLOG {
                     p.own();
                     self.backlog.push_back(p);
@@ -478,6 +480,7 @@ impl Tx {
                     done.push(p);
                 }
                 Pushed::Full if self.backlog.len() < BACKLOG => {
+                    waiting.push(p.dst);
                     p.own();
                     self.backlog.push_back(p);
                 }

@@ -139,8 +139,6 @@ pub struct Inbox {
     path: PathBuf,
     map: Arc<Mapped>,
     file: File,
-    /// Consumer positions, mirrored from the lane headers.
-    heads: [u64; inbox::LANES],
 }
 
 impl std::fmt::Debug for Inbox {
@@ -166,7 +164,7 @@ impl Inbox {
         // Last: a peer that sees the magic sees the rest.
         h.magic.store(inbox::MAGIC, Ordering::Release);
         tracing::debug!(target: "softhca::link", path = %path.display(), "inbox up");
-        Ok(Inbox { path, map: Arc::new(map), file, heads: [0; inbox::LANES] })
+        Ok(Inbox { path, map: Arc::new(map), file })
     }
 
     /// The inbox's `awake` word, for whoever steps the data path or sleeps on the socket
@@ -185,7 +183,8 @@ impl Inbox {
             let lane = self.map.lane(i);
             // Pairs with the producer's release: the records up to `tail` are visible.
             let tail = lane.tail.load(Ordering::Acquire);
-            let mut pos = self.heads[i];
+            // Only this consumer moves `head`.
+            let mut pos = lane.head.load(Ordering::Relaxed);
             if pos == tail {
                 continue;
             }
@@ -208,7 +207,6 @@ impl Inbox {
             }
             f(None);
             n += taken;
-            self.heads[i] = pos;
             // The records' bytes are no longer read (the end of the batch wrote out its
             // copies): the producer may reuse the space.
             lane.head.store(pos, Ordering::Release);
@@ -268,7 +266,6 @@ struct Peer {
     lane: Option<Producer>,
     /// Large payloads may go as references (the peer can read our memory).
     refs: bool,
-    checked: Instant,
     /// Records pushed since the last wake check.
     pushed: bool,
 }
@@ -336,10 +333,14 @@ pub struct Peers {
     local: SocketAddr,
     /// `pid << 32 | serial`: this instance as a lane owner.
     me: u64,
-    peers: ByPeer< Option<Peer>>,
-    /// When a peer without an inbox was last looked up.
-    misses: ByPeer< Instant>,
+    peers: ByPeer<Lookup>,
     pid: u32,
+}
+
+/// The last lookup of a peer's inbox: when, and what it found (None: no same-host path).
+struct Lookup {
+    checked: Instant,
+    peer: Option<Peer>,
 }
 
 impl std::fmt::Debug for Peers {
@@ -354,7 +355,7 @@ impl Peers {
     pub fn new(wire: Wire, local: SocketAddr) -> Peers {
         let pid = std::process::id();
         let me = (pid as u64) << 32 | SERIAL.fetch_add(1, Ordering::Relaxed) as u64;
-        Peers { wire, netns: netns(), local, me, peers: ByPeer::default(), misses: ByPeer::default(), pid }
+        Peers { wire, netns: netns(), local, me, peers: ByPeer::default(), pid }
     }
 
     pub fn wire(&self) -> Wire {
@@ -364,7 +365,7 @@ impl Peers {
     /// Whether `dst` was found to have a same-host path (no lookup: the transmit path asks
     /// per packet, before the flush that routes it).
     pub fn known(&self, dst: SocketAddr) -> bool {
-        matches!(self.peers.get(dst), Some(Some(_)))
+        self.peers.get(dst).is_some_and(|l| l.peer.is_some())
     }
 
     /// Whether packets to `dst` take the same-host path, and if so whether large
@@ -373,16 +374,14 @@ impl Peers {
         if self.wire == Wire::Udp {
             return None;
         }
-        let stale = match self.peers.get(dst) {
+        let stale = self.peers.get(dst).is_none_or(|l| {
             // An owner that closed its inbox cleared its pid: no need to wait.
-            Some(Some(p)) => now.duration_since(p.checked) >= RECHECK || p.map.header().owner_pid.load(Ordering::Relaxed) == 0,
-            Some(None) => self.misses.get(dst).is_none_or(|t| now.duration_since(*t) >= RECHECK),
-            None => true,
-        };
+            now.duration_since(l.checked) >= RECHECK || l.peer.as_ref().is_some_and(|p| p.map.header().owner_pid.load(Ordering::Relaxed) == 0)
+        });
         if stale {
             self.refresh(dst, now);
         }
-        self.peers.get(dst).and_then(|p| p.as_ref()).map(|p| p.refs)
+        self.peers.get(dst).and_then(|l| l.peer.as_ref()).map(|p| p.refs)
     }
 
     /// Looks `dst`'s inbox up again: a new one (the peer restarted), a dead owner (gone),
@@ -390,22 +389,20 @@ impl Peers {
     fn refresh(&mut self, dst: SocketAddr, now: Instant) {
         let path = inbox_path(self.netns, dst);
         let meta = std::fs::metadata(&path).ok();
-        if let Some(Some(p)) = self.peers.get_mut(dst) {
-            let same = meta.as_ref().is_some_and(|m| m.ino() == p.ino);
-            if same && alive(p.map.header().owner_pid.load(Ordering::Relaxed)) {
-                p.checked = now;
+        if let Some(l) = self.peers.get_mut(dst) {
+            let same = l.peer.as_ref().is_some_and(|p| meta.as_ref().is_some_and(|m| m.ino() == p.ino)
+                && alive(p.map.header().owner_pid.load(Ordering::Relaxed)));
+            if same {
+                l.checked = now;
                 return;
             }
         }
         self.forget(dst);
-        let found = meta.and_then(|m| self.open(&path, m.ino(), now).ok().flatten());
-        if found.is_none() {
-            self.misses.insert(dst, now);
-        }
-        self.peers.insert(dst, found);
+        let peer = meta.and_then(|m| self.open(&path, m.ino()).ok().flatten());
+        self.peers.insert(dst, Lookup { checked: now, peer });
     }
 
-    fn open(&self, path: &std::path::Path, ino: u64, now: Instant) -> io::Result<Option<Peer>> {
+    fn open(&self, path: &std::path::Path, ino: u64) -> io::Result<Option<Peer>> {
         let file = OpenOptions::new().read(true).write(true).open(path)?;
         if file.metadata()?.len() < inbox::FILE_LEN as u64 {
             return Ok(None);
@@ -428,12 +425,12 @@ impl Peers {
                 && word == inbox::MAGIC
         };
         tracing::debug!(target: "softhca::link", path = %path.display(), pid, refs, "same-host peer");
-        Ok(Some(Peer { map, ino, lane: None, refs, checked: now, pushed: false }))
+        Ok(Some(Peer { map, ino, lane: None, refs, pushed: false }))
     }
 
     /// Gives up our lane in `dst`'s inbox.
     fn forget(&mut self, dst: SocketAddr) {
-        if let Some(Some(p)) = self.peers.remove(dst) {
+        if let Some(Lookup { peer: Some(p), .. }) = self.peers.remove(dst) {
             if let Some(l) = p.lane {
                 let _ = p.map.lane(l.lane).owner.compare_exchange(self.me, 0, Ordering::AcqRel, Ordering::Relaxed);
             }
@@ -445,7 +442,7 @@ impl Peers {
     pub fn push(&mut self, dst: SocketAddr, parts: &[&[u8]], remote: Option<RemoteRef>) -> Pushed {
         let me = self.me;
         let local = self.local;
-        let Some(Some(p)) = self.peers.get_mut(dst) else { return Pushed::NoPath };
+        let Some(p) = self.peers.get_mut(dst).and_then(|l| l.peer.as_mut()) else { return Pushed::NoPath };
         if p.lane.is_none() {
             p.lane = claim(&p.map, me, local);
             if p.lane.is_none() {
@@ -474,7 +471,7 @@ impl Peers {
         // buffer does it); pairs with the receiver's `Awake::sleep_check`.
         std::sync::atomic::fence(Ordering::SeqCst);
         for (dst, p) in self.peers.iter_mut() {
-            if let Some(p) = p.as_mut().filter(|p| p.pushed) {
+            if let Some(p) = p.peer.as_mut().filter(|p| p.pushed) {
                 p.pushed = false;
                 // After the records' release stores; pairs with the receiver's store of
                 // `awake` before its last look at the lanes.
