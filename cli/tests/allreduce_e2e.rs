@@ -59,6 +59,14 @@ fn allreduce_starts_four_ranks_by_itself() {
     assert_eq!(pinned, allowed == online && online < 4, "{online} CPUs online, {allowed} allowed:\n{}", o.stdout);
 }
 
+/// Counter `name` of a "rank R softhca counters: a: 1, b: 2, ..." line, which lists the
+/// non-zero counters only (absent: 0). The whole name is matched: `tx_packets` is not the
+/// tail of `local_tx_packets` (a bare `find` once read the one for the other).
+fn counter(line: &str, name: &str) -> u64 {
+    let Some(at) = line.find(&format!(" {name}: ")) else { return 0 };
+    line[at + name.len() + 3..].split(|c: char| !c.is_ascii_digit()).next().unwrap().parse().unwrap()
+}
+
 #[test]
 fn counters_are_printed_per_rank_when_asked() {
     let mut cmd = command(BIN);
@@ -67,10 +75,7 @@ fn counters_are_printed_per_rank_when_asked() {
     assert!(o.status.success(), "exit {:?}\nstderr:\n{}", o.status, o.stderr);
     for r in 0..2 {
         let line = o.stderr.lines().find(|l| l.starts_with(&format!("rank {r} softhca counters: "))).unwrap_or_else(|| panic!("no counters for rank {r}:\n{}", o.stderr));
-        let field = |name: &str| -> u64 {
-            let at = line.find(&format!("{name}: ")).unwrap_or_else(|| panic!("no {name} in {line}"));
-            line[at + name.len() + 2..].split(|c: char| !c.is_ascii_digit()).next().unwrap().parse().unwrap()
-        };
+        let field = |name: &str| counter(line, name);
         // At least the 128 KiB each rank sends of a 256 KiB ring all-reduce, in
         // 4096-byte packets, and the ACKs its peer's packets asked for.
         // On either path (between two processes of one host: the same-host one).
@@ -246,15 +251,11 @@ fn two_hosts_in_network_namespaces() {
     }
     // Both paths at once: ranks of one namespace talk through the same-host path, ranks
     // of different namespaces RoCEv2 over the veth pair.
-    let field = |line: &str, name: &str| -> u64 {
-        let at = line.find(&format!(" {name}: ")).unwrap_or_else(|| panic!("no {name} in {line}"));
-        line[at + name.len() + 3..].split(|c: char| !c.is_ascii_digit()).next().unwrap().parse().unwrap()
-    };
     let (mut udp, mut local) = (0, 0);
     for (r, o) in outs.iter().enumerate() {
         let line = o.stderr.lines().find(|l| l.contains("softhca counters: ")).unwrap_or_else(|| panic!("rank {r}: no counters:\n{}", o.stderr));
-        udp += field(line, "tx_packets");
-        local += field(line, "local_tx_packets");
+        udp += counter(line, "tx_packets");
+        local += counter(line, "local_tx_packets");
     }
     assert!(udp > 0 && local > 0, "both paths used: {udp} packets over UDP, {local} same-host");
 }

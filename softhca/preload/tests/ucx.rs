@@ -19,7 +19,7 @@ mod common;
 use common::{run_pair, stock};
 
 fn ucx(name: &str) -> Option<PathBuf> {
-    ucx_tool(name, "ucx-utils libucx0")
+    common::tool_in(name, "ucx-utils libucx0")
 }
 
 /// The transports `ucx_info -d` lists for softhca0's port 1.
@@ -113,7 +113,7 @@ fn ucx_perftest_put_lat_ud_mlx5() {
 /// must have 0 wrong elements.
 #[test]
 fn open_mpi_pml_ucx_allreduce_2_and_4_ranks() {
-    let (Some(mpicc), Some(mpirun)) = (ucx_tool("mpicc", "libopenmpi-dev"), ucx_tool("mpirun", "openmpi-bin")) else { return };
+    let (Some(mpicc), Some(mpirun)) = (common::tool_in("mpicc", "libopenmpi-dev"), common::tool_in("mpirun", "openmpi-bin")) else { return };
     if ucx("ucx_info").is_none() {
         return;
     }
@@ -134,16 +134,5 @@ fn open_mpi_pml_ucx_allreduce_2_and_4_ranks() {
         for f in rows {
             assert_eq!((f[7], f[11]), ("0", "0"), "{n} ranks, {} B: wrong elements\n{}", f[0], done.stdout);
         }
-    }
-}
-
-/// `/usr/bin/NAME`, or None after a SKIP line naming the Debian package.
-fn ucx_tool(name: &str, package: &str) -> Option<PathBuf> {
-    let p = Path::new("/usr/bin").join(name);
-    if p.is_file() {
-        Some(p)
-    } else {
-        testkit::skip(testkit::Need::Tool, format!("{name} is not installed (apt-get install {package})"));
-        None
     }
 }

@@ -53,15 +53,21 @@ pub fn preload() -> PathBuf {
     .clone()
 }
 
-/// The path of a program on PATH, or None (and a SKIP line naming the package).
+/// The path of an rdma-core program on PATH, or None (and a SKIP line naming the packages).
 pub fn tool(name: &str) -> Option<PathBuf> {
+    tool_in(name, "rdma-core ibverbs-utils ibverbs-providers perftest")
+}
+
+/// The path of a program on PATH, or None and a SKIP line naming the Debian `packages`
+/// that install it.
+pub fn tool_in(name: &str, packages: &str) -> Option<PathBuf> {
     for dir in std::env::var("PATH").unwrap_or_default().split(':').chain(["/usr/bin", "/usr/sbin"]) {
         let p = Path::new(dir).join(name);
         if p.is_file() {
             return Some(p);
         }
     }
-    testkit::skip(testkit::Need::Tool, format!("{name} is not installed (apt-get install rdma-core ibverbs-utils ibverbs-providers perftest)"));
+    testkit::skip(testkit::Need::Tool, format!("{name} is not installed (apt-get install {packages})"));
     None
 }
 
