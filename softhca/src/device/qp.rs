@@ -291,9 +291,7 @@ impl QpCtx {
     /// the CQ is put in error (one CQ_ERR async event) and the QP moved to ERR.
     pub fn complete(&mut self, env: &mut Env<'_>, send: bool, mut cqe: Cqe) {
         // The data a completion reports must be in memory first.
-        if !env.copies.is_empty() {
-            env.copies.flush();
-        }
+        env.copies.flush();
         let cqn = if send { self.qp.send_cq.cqn } else { self.qp.recv_cq.cqn };
         cqe.qpn = self.qpn();
         cqe.uidx = self.qp.uidx;

@@ -137,10 +137,6 @@ impl Copies {
         }
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.pieces.is_empty()
-    }
-
     /// Queues `src` to be copied to `dst`, merged with the previous piece when it
     /// continues it on both sides.
     pub fn push(&mut self, dst: u64, src: RemoteRef) {
