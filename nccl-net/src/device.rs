@@ -27,8 +27,8 @@ pub struct Dev {
     /// The embedded softhca (GPU memory through gdr).
     pub soft: bool,
     /// Drive softhca's data path from NCCL's proxy thread (polled mode, as doorbell's
-    /// collective does): every isend/irecv/test steps the device once. On unless
-    /// `DOORBELL_POLLED` is `0`/`false`/`off`/`no`; never on hardware.
+    /// collective does): every isend/irecv/test steps the device once. See
+    /// [`polled_wanted`]; never on hardware.
     pub polled: bool,
     pub gid: [u8; 16],
     pub sgid_index: u8,
@@ -129,11 +129,35 @@ fn open(name: &str, soft: bool, gpu: bool) -> Result<Dev, String> {
         max_qp: attr.max_qp.min(i32::MAX as u32) as i32,
         pci_path,
         ptr_support,
-        polled: soft && !softhca::config::switched_off("DOORBELL_POLLED"),
+        polled: soft && polled_wanted(),
         soft,
         ctx,
         pd,
     })
+}
+
+/// The variable that chooses polled mode (`1`/`0`, as softhca's switches read).
+pub const POLLED_ENV: &str = "DOORBELL_POLLED";
+
+/// Machines with at most this many CPUs drive softhca from NCCL's proxy thread by default.
+pub const POLLED_MAX_CPUS: usize = 4;
+
+/// Polled mode or softhca's own engine thread. `DOORBELL_POLLED` decides when set; unset,
+/// the CPU count does. With few CPUs a separate engine thread competes with NCCL's proxy
+/// thread and the ranks for the same cores (the 2-CPU CI machine), so the proxy thread
+/// steps the device itself. With many, the engine thread is a NIC of its own that moves
+/// data while the proxy thread serves NCCL: on the 16-CPU H200 machine, under MPS,
+/// nccl-tests' all_reduce_perf gave 3.1 to 4.0 GB/s busbw with the thread against 2.5 to
+/// 2.9 polled, and 8 B in 19 to 20 us against 24 (docs/nccl.md, run F).
+pub fn polled_wanted() -> bool {
+    let v = std::env::var(POLLED_ENV).ok();
+    if softhca::config::is_on(v.as_deref()) {
+        return true;
+    }
+    if softhca::config::is_off(v.as_deref()) {
+        return false;
+    }
+    std::thread::available_parallelism().map_or(true, |n| n.get() <= POLLED_MAX_CPUS)
 }
 
 /// Port speed from the IB width and speed codes (`ibv_port_attr`): lanes times the

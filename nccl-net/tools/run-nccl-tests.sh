@@ -10,9 +10,11 @@
 # Usage: run-nccl-tests.sh BUILD_DIR PLUGIN.so [TRANSPORT...]
 #   BUILD_DIR  nccl-tests' build/ (all_reduce_perf built with MPI=1)
 #   TRANSPORT  socket, doorbell, doorbell-gdr, doorbell-thread (softhca's own engine
-#              thread, DOORBELL_POLLED=0), doorbell-udp and doorbell-gdr-udp (softhca's
+#              thread, DOORBELL_POLLED=0), doorbell-polled (NCCL's proxy thread steps
+#              softhca, DOORBELL_POLLED=1; unset, the plugin picks by CPU count), doorbell-udp and doorbell-gdr-udp (softhca's
 #              RoCEv2-over-UDP path, DOORBELL_WIRE=udp, instead of its same-host path);
-#              default: socket doorbell socket doorbell
+#              default: socket doorbell socket doorbell; TRANSPORT+VAR=VALUE[+...] adds
+#              variables to that run (e.g. doorbell-thread+NCCL_MIN_NCHANNELS=4)
 # Environment: ARGS (all_reduce_perf's, default -b 8 -e 256M -f 2 -g 1 -n 20 -w 5),
 #   OUT (logs: OUT/nccl-tests/NN-TRANSPORT.txt, the table; NN-TRANSPORT-nccl/ the
 #   NCCL_DEBUG=INFO lines of each rank, NCCL_DEBUG_FILE).
@@ -26,25 +28,30 @@ out=${OUT:-$PWD/nccl-runs}/nccl-tests
 mkdir -p "$out"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 k=0
-for t in "$@"; do
+for spec in "$@"; do
     k=$((k + 1))
-    tag=$(printf '%02d-%s' $k "$t")
+    t=${spec%%+*}
+    extra=()
+    [ "$t" != "$spec" ] && IFS=+ read -r -a extra <<< "${spec#*+}"
+    tag=$(printf '%02d-%s' $k "$spec")
     dbg="$out/$tag-nccl"
     mkdir -p "$dbg"
     env=(NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_NVLS_ENABLE=0 NCCL_IB_DISABLE=1
          NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,ENV NCCL_DEBUG_FILE="$dbg/%h.%p.log")
     case $t in
         socket) env+=(NCCL_NET_PLUGIN=none NCCL_NET=Socket) ;;
-        doorbell|doorbell-gdr|doorbell-thread|doorbell-udp|doorbell-gdr-udp)
+        doorbell|doorbell-gdr|doorbell-thread|doorbell-polled|doorbell-udp|doorbell-gdr-udp)
             env+=(NCCL_NET_PLUGIN="$plugin" NCCL_NET=doorbell DOORBELL_NCCL_DEVICES=softhca0)
             case $t in doorbell-gdr*) env+=(NCCL_NET_GDR_LEVEL=SYS NCCL_DMABUF_ENABLE=1 DOORBELL_NCCL_GDR=1) ;; esac
             [ "$t" = doorbell-thread ] && env+=(DOORBELL_POLLED=0)
+            [ "$t" = doorbell-polled ] && env+=(DOORBELL_POLLED=1)
             # softhca's RoCEv2-over-UDP path instead of its same-host path (the default
             # between the two ranks: one host, one network namespace).
             case $t in *-udp) env+=(DOORBELL_WIRE=udp) ;; esac
             ;;
         *) echo "unknown transport $t"; exit 2 ;;
     esac
+    env+=("${extra[@]}")
     xs=()
     for e in "${env[@]}"; do xs+=(-x "$e"); done
     echo "== $tag: ${env[*]}"
