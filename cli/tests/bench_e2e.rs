@@ -91,6 +91,35 @@ fn latency_tests() {
     every_size("read-lat", &[0, 1, 4097, MIB + 1], &[]);
 }
 
+/// `--polled` on one of softhca's wires (`DOORBELL_WIRE`; `local` drops what cannot
+/// take the same-host path, so a run that passes used it): each end's benchmark thread
+/// steps its own softhca while it waits; every byte still checked.
+fn polled_on(wire: &str, test: &str, sizes: &[u64], extra: &[&str]) {
+    for &s in sizes {
+        let ss = s.to_string();
+        let mut cmd = common::command(common::bin());
+        cmd.env("DOORBELL_WIRE", wire).args(["bench", test, "--local", "--check", "--timeout", "30", "--polled", "-s", &ss, "-n", iters_for(s)]);
+        cmd.args(extra);
+        let out = common::start(cmd).wait_ok(LIMIT).stdout;
+        assert!(out.contains(" Data check: every size verified"), "{wire} {test} -s {s}: no check verdict in:\n{out}");
+        assert!(out.lines().any(|l| l.split_whitespace().next() == Some(ss.as_str())), "{wire} {test} -s {s}: no result row in:\n{out}");
+    }
+}
+
+#[test]
+fn polled_mode_every_opcode() {
+    for wire in ["udp", "local"] {
+        polled_on(wire, "write-bw", &[1, 4097, MIB + 1], &[]);
+        polled_on(wire, "write-bw", &[4097], &["--imm"]);
+        polled_on(wire, "read-bw", &[4097], &[]);
+        polled_on(wire, "send-bw", &[0, 4097], &["-q", "2"]);
+        polled_on(wire, "write-lat", &[8, 4097], &[]);
+        polled_on(wire, "send-lat", &[8, 4097], &[]);
+        polled_on(wire, "read-lat", &[8], &[]);
+        polled_on(wire, "atomic-bw", &[8], &[]);
+    }
+}
+
 #[test]
 fn many_qps() {
     for t in ["write-bw", "read-bw", "send-bw", "atomic-bw"] {

@@ -94,7 +94,7 @@ pub fn client(res: &mut Res, p: &Params, size: u64, remote: &[QpInfo], timeout: 
     let mut posted = vec![0u64; nq];
     let mut done = vec![0u64; nq];
     let mut wcs = [Wc::default(); 32];
-    let mut wd = Watchdog::new(timeout);
+    let mut wd = Watchdog::for_res(res, timeout);
     let mut samples: Vec<(Instant, u64)> = Vec::with_capacity((p.iters / p.cq_mod as u64 + 2) as usize);
     let mut check: Option<Result<(), String>> = if p.check && p.test.verb() == Verb::Atomic { Some(Ok(())) } else { None };
     let window = p.tx_depth as u64;
@@ -164,7 +164,7 @@ pub fn recv_server(res: &mut Res, p: &Params, size: u64, oob: &mut Oob, timeout:
     let mut counts_line = None;
     let mut got = vec![0u64; nq];
     let mut wcs = [Wc::default(); 32];
-    let mut wd = Watchdog::new(timeout);
+    let mut wd = Watchdog::for_res(res, timeout);
     let mut bad: Option<String> = None;
     let want_op = if p.test.verb() == Verb::Write { WcOpcode::RecvRdmaWithImm } else { WcOpcode::Recv };
     loop {

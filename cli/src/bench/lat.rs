@@ -126,7 +126,7 @@ pub fn reset(res: &Res, p: &Params, size: u64) {
 /// for `-D`, from the out-of-band "counts" line.
 pub fn run(res: &mut Res, p: &Params, size: u64, r: &QpInfo, oob: &mut Oob, client: bool, timeout: u64) -> Result<LatOut> {
     let timed = p.duration > 0.0;
-    let mut wd = Watchdog::new(timeout);
+    let mut wd = Watchdog::for_res(res, timeout);
     let mut samples = Vec::with_capacity(if client { p.iters as usize + 1 } else { 0 });
     let mut rx = Rx { pending: 0, seen: 0, sent: 0, bad: None };
     let mut limit = if timed && !client { u64::MAX } else { p.iters };

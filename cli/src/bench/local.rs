@@ -43,6 +43,9 @@ pub fn run(test: Test, o: &Opts) -> Result<()> {
     if o.counters {
         cmd.arg("--counters");
     }
+    if o.polled {
+        cmd.arg("--polled");
+    }
     // Both ends put their buffers on the same GPU.
     if let Some(n) = o.use_cuda {
         cmd.args(["--use-cuda", &n.to_string()]);

@@ -156,6 +156,13 @@ pub struct Opts {
     /// softhca cannot do).
     #[arg(long = "use-cuda-dmabuf", visible_alias = "use_cuda_dmabuf")]
     pub use_cuda_dmabuf: bool,
+    /// Polled mode: this end's benchmark thread also steps the software device's data path
+    /// whenever it waits (posted WQEs go out, arrived packets are handled, in this thread),
+    /// the way doorbell's collective and NCCL plugin drive softhca; the device's own thread
+    /// then sleeps. Fewer threads than cores means no scheduling between poller and device.
+    /// No effect on hardware. `--local` passes it to the server.
+    #[arg(long)]
+    pub polled: bool,
     /// Print the softhca device counters (stderr) after the run; they are printed on
     /// failure anyway.
     #[arg(long)]

@@ -49,6 +49,8 @@ pub struct Res {
     /// Receives posted and not yet completed, per QP.
     pub rx_posted: Vec<u32>,
     pub rx_depth: u32,
+    /// `--polled`: waits step the device (see [`super::wait::Watchdog::idle`]).
+    pub polled: bool,
 }
 
 /// The area size for a run's parameters.
@@ -136,6 +138,7 @@ impl Res {
             max_inline,
             rx_posted: vec![0; nq],
             rx_depth,
+            polled: o.polled,
         })
     }
 

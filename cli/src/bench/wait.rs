@@ -3,11 +3,14 @@
 //! completion channel (`-e`); and a watchdog so a lost completion ends the run with an
 //! error instead of a hang.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
 use provider::cqe::WcStatus;
-use provider::{CompChannel, Cq, Wc};
+use provider::{CompChannel, Context, Cq, Wc};
+
+use super::resources::Res;
 
 /// Busy polls before each `yield` while idle: `DOORBELL_BENCH_SPINS` (default 64). On
 /// a machine with fewer cores than spinning threads (application pollers plus softhca
@@ -23,11 +26,23 @@ pub struct Watchdog {
     since: Instant,
     spins: u32,
     spin_limit: u32,
+    /// Polled mode: the device [`Watchdog::idle`] steps.
+    device: Option<Arc<Context>>,
 }
 
 impl Watchdog {
     pub fn new(limit_secs: u64) -> Watchdog {
-        Watchdog { limit: Duration::from_secs(limit_secs.max(1)), since: Instant::now(), spins: 0, spin_limit: spins_before_yield() }
+        Watchdog { limit: Duration::from_secs(limit_secs.max(1)), since: Instant::now(), spins: 0, spin_limit: spins_before_yield(), device: None }
+    }
+
+    /// A watchdog for one end's run: in polled mode (`--polled`) its idle rounds step
+    /// that end's device.
+    pub fn for_res(res: &Res, limit_secs: u64) -> Watchdog {
+        let mut wd = Watchdog::new(limit_secs);
+        if res.polled {
+            wd.device = Some(res.ctx.clone());
+        }
+        wd
     }
 
     /// Something completed.
@@ -37,9 +52,22 @@ impl Watchdog {
         self.since = Instant::now();
     }
 
-    /// Nothing happened this round: spin, then yield; error out after the limit.
+    /// Nothing happened this round: in polled mode step the device (work done there
+    /// restarts the spin count: the awaited completion or byte may be next), then spin,
+    /// then yield; error out after the limit.
     #[inline]
     pub fn idle(&mut self, what: &str) -> Result<()> {
+        if let Some(dev) = &self.device {
+            if dev.progress() {
+                self.spins = 0;
+                // Device work is not the awaited event: a device busy retransmitting
+                // to a dead peer must still end the run.
+                if self.since.elapsed() > self.limit {
+                    bail!("no progress for {:?} while waiting for {what}", self.limit);
+                }
+                return Ok(());
+            }
+        }
         self.spins = self.spins.wrapping_add(1);
         if self.spins < self.spin_limit {
             std::hint::spin_loop();
