@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Sweeps of `doorbell bench` and their plots (docs/BENCHMARKS.md).
 
-  cli/bench/plot.py sweep [--bin B] [--rounds R] [--min 1] [--max 4194304] [--wires udp,local] -o RAW
+  cli/bench/plot.py sweep [--bin B] [--rounds R] [--min 1] [--max 4194304]
+                         [--wires udp,local,udp-polled,local-polled] -o RAW
       Runs `DOORBELL_WIRE=W B bench write-bw --local -s SIZE -n N --vs-memcpy` for every
-      wire W (softhca's RoCEv2-over-UDP path and its same-host path) and every power of
+      wire W (softhca's RoCEv2-over-UDP path and its same-host path; W-polled adds
+      --polled: the benchmark threads step softhca themselves) and every power of
       two from --min to --max bytes, --rounds times (sizes in increasing order within a
       round, the wires one after the other at each size), and writes every command and
       its complete output to RAW, with `uptime` before and after each round. N shrinks with the size so that a run moves about
@@ -62,8 +64,11 @@ def cmd_sweep(a):
         for r in range(1, a.rounds + 1):
             out.write(f"# round {r} start: {uptime()}\n")
             for size in sizes:
-                for w in wires:
+                for v in wires:
+                    w, polled = (v[: -len("-polled")], True) if v.endswith("-polled") else (v, False)
                     cmd = [b, "bench", "write-bw", "--local", "-s", str(size), "-n", str(iters_for(size)), "--vs-memcpy"]
+                    if polled:
+                        cmd.append("--polled")
                     shown = f"DOORBELL_WIRE={w} doorbell " + " ".join(cmd[1:])
                     print(f"== round {r}: {shown}", file=sys.stderr)
                     p = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "DOORBELL_WIRE": w})
@@ -88,7 +93,7 @@ def parse_sweep(path):
     for line in open(path):
         if line.startswith("$ "):
             m = re.match(r"\$ DOORBELL_WIRE=(\w+) ", line)
-            wire = m[1] if m else "udp"
+            wire = (m[1] if m else "udp") + ("-polled" if " --polled" in line else "")
         m = RATIO.search(line)
         if m:
             ratio, size, bw, mc = float(m[1]), int(m[2]), float(m[3]), float(m[4])
@@ -118,8 +123,9 @@ def cmd_write_bw(a):
     import matplotlib.pyplot as plt
 
     by_wire = parse_sweep(a.raw)
-    names = {"udp": "RoCEv2 over UDP", "local": "same-host path", "auto": "same-host path (auto)"}
-    colors = {"udp": "tab:blue", "local": "tab:green", "auto": "tab:green"}
+    names = {"udp": "RoCEv2 over UDP", "local": "same-host path", "auto": "same-host path (auto)",
+             "udp-polled": "RoCEv2 over UDP, --polled", "local-polled": "same-host path, --polled"}
+    colors = {"udp": "tab:blue", "local": "tab:green", "auto": "tab:green", "udp-polled": "tab:cyan", "local-polled": "tab:olive"}
     fig, ax = plt.subplots(figsize=(9, 5.2))
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
@@ -269,7 +275,8 @@ def main():
     s.add_argument("--rounds", type=int, default=3)
     s.add_argument("--min", type=int, default=1)
     s.add_argument("--max", type=int, default=4 << 20)
-    s.add_argument("--wires", default="udp,local", help="DOORBELL_WIRE values to sweep, comma-separated")
+    s.add_argument("--wires", default="udp,local,udp-polled,local-polled",
+                   help="DOORBELL_WIRE values to sweep, comma-separated (W-polled: with --polled)")
     s.add_argument("-o", "--output", required=True)
     s.set_defaults(f=cmd_sweep)
     r = sub.add_parser("allreduce", help="plot collective/bench/run.sh output folders")
