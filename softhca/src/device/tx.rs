@@ -428,8 +428,8 @@ impl Tx {
     /// socket). Peers that may be asleep get one zero-length datagram each.
     fn to_peers(&mut self, sock: &UdpSocket, queue: Vec<OutPkt>, counters: &Counters) -> Vec<OutPkt> {
         let now = std::time::Instant::now();
-        let pid = std::process::id();
         let Some(peers) = self.peers.as_mut() else { return queue };
+        let pid = peers.pid();
         let forced = peers.wire() == Wire::Local;
         let mut rest = Vec::new();
         let mut done = Vec::new();

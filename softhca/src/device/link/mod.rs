@@ -362,6 +362,12 @@ impl Peers {
         self.wire
     }
 
+    /// This process's id (read once: `getpid` is a system call in glibc, and the
+    /// transmit path names the process in every by-reference record).
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
     /// Whether `dst` was found to have a same-host path (no lookup: the transmit path asks
     /// per packet, before the flush that routes it).
     pub fn known(&self, dst: SocketAddr) -> bool {
