@@ -80,8 +80,13 @@ fn discover() -> Vec<Dev> {
         let soft = matches!(entry, provider::device::DeviceEntry::Soft { .. });
         match open(&name, soft, gpu) {
             Ok(d) => {
-                crate::info!("device {} : {} (gid index {}, mtu code {}, {} Mb/s{})", out.len(), name, d.sgid_index, d.mtu, d.speed,
-                             if d.ptr_support & NCCL_PTR_DMABUF != 0 { ", GPU memory through dma-buf" } else { "" });
+                crate::info!("device {} : {} (gid index {}, mtu code {}, {} Mb/s{}{})", out.len(), name, d.sgid_index, d.mtu, d.speed,
+                             if d.ptr_support & NCCL_PTR_DMABUF != 0 { ", GPU memory through dma-buf" } else { "" },
+                             match (d.soft, d.polled) {
+                                 (false, _) => "",
+                                 (true, true) => ", stepped on NCCL's proxy thread (polled)",
+                                 (true, false) => ", softhca's own engine thread",
+                             });
                 out.push(d);
             }
             Err(e) => crate::info!("device {name} skipped: {e}"),
