@@ -41,6 +41,10 @@ use super::{events, State};
 /// How soon a step comes back for packets waiting for room in a same-host peer's lane.
 const BACKLOG_RETRY: std::time::Duration = std::time::Duration::from_micros(20);
 
+/// Polled steps that find the socket empty read it every 2^k-th step, k growing by one per
+/// empty read up to this, while every peer is on the same-host path ([`Datapath::polled_rx`]).
+const RX_BACKOFF_MAX: u32 = 4;
+
 /// The socket and the buffers a step works with.
 pub(crate) struct Datapath {
     pub sock: UdpSocket,
@@ -55,6 +59,10 @@ pub(crate) struct Datapath {
     keys: KeyCache,
     /// Steps run so far (`Env::step`).
     steps: u64,
+    /// Polled steps' socket back-off: empty reads in a row (capped at
+    /// [`RX_BACKOFF_MAX`]) and the steps left before the next read.
+    rx_empty: u32,
+    rx_skip: u32,
 }
 
 impl std::fmt::Debug for Datapath {
@@ -64,8 +72,36 @@ impl std::fmt::Debug for Datapath {
 }
 
 impl Datapath {
+    /// Whether a polled step should read the socket. An application thread that steps
+    /// the device while it waits steps it every microsecond or so, and with every peer
+    /// on the same-host path its `recvmmsg` finds nothing nearly every time: one system
+    /// call per step, which on a few shared cores lengthens every rank's turn (4 ranks on
+    /// 2 vCPUs, an 8 B all-reduce). So while reads come back empty and every peer is on
+    /// the inbox, the reads thin out to one in 2^[`RX_BACKOFF_MAX`] steps; the first
+    /// datagram (a new peer's packet, a UDP peer's) brings back a read per step. The
+    /// engine thread's steps are not affected: it reads the socket whenever it wakes.
+    pub fn polled_rx(&mut self) -> bool {
+        if self.rx_skip > 0 && self.tx.all_same_host() {
+            self.rx_skip -= 1;
+            return false;
+        }
+        true
+    }
+
+    /// Records what a polled step's socket read found ([`Datapath::polled_rx`]).
+    fn note_polled_rx(&mut self, n: usize) {
+        if n > 0 {
+            self.rx_empty = 0;
+            self.rx_skip = 0;
+        } else {
+            self.rx_empty = (self.rx_empty + 1).min(RX_BACKOFF_MAX);
+            self.rx_skip = (1 << self.rx_empty) - 1;
+        }
+    }
+
     pub fn new(sock: UdpSocket, local: SocketAddr, tx: Tx, capture: Option<Capture>, inbox: Option<Inbox>) -> Datapath {
-        Datapath { sock, local, rx: Rx::new(), tx, capture, inbox, copies: Copies::new(), scratch: Vec::with_capacity(4096), keys: KeyCache::default(), steps: 0 }
+        Datapath { sock, local, rx: Rx::new(), tx, capture, inbox, copies: Copies::new(), scratch: Vec::with_capacity(4096), keys: KeyCache::default(), steps: 0,
+                   rx_empty: 0, rx_skip: 0 }
     }
 }
 
@@ -92,6 +128,10 @@ pub(crate) fn step(hca: &Hca, st: &mut State, counters: &Counters, now: Instant,
     let queued = dp.tx.pending() > 0;
     let cqes = counters.cqes.load(Ordering::Relaxed);
     let n = if skip_rx { 0 } else { dp.rx.recv(&dp.sock) };
+    // Only polled steps defer ACKs: they are the ones whose reads back off.
+    if flush == Flush::DeferAcks && !skip_rx {
+        dp.note_polled_rx(n);
+    }
     dp.steps += 1;
     let mut env = Env { hca, cqs, tx: &mut dp.tx, counters, keys: &mut dp.keys, now, step: dp.steps, scratch: &mut dp.scratch, work: n > 0,
                         copies: &mut dp.copies, remote: None };

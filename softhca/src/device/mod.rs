@@ -273,7 +273,8 @@ impl Device {
         if let Some(a) = self.shared.awake.get() {
             a.set(true);
         }
-        let (work, _) = datapath::step_guarded(hca, &mut st, &self.shared.counters, now, false, datapath::Flush::DeferAcks);
+        let skip_rx = st.dp.as_mut().is_some_and(|dp| !dp.polled_rx());
+        let (work, _) = datapath::step_guarded(hca, &mut st, &self.shared.counters, now, skip_rx, datapath::Flush::DeferAcks);
         if work {
             self.shared.counters.progress_steps.fetch_add(1, Ordering::Relaxed);
         }

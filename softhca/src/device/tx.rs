@@ -231,6 +231,11 @@ impl Tx {
     }
 
     /// Packets built and not yet flushed.
+    /// [`Peers::all_same_host`] (false without a same-host path).
+    pub fn all_same_host(&self) -> bool {
+        self.peers.as_ref().is_some_and(Peers::all_same_host)
+    }
+
     pub fn pending(&self) -> usize {
         self.queue.len()
     }

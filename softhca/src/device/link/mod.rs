@@ -362,6 +362,13 @@ impl Peers {
         self.wire
     }
 
+    /// Whether every peer this instance has sent to is reached through its inbox (and at
+    /// least one is known): then the socket carries only wake-ups and the first packets of
+    /// peers not yet sent to, and polled steps may read it less often.
+    pub fn all_same_host(&self) -> bool {
+        self.wire != Wire::Udp && !self.peers.0.is_empty() && self.peers.0.iter().all(|(_, l)| l.peer.is_some())
+    }
+
     /// This process's id (read once: `getpid` is a system call in glibc, and the
     /// transmit path names the process in every by-reference record).
     pub fn pid(&self) -> u32 {
