@@ -1,0 +1,81 @@
+//! The merged timeline as Chrome Trace Event JSON (the "JSON Object Format": a
+//! `traceEvents` array and `displayTimeUnit`), which Perfetto and chrome://tracing open.
+//!
+//! - per process: `M` `process_name` (the program and its arguments) and, per thread,
+//!   `M` `thread_name`;
+//! - a span (each enter..exit): an `X` complete event, `dur` = its time entered;
+//! - an event: an `i` instant event scoped to its thread (`s: "t"`);
+//! - an arrow of [`crate::flows`]: an `s` (start) at the cause and an `f` (finish, with
+//!   `bp: "e"`, binding to the enclosing slice) at the effect, sharing one `id` and the
+//!   category `flow`.
+//!
+//! `args` are the record's fields, plus `message`. Timestamps are microseconds (the
+//! format's unit) from the first record, with nanosecond fractions.
+
+use serde_json::{json, Map, Value};
+
+use crate::flows::{link, Flow};
+use crate::jsonl::{Kind, Proc, Rec};
+
+/// Every record of every process, sorted by time.
+pub fn merged(procs: &[Proc]) -> Vec<Rec> {
+    let mut all: Vec<Rec> = procs.iter().flat_map(|p| p.recs.iter().cloned()).collect();
+    all.sort_by_key(|r| (r.ts, r.pid, r.tid));
+    all
+}
+
+fn args(r: &Rec) -> Value {
+    let mut a: Map<String, Value> = r.fields.clone();
+    if !r.msg.is_empty() {
+        a.insert("message".into(), Value::String(r.msg.clone()));
+    }
+    Value::Object(a)
+}
+
+/// A record's display name: the message for events ("wqe", "tx"), the span's name.
+pub fn label(r: &Rec) -> String {
+    match r.kind {
+        Kind::Span => r.name.clone(),
+        Kind::Event if !r.msg.is_empty() => r.msg.chars().take(80).collect(),
+        Kind::Event => r.name.clone(),
+    }
+}
+
+/// The Chrome Trace Event document of `procs`.
+pub fn document(procs: &[Proc]) -> Value {
+    let recs = merged(procs);
+    let flows = link(&recs);
+    document_of(procs, &recs, &flows)
+}
+
+pub fn document_of(procs: &[Proc], recs: &[Rec], flows: &[Flow]) -> Value {
+    let t0 = recs.iter().map(|r| r.ts).min().unwrap_or(0);
+    let us = |ns: u64| (ns.saturating_sub(t0)) as f64 / 1000.0;
+    let mut ev = Vec::new();
+    for p in procs {
+        let name = if p.argv.is_empty() { p.exe.clone() } else { p.argv.join(" ") };
+        ev.push(json!({"ph": "M", "name": "process_name", "pid": p.pid, "tid": 0, "args": {"name": name}}));
+        let mut threads: Vec<(u64, &str)> = p.recs.iter().map(|r| (r.tid, r.thread.as_str())).collect();
+        threads.sort();
+        threads.dedup_by_key(|t| t.0);
+        for (tid, tname) in threads {
+            ev.push(json!({"ph": "M", "name": "thread_name", "pid": p.pid, "tid": tid, "args": {"name": tname}}));
+        }
+    }
+    for r in recs {
+        let cat = r.target.clone();
+        match r.kind {
+            Kind::Span => ev.push(json!({"ph": "X", "name": label(r), "cat": cat, "pid": r.pid, "tid": r.tid,
+                "ts": us(r.ts), "dur": (r.end.saturating_sub(r.ts)) as f64 / 1000.0, "args": args(r)})),
+            Kind::Event => ev.push(json!({"ph": "i", "s": "t", "name": label(r), "cat": cat, "pid": r.pid, "tid": r.tid,
+                "ts": us(r.ts), "args": args(r)})),
+        }
+    }
+    for (n, f) in flows.iter().enumerate() {
+        let (a, b) = (&recs[f.from], &recs[f.to]);
+        let name = format!("{} -> {}", a.target, b.target);
+        ev.push(json!({"ph": "s", "id": n + 1, "name": name, "cat": "flow", "pid": a.pid, "tid": a.tid, "ts": us(a.ts)}));
+        ev.push(json!({"ph": "f", "bp": "e", "id": n + 1, "name": name, "cat": "flow", "pid": b.pid, "tid": b.tid, "ts": us(b.ts)}));
+    }
+    json!({"traceEvents": ev, "displayTimeUnit": "ns"})
+}
