@@ -14,6 +14,7 @@ pub mod chrome;
 pub mod flows;
 pub mod jsonl;
 pub mod record;
+pub mod svg;
 pub mod text;
 
 /// The environment variable naming the directory the records go to.
