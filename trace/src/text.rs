@@ -61,7 +61,9 @@ pub fn render(procs: &[Proc]) -> String {
                         stack.push(r.end);
                     }
                     Kind::Event => {
-                        let _ = writeln!(out, "{arrow}{}{} [{}] @{}", label(r), fields(r), r.target, dur(r.ts - t0));
+                        // The whole message: the preload's decoded ioctl lines are long.
+                        let what = if r.msg.is_empty() { label(r) } else { r.msg.clone() };
+                        let _ = writeln!(out, "{arrow}{what}{} [{}] @{}", fields(r), r.target, dur(r.ts - t0));
                     }
                 }
             }
