@@ -13,6 +13,16 @@ use serde_json::{Map, Value};
 /// JSON string escaping (RFC 8259 section 7).
 pub fn escape(s: &str) -> String {
     let mut o = String::with_capacity(s.len());
+    escape_into(&mut o, s);
+    o
+}
+
+/// [`escape`], appending to `o` (the recording layer's lines are built in place).
+pub fn escape_into(o: &mut String, s: &str) {
+    if !s.bytes().any(|b| b == b'"' || b == b'\\' || b < 0x20) {
+        o.push_str(s);
+        return;
+    }
     for c in s.chars() {
         match c {
             '"' => o.push_str("\\\""),
@@ -24,7 +34,6 @@ pub fn escape(s: &str) -> String {
             c => o.push(c),
         }
     }
-    o
 }
 
 /// One record of one process.

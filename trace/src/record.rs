@@ -23,7 +23,7 @@ use tracing_subscriber::layer::Context;
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::Layer;
 
-use crate::jsonl::escape;
+use crate::jsonl::{escape, escape_into};
 
 /// Buffered bytes that make the next record flush them to the file.
 pub const FLUSH_BYTES: usize = 1 << 20;
@@ -144,21 +144,21 @@ pub fn now_ns() -> u64 {
     t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
 }
 
-/// `"tid":N,"thread":"name"`, computed once per thread (gettid is a system call).
-fn thread_part() -> String {
+/// Appends `"tid":N,"thread":"name"`, computed once per thread (gettid is a system call).
+fn thread_part(out: &mut String) {
     thread_local! {
         static PART: RefCell<Option<String>> = const { RefCell::new(None) };
     }
     PART.with(|p| {
-        p.borrow_mut()
-            .get_or_insert_with(|| {
-                // SAFETY: gettid has no preconditions.
-                let tid = unsafe { libc::gettid() };
-                let cur = std::thread::current();
-                let name = cur.name().map(str::to_owned).unwrap_or_else(|| format!("thread-{tid}"));
-                format!("\"tid\":{tid},\"thread\":\"{}\"", escape(&name))
-            })
-            .clone()
+        let mut p = p.borrow_mut();
+        let part = p.get_or_insert_with(|| {
+            // SAFETY: gettid has no preconditions.
+            let tid = unsafe { libc::gettid() };
+            let cur = std::thread::current();
+            let name = cur.name().map(str::to_owned).unwrap_or_else(|| format!("thread-{tid}"));
+            format!("\"tid\":{tid},\"thread\":\"{}\"", escape(&name))
+        });
+        out.push_str(part);
     })
 }
 
@@ -174,7 +174,15 @@ impl Fields {
         if !self.json.is_empty() {
             self.json.push(',');
         }
-        let _ = write!(self.json, "\"{}\":", escape(f.name()));
+        self.json.push('"');
+        escape_into(&mut self.json, f.name());
+        self.json.push_str("\":");
+    }
+
+    fn string(&mut self, v: &str) {
+        self.json.push('"');
+        escape_into(&mut self.json, v);
+        self.json.push('"');
     }
 }
 
@@ -205,7 +213,7 @@ impl Visit for Fields {
             return;
         }
         self.key(f);
-        let _ = write!(self.json, "\"{}\"", escape(v));
+        self.string(v);
     }
     fn record_debug(&mut self, f: &Field, v: &dyn fmt::Debug) {
         let s = format!("{v:?}");
@@ -214,7 +222,7 @@ impl Visit for Fields {
             return;
         }
         self.key(f);
-        let _ = write!(self.json, "\"{}\"", escape(&s));
+        self.string(&s);
     }
 }
 
@@ -224,8 +232,25 @@ struct SpanData {
     entered: Vec<u64>,
 }
 
-fn meta_part(m: &tracing::Metadata<'_>) -> String {
-    format!("\"target\":\"{}\",\"level\":\"{}\",\"name\":\"{}\"", escape(m.target()), m.level(), escape(m.name()))
+/// Appends the callsite's `"target","level","name"`.
+fn meta_part(l: &mut String, m: &tracing::Metadata<'_>) {
+    l.push_str(",\"target\":\"");
+    escape_into(l, m.target());
+    let _ = write!(l, "\",\"level\":\"{}\",\"name\":\"", m.level());
+    escape_into(l, m.name());
+    l.push('"');
+}
+
+/// Appends `,"msg":...,"fields":{...}}` and the newline.
+fn tail(l: &mut String, fields: &Fields) {
+    if let Some(m) = &fields.message {
+        l.push_str(",\"msg\":\"");
+        escape_into(l, m);
+        l.push('"');
+    }
+    l.push_str(",\"fields\":{");
+    l.push_str(&fields.json);
+    l.push_str("}}\n");
 }
 
 impl<S> Layer<S> for RecordLayer
@@ -260,40 +285,35 @@ where
         let end = now_ns();
         let Some(span) = ctx.span(id) else { return };
         let parent = span.parent().map(|p| p.id().into_u64());
-        let line = {
+        let mut l = String::with_capacity(256);
+        {
             let mut ext = span.extensions_mut();
             let Some(d) = ext.get_mut::<SpanData>() else { return };
             let Some(start) = d.entered.pop() else { return };
-            let mut l = format!(
-                "{{\"k\":\"span\",\"ts\":{start},\"end\":{end},{},{},\"id\":{}",
-                thread_part(),
-                meta_part(span.metadata()),
-                id.into_u64()
-            );
+            let _ = write!(l, "{{\"k\":\"span\",\"ts\":{start},\"end\":{end},");
+            thread_part(&mut l);
+            meta_part(&mut l, span.metadata());
+            let _ = write!(l, ",\"id\":{}", id.into_u64());
             if let Some(p) = parent {
                 let _ = write!(l, ",\"parent\":{p}");
             }
-            if let Some(m) = &d.fields.message {
-                let _ = write!(l, ",\"msg\":\"{}\"", escape(m));
-            }
-            let _ = write!(l, ",\"fields\":{{{}}}}}\n", d.fields.json);
-            l
-        };
-        append(&line);
+            tail(&mut l, &d.fields);
+        }
+        append(&l);
     }
 
     fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
         let ts = now_ns();
-        let mut fields = Fields::default();
+        let mut fields = Fields { json: String::with_capacity(160), message: None };
         event.record(&mut fields);
-        let mut l = format!("{{\"k\":\"ev\",\"ts\":{ts},{},{}", thread_part(), meta_part(event.metadata()));
+        let mut l = String::with_capacity(256 + fields.json.len());
+        let _ = write!(l, "{{\"k\":\"ev\",\"ts\":{ts},");
+        thread_part(&mut l);
+        meta_part(&mut l, event.metadata());
         if let Some(s) = ctx.event_span(event) {
             let _ = write!(l, ",\"span\":{}", s.id().into_u64());
         }
-        if let Some(m) = &fields.message {
-            let _ = write!(l, ",\"msg\":\"{}\"", escape(m));
-        }
-        let _ = write!(l, ",\"fields\":{{{}}}}}\n", fields.json);
+        tail(&mut l, &fields);
         append(&l);
     }
 }
