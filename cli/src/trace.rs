@@ -69,9 +69,14 @@ pub fn run(a: &Args) -> Result<()> {
     if a.keep.is_none() {
         let _ = std::fs::remove_dir_all(&dir);
     }
-    let doc = doorbell_trace::chrome::document(&procs);
-    let n = doc["traceEvents"].as_array().map_or(0, Vec::len);
-    std::fs::write(&a.output, serde_json::to_vec(&doc)?).with_context(|| format!("write {}", a.output.display()))?;
+    let n = std::fs::File::create(&a.output)
+        .map(std::io::BufWriter::new)
+        .and_then(|mut w| {
+            let n = doorbell_trace::chrome::write(&procs, &mut w)?;
+            std::io::Write::flush(&mut w)?;
+            Ok(n)
+        })
+        .with_context(|| format!("write {}", a.output.display()))?;
     eprintln!("doorbell trace: {} processes, {n} trace events -> {}", procs.len(), a.output.display());
     if a.text {
         print!("{}", doorbell_trace::text::render(&procs));

@@ -49,33 +49,61 @@ pub fn document(procs: &[Proc]) -> Value {
 }
 
 pub fn document_of(procs: &[Proc], recs: &[Rec], flows: &[Flow]) -> Value {
+    let mut ev = Vec::new();
+    events(procs, recs, flows, &mut |e| {
+        ev.push(e);
+        Ok(())
+    })
+    .expect("collecting cannot fail");
+    json!({"traceEvents": ev, "displayTimeUnit": "ns"})
+}
+
+/// Writes the document of `procs` to `w` one event at a time (a long run's document is
+/// never held whole in memory).
+pub fn write(procs: &[Proc], w: &mut impl std::io::Write) -> std::io::Result<usize> {
+    let recs = merged(procs);
+    let flows = link(&recs);
+    let mut n = 0;
+    w.write_all(b"{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n")?;
+    events(procs, &recs, &flows, &mut |e| {
+        if n > 0 {
+            w.write_all(b",\n")?;
+        }
+        n += 1;
+        serde_json::to_writer(&mut *w, &e).map_err(std::io::Error::other)
+    })?;
+    w.write_all(b"\n]}\n")?;
+    Ok(n)
+}
+
+/// Every event of the document, in order, to `emit`.
+fn events(procs: &[Proc], recs: &[Rec], flows: &[Flow], emit: &mut dyn FnMut(Value) -> std::io::Result<()>) -> std::io::Result<()> {
     let t0 = recs.iter().map(|r| r.ts).min().unwrap_or(0);
     let us = |ns: u64| (ns.saturating_sub(t0)) as f64 / 1000.0;
-    let mut ev = Vec::new();
     for p in procs {
         let name = if p.argv.is_empty() { p.exe.clone() } else { p.argv.join(" ") };
-        ev.push(json!({"ph": "M", "name": "process_name", "pid": p.pid, "tid": 0, "args": {"name": name}}));
+        emit(json!({"ph": "M", "name": "process_name", "pid": p.pid, "tid": 0, "args": {"name": name}}))?;
         let mut threads: Vec<(u64, &str)> = p.recs.iter().map(|r| (r.tid, r.thread.as_str())).collect();
         threads.sort();
         threads.dedup_by_key(|t| t.0);
         for (tid, tname) in threads {
-            ev.push(json!({"ph": "M", "name": "thread_name", "pid": p.pid, "tid": tid, "args": {"name": tname}}));
+            emit(json!({"ph": "M", "name": "thread_name", "pid": p.pid, "tid": tid, "args": {"name": tname}}))?;
         }
     }
     for r in recs {
         let cat = r.target.clone();
         match r.kind {
-            Kind::Span => ev.push(json!({"ph": "X", "name": label(r), "cat": cat, "pid": r.pid, "tid": r.tid,
-                "ts": us(r.ts), "dur": (r.end.saturating_sub(r.ts)) as f64 / 1000.0, "args": args(r)})),
-            Kind::Event => ev.push(json!({"ph": "i", "s": "t", "name": label(r), "cat": cat, "pid": r.pid, "tid": r.tid,
-                "ts": us(r.ts), "args": args(r)})),
+            Kind::Span => emit(json!({"ph": "X", "name": label(r), "cat": cat, "pid": r.pid, "tid": r.tid,
+                "ts": us(r.ts), "dur": (r.end.saturating_sub(r.ts)) as f64 / 1000.0, "args": args(r)}))?,
+            Kind::Event => emit(json!({"ph": "i", "s": "t", "name": label(r), "cat": cat, "pid": r.pid, "tid": r.tid,
+                "ts": us(r.ts), "args": args(r)}))?,
         }
     }
     for (n, f) in flows.iter().enumerate() {
         let (a, b) = (&recs[f.from], &recs[f.to]);
         let name = format!("{} -> {}", a.target, b.target);
-        ev.push(json!({"ph": "s", "id": n + 1, "name": name, "cat": "flow", "pid": a.pid, "tid": a.tid, "ts": us(a.ts)}));
-        ev.push(json!({"ph": "f", "bp": "e", "id": n + 1, "name": name, "cat": "flow", "pid": b.pid, "tid": b.tid, "ts": us(b.ts)}));
+        emit(json!({"ph": "s", "id": n + 1, "name": name, "cat": "flow", "pid": a.pid, "tid": a.tid, "ts": us(a.ts)}))?;
+        emit(json!({"ph": "f", "bp": "e", "id": n + 1, "name": name, "cat": "flow", "pid": b.pid, "tid": b.tid, "ts": us(b.ts)}))?;
     }
-    json!({"traceEvents": ev, "displayTimeUnit": "ns"})
+    Ok(())
 }
