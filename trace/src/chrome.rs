@@ -81,7 +81,10 @@ fn events(procs: &[Proc], recs: &[Rec], flows: &[Flow], emit: &mut dyn FnMut(Val
     let t0 = recs.iter().map(|r| r.ts).min().unwrap_or(0);
     let us = |ns: u64| (ns.saturating_sub(t0)) as f64 / 1000.0;
     for p in procs {
-        let name = if p.argv.is_empty() { p.exe.clone() } else { p.argv.join(" ") };
+        let mut name = if p.argv.is_empty() { p.exe.clone() } else { p.argv.join(" ") };
+        if let Some(r) = &p.rank {
+            name = format!("rank {r}: {name}");
+        }
         emit(json!({"ph": "M", "name": "process_name", "pid": p.pid, "tid": 0, "args": {"name": name}}))?;
         let mut threads: Vec<(u64, &str)> = p.recs.iter().map(|r| (r.tid, r.thread.as_str())).collect();
         threads.sort();

@@ -2,7 +2,7 @@
 //!
 //! | `k`    | keys                                                                      |
 //! |--------|---------------------------------------------------------------------------|
-//! | `proc` | `pid`, `exe`, `argv`: the first line of every file                         |
+//! | `proc` | `pid`, `exe`, `argv`, `rank` (a launcher's RANK, if set): the first line of every file |
 //! | `ev`   | `ts` (CLOCK_MONOTONIC ns), `tid`, `thread`, `target`, `level`, `name` (the callsite), `msg`, `fields`, `span` (the enclosing span's id, if any) |
 //! | `span` | `ts` (entered), `end` (exited), `tid`, `thread`, `target`, `level`, `name`, `id`, `parent`, `msg`, `fields`: one line per enter/exit |
 
@@ -75,6 +75,7 @@ pub struct Proc {
     pub pid: u32,
     pub exe: String,
     pub argv: Vec<String>,
+    pub rank: Option<String>,
     pub recs: Vec<Rec>,
 }
 
@@ -96,7 +97,7 @@ pub fn read_dir(dir: &Path) -> std::io::Result<Vec<Proc>> {
                 Some("proc") => {
                     if proc.is_none() {
                         let argv = o.get("argv").and_then(Value::as_array).map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect()).unwrap_or_default();
-                        proc = Some(Proc { pid: n("pid").unwrap_or(0) as u32, exe: s("exe"), argv, recs: Vec::new() });
+                        proc = Some(Proc { pid: n("pid").unwrap_or(0) as u32, exe: s("exe"), argv, rank: o.get("rank").and_then(Value::as_str).map(str::to_owned), recs: Vec::new() });
                     }
                 }
                 Some(k @ ("ev" | "span")) => {

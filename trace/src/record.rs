@@ -57,7 +57,13 @@ impl Sink {
         for (i, a) in std::env::args_os().enumerate() {
             let _ = write!(l, "{}\"{}\"", if i > 0 { "," } else { "" }, escape(&a.to_string_lossy()));
         }
-        l.push_str("]}\n");
+        l.push(']');
+        // A launcher's rank (torchrun's / doorbell allreduce's RANK, mpirun's), to name
+        // the process's track.
+        if let Some(r) = ["RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK"].iter().find_map(|k| std::env::var(k).ok()) {
+            let _ = write!(l, ",\"rank\":\"{}\"", escape(&r));
+        }
+        l.push_str("}\n");
         self.buf.extend_from_slice(l.as_bytes());
     }
 

@@ -36,7 +36,7 @@ fn two_procs() -> Vec<Proc> {
         rec(2, 7, 3200, "softhca::ack", "ack sent", json!({"qpn": q, "psn": psn})),
         rec(2, 7, 3300, "softhca::tx", "tx", json!({"qpn": q, "psn": psn, "opcode": "RcAcknowledge"})),
     ];
-    vec![Proc { pid: 1, exe: "a".into(), argv: vec!["a".into()], recs: a }, Proc { pid: 2, exe: "b".into(), argv: vec!["b".into()], recs: b }]
+    vec![Proc { pid: 1, exe: "a".into(), argv: vec!["a".into()], rank: None, recs: a }, Proc { pid: 2, exe: "b".into(), argv: vec!["b".into()], rank: Some("1".into()), recs: b }]
 }
 
 #[test]
@@ -63,6 +63,7 @@ fn writer_output_is_valid_and_links_the_whole_chain() {
     let x = evs.iter().find(|e| e["ph"] == "X").unwrap();
     assert_eq!(x["dur"], json!(0.6));
     assert!(evs.iter().any(|e| e["ph"] == "M" && e["name"] == "thread_name" && e["pid"] == 2 && e["args"]["name"] == "t7"));
+    assert!(evs.iter().any(|e| e["ph"] == "M" && e["name"] == "process_name" && e["pid"] == 2 && e["args"]["name"] == "rank 1: b"));
 }
 
 fn broken(f: impl Fn(&mut Vec<Value>)) -> Result<(), String> {
