@@ -30,7 +30,8 @@ pub struct Args {
     #[arg(long, value_name = "DIR")]
     keep: Option<PathBuf>,
     /// Never add the preload library (a program on a real device, or one that loads it
-    /// itself). By default it is added unless CMD is doorbell.
+    /// itself). By default it is added unless CMD is doorbell or names doorbell among its
+    /// arguments (a launcher: `mpirun -np 4 doorbell allreduce`).
     #[arg(long)]
     no_preload: bool,
     /// The preload library to use (default: next to this executable).
@@ -60,7 +61,10 @@ pub fn run(a: &Args) -> Result<()> {
     let dir = dir.canonicalize().unwrap_or(dir);
     let mut cmd = Command::new(prog);
     cmd.args(rest).env(doorbell_trace::DIR_ENV, &dir);
-    if !a.no_preload && !is_doorbell(Path::new(prog)) {
+    // `mpirun ... doorbell allreduce`: a launcher of doorbell programs needs no preload
+    // either (the ranks would inherit it).
+    let runs_doorbell = a.cmd.iter().any(|c| is_doorbell(Path::new(c)));
+    if !a.no_preload && !runs_doorbell {
         let lib = find_preload(a.preload.as_deref())?;
         cmd.env("LD_PRELOAD", ld_preload_value(std::env::var_os("LD_PRELOAD").as_deref(), &lib));
     }

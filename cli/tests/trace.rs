@@ -136,3 +136,46 @@ fn stock_ib_write_bw_gives_both_processes_tracks() {
     assert!(evs.iter().any(|e| e["ph"] == "f" && pid_of[&e["id"].to_string()] != e["pid"].as_u64().unwrap()), "a cross-process arrow");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The ranks of an all-reduce: each a process track named by its rank, with packets and
+/// arrows between ranks.
+fn check_ranks(json: &PathBuf, n: usize) {
+    let doc = load(json);
+    let evs = doc["traceEvents"].as_array().unwrap();
+    for r in 0..n {
+        let want = format!("rank {r}: ");
+        let pid = evs.iter()
+            .find(|e| e["ph"] == "M" && e["name"] == "process_name" && e["args"]["name"].as_str().unwrap().starts_with(&want))
+            .unwrap_or_else(|| panic!("no track named {want}..."))["pid"].as_u64().unwrap();
+        assert!(evs.iter().any(|e| e["pid"] == pid && e["cat"] == "softhca::tx"), "rank {r} sent nothing");
+    }
+    let pid_of: HashMap<String, u64> = evs.iter().filter(|e| e["ph"] == "s").map(|e| (e["id"].to_string(), e["pid"].as_u64().unwrap())).collect();
+    assert!(evs.iter().any(|e| e["ph"] == "f" && pid_of[&e["id"].to_string()] != e["pid"].as_u64().unwrap()), "a cross-rank arrow");
+}
+
+#[test]
+fn allreduce_ranks_each_get_a_track() {
+    let dir = out_dir("ar");
+    let json = dir.join("trace.json");
+    common::spawn(&["trace", "-o", json.to_str().unwrap(), "--", common::bin(), "allreduce", "--nranks", "2", "--count", "1024", "--no-table"])
+        .wait_ok(Duration::from_secs(120));
+    check_ranks(&json, 2);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn mpirun_children_are_traced_without_the_preload() {
+    if std::process::Command::new("mpirun").arg("--version").output().is_err() {
+        testkit::skip(testkit::Need::Tool, "mpirun not installed (apt-get install openmpi-bin)");
+        return;
+    }
+    let dir = out_dir("mpi");
+    let json = dir.join("trace.json");
+    let mut cmd = common::command(common::bin());
+    cmd.args(["trace", "-o", json.to_str().unwrap(), "--", "mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2",
+              "-x", "DOORBELL_MASTER_PORT", common::bin(), "allreduce", "--count", "1024", "--no-table"])
+        .env("DOORBELL_MASTER_PORT", common::free_port().to_string());
+    common::start(cmd).wait_ok(Duration::from_secs(180));
+    check_ranks(&json, 2);
+    let _ = std::fs::remove_dir_all(&dir);
+}
