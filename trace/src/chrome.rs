@@ -4,7 +4,8 @@
 //! - per process: `M` `process_name` (the program and its arguments) and, per thread,
 //!   `M` `thread_name`;
 //! - a span (each enter..exit): an `X` complete event, `dur` = its time entered;
-//! - an event: an `i` instant event scoped to its thread (`s: "t"`);
+//! - an event: an `i` instant event scoped to its thread (`s: "t"`), or, when an arrow
+//!   starts or ends at it, an `X` of 1 ns (flows bind to slices, not instants);
 //! - an arrow of [`crate::flows`]: an `s` (start) at the cause and an `f` (finish, with
 //!   `bp: "e"`, binding to the enclosing slice) at the effect, sharing one `id` and the
 //!   category `flow`.
@@ -16,6 +17,9 @@ use serde_json::{json, Map, Value};
 
 use crate::flows::{link, Flow};
 use crate::jsonl::{Kind, Proc, Rec};
+
+/// The duration of a record an arrow ends at (1 ns, in the format's microseconds).
+pub const ARROW_END_DUR_US: f64 = 0.001;
 
 /// Every record of every process, sorted by time.
 pub fn merged(procs: &[Proc]) -> Vec<Rec> {
@@ -93,8 +97,22 @@ fn events(procs: &[Proc], recs: &[Rec], flows: &[Flow], emit: &mut dyn FnMut(Val
             emit(json!({"ph": "M", "name": "thread_name", "pid": p.pid, "tid": tid, "args": {"name": tname}}))?;
         }
     }
-    for r in recs {
+    // Records an arrow starts or ends at are slices of one nanosecond rather than
+    // instants: both viewers bind flow events to a slice enclosing the flow event's time
+    // on its thread (Perfetto's JSON importer to the open slice, chrome://tracing to an
+    // enclosing slice; neither to an instant).
+    let mut ends = vec![false; recs.len()];
+    for f in flows {
+        ends[f.from] = true;
+        ends[f.to] = true;
+    }
+    for (i, r) in recs.iter().enumerate() {
         let cat = r.target.clone();
+        if r.kind == Kind::Event && ends[i] {
+            emit(json!({"ph": "X", "name": label(r), "cat": cat, "pid": r.pid, "tid": r.tid,
+                "ts": us(r.ts), "dur": ARROW_END_DUR_US, "args": args(r)}))?;
+            continue;
+        }
         match r.kind {
             Kind::Span => emit(json!({"ph": "X", "name": label(r), "cat": cat, "pid": r.pid, "tid": r.tid,
                 "ts": us(r.ts), "dur": (r.end.saturating_sub(r.ts)) as f64 / 1000.0, "args": args(r)}))?,

@@ -60,8 +60,11 @@ fn writer_output_is_valid_and_links_the_whole_chain() {
         "softhca::cqe -> provider::poll",
     ];
     assert_eq!(names, want);
-    let x = evs.iter().find(|e| e["ph"] == "X").unwrap();
+    let x = evs.iter().find(|e| e["ph"] == "X" && e["name"] == "provider::post_send").unwrap();
     assert_eq!(x["dur"], json!(0.6));
+    // Arrow ends are slices (flows bind to slices), the others instants.
+    let post = evs.iter().find(|e| e["cat"] == "provider::post").unwrap();
+    assert_eq!((&post["ph"], &post["dur"]), (&json!("X"), &json!(0.001)));
     assert!(evs.iter().any(|e| e["ph"] == "M" && e["name"] == "thread_name" && e["pid"] == 2 && e["args"]["name"] == "t7"));
     assert!(evs.iter().any(|e| e["ph"] == "M" && e["name"] == "process_name" && e["pid"] == 2 && e["args"]["name"] == "rank 1: b"));
 }
@@ -83,7 +86,7 @@ fn checker_rejects_what_the_format_forbids() {
     assert!(broken(|v| { let f = v.iter_mut().find(|e| e["ph"] == "f").unwrap(); f["ts"] = json!(1e8); })
         .unwrap_err().contains("binds to no slice"));
     assert!(broken(|v| { v[0]["name"] = json!("process_colour"); }).unwrap_err().contains("unknown metadata"));
-    assert!(broken(|v| { let i = v.iter_mut().find(|e| e["ph"] == "i").unwrap(); i["ts"] = json!("7"); })
+    assert!(broken(|v| { let i = v.iter_mut().find(|e| e["ph"] == "X").unwrap(); i["ts"] = json!("7"); })
         .unwrap_err().contains("ts"));
 }
 
