@@ -94,11 +94,11 @@ pub fn read_dir(dir: &Path) -> std::io::Result<Vec<Proc>> {
             let s = |k: &str| o.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
             let n = |k: &str| o.get(k).and_then(Value::as_u64);
             match o.get("k").and_then(Value::as_str) {
-                Some("proc") => {
-                    if proc.is_none() {
-                        let argv = o.get("argv").and_then(Value::as_array).map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect()).unwrap_or_default();
-                        proc = Some(Proc { pid: n("pid").unwrap_or(0) as u32, exe: s("exe"), argv, rank: o.get("rank").and_then(Value::as_str).map(str::to_owned), recs: Vec::new() });
-                    }
+                Some("proc") if proc.is_none() => {
+                    let argv = o.get("argv").and_then(Value::as_array)
+                        .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect()).unwrap_or_default();
+                    let rank = o.get("rank").and_then(Value::as_str).map(str::to_owned);
+                    proc = Some(Proc { pid: n("pid").unwrap_or(0) as u32, exe: s("exe"), argv, rank, recs: Vec::new() });
                 }
                 Some(k @ ("ev" | "span")) => {
                     let Some(pr) = proc.as_mut() else { continue };
