@@ -68,6 +68,12 @@ pub fn run(a: &Args) -> Result<()> {
         let lib = find_preload(a.preload.as_deref())?;
         cmd.env("LD_PRELOAD", ld_preload_value(std::env::var_os("LD_PRELOAD").as_deref(), &lib));
     }
+    // Ctrl-C is for CMD: this process lives on to merge what was recorded. A handler
+    // (not SIG_IGN, which exec would pass on to CMD) that does nothing.
+    extern "C" fn on_sigint(_: libc::c_int) {}
+    // SAFETY: the handler is async-signal-safe (it does nothing); signal() has no other
+    // preconditions.
+    unsafe { libc::signal(libc::SIGINT, on_sigint as extern "C" fn(libc::c_int) as libc::sighandler_t) };
     let status = cmd.status().with_context(|| format!("cannot run {}", Path::new(prog).display()))?;
     let procs = doorbell_trace::jsonl::read_dir(&dir).with_context(|| format!("read {}", dir.display()))?;
     if a.keep.is_none() {

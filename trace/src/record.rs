@@ -2,8 +2,9 @@
 //!
 //! Each event is formatted into one JSON line on the thread that emits it (the format is
 //! [`crate::jsonl`]'s) and appended to a per-process buffer. The buffer reaches the file
-//! when it holds [`FLUSH_BYTES`] (so memory stays bounded however long the run) and at
-//! exit (an `atexit` hook); a process killed by a signal loses at most that much. A forked
+//! when it holds [`FLUSH_BYTES`] (so memory stays bounded however long the run), every
+//! [`FLUSH_EVERY`] (a background thread, so a program stopped by Ctrl-C or blocked in a
+//! wait still leaves what it did) and at exit (an `atexit` hook). A forked
 //! child that keeps running the same image notices the fork (a `pthread_atfork` handler)
 //! and starts its own file instead of writing its parent's buffer twice.
 
@@ -27,6 +28,9 @@ use crate::jsonl::{escape, escape_into};
 
 /// Buffered bytes that make the next record flush them to the file.
 pub const FLUSH_BYTES: usize = 1 << 20;
+
+/// The background flush's period: what a process killed by a signal can lose.
+pub const FLUSH_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// The targets recorded, all at TRACE: every layer's (see the table in
 /// softhca/src/device/trace.rs) and the preload shim's decoded kernel calls.
@@ -78,6 +82,29 @@ impl Sink {
 static SINK: Mutex<Option<Sink>> = Mutex::new(None);
 static FORKED: AtomicBool = AtomicBool::new(false);
 static HOOKS: Once = Once::new();
+/// The process whose background flusher runs (a forked child has none until it starts
+/// its own).
+static FLUSHER_PID: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// Starts this process's background flusher unless it runs already.
+fn start_flusher() {
+    let pid = std::process::id();
+    if FLUSHER_PID.swap(pid, Ordering::Relaxed) == pid {
+        return;
+    }
+    let r = std::thread::Builder::new().name("doorbell-trace-flush".into()).spawn(|| loop {
+        std::thread::sleep(FLUSH_EVERY);
+        let mut g = SINK.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(s) = g.as_mut() {
+            if s.pid == std::process::id() && !s.buf.is_empty() {
+                s.flush();
+            }
+        }
+    });
+    if r.is_err() {
+        FLUSHER_PID.store(0, Ordering::Relaxed);
+    }
+}
 
 extern "C" fn flush_at_exit() {
     if let Ok(mut s) = SINK.lock() {
@@ -98,6 +125,9 @@ fn append(line: &str) {
         // The parent's records are the parent's to write.
         s.buf.clear();
         s.open();
+        drop(g);
+        start_flusher();
+        return append(line);
     }
     s.buf.extend_from_slice(line.as_bytes());
     if s.buf.len() >= FLUSH_BYTES {
@@ -129,6 +159,7 @@ impl RecordLayer {
         s.open();
         s.file.as_ref()?;
         *SINK.lock().unwrap_or_else(|p| p.into_inner()) = Some(s);
+        start_flusher();
         HOOKS.call_once(|| {
             // SAFETY: both handlers take no arguments and touch only statics; atexit and
             // pthread_atfork have no other preconditions.
