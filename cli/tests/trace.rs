@@ -92,6 +92,13 @@ fn one_write_gives_the_whole_chain_across_both_processes() {
         assert_eq!(chain[11]["args"]["wqe_counter"], chain[3]["args"]["index"]);
         assert_eq!(chain[12]["args"]["status"], "Success");
     }
+    // docs/trace.md's table of the 13 steps says the same.
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/trace.md")).unwrap();
+    let documented: Vec<&str> = doc.lines()
+        .filter(|l| l.starts_with("| ") && l.split('|').nth(1).is_some_and(|c| c.trim().parse::<u32>().is_ok()))
+        .map(|l| l.split('|').nth(3).unwrap().trim().trim_matches('`'))
+        .collect();
+    assert_eq!(documented, want, "docs/trace.md's steps");
     // --text: each thread's records with their layer.
     assert!(d.stdout.contains("[provider::post]") && d.stdout.contains("write into memory"), "{}", d.stdout);
     let svg = std::fs::read_to_string(dir.join("t.svg")).unwrap();
