@@ -10,6 +10,7 @@ mod launch;
 mod pingpong;
 mod softhca;
 mod topo;
+mod trace;
 
 use clap::{Parser, Subcommand};
 
@@ -43,13 +44,30 @@ enum Cmd {
     /// GPU/NIC topology: `nvidia-smi topo -m`'s matrix (-m) or NCCL's tree, and NCCL's
     /// path type and GPUDirect RDMA decision for every GPU-NIC pair.
     Topo(topo::Args),
+    /// Record the driver path of CMD and every process it starts (any layer, both ends of
+    /// a connection) and write a Chrome Trace Event timeline with flow arrows.
+    Trace(trace::Args),
+}
+
+/// The subscriber: RUST_LOG's lines on stderr and, under `doorbell trace`
+/// (DOORBELL_TRACE_DIR set), the recording layer beside them. Without the variable the
+/// subscriber is exactly the plain fmt one, so the callsites' interest and the level
+/// filter stay what RUST_LOG makes them.
+fn init_tracing() {
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    use tracing_subscriber::{EnvFilter, Layer as _};
+    match doorbell_trace::layer_from_env() {
+        None => tracing_subscriber::fmt().with_env_filter(EnvFilter::from_default_env()).with_writer(std::io::stderr).init(),
+        Some(rec) => tracing_subscriber::registry()
+            .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_filter(EnvFilter::from_default_env()))
+            .with(rec.with_filter(doorbell_trace::record::targets()))
+            .init(),
+    }
 }
 
 fn main() {
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_writer(std::io::stderr)
-        .init();
+    init_tracing();
     let cli = Cli::parse();
     let r = match cli.cmd {
         Cmd::Devinfo(a) => devinfo::run(&a),
@@ -61,6 +79,7 @@ fn main() {
         Cmd::Bench(a) => bench::run(&a),
         Cmd::Gdr(a) => crate::gdr::run(&a),
         Cmd::Topo(a) => topo::run(&a),
+        Cmd::Trace(a) => trace::run(&a),
     };
     if let Err(e) = r {
         eprintln!("doorbell: {e:#}");

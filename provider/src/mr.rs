@@ -39,6 +39,7 @@ impl Pd {
     /// data the program reads, until the returned [`Mr`] is dropped: the device may
     /// access it at any time while registered (remote peers too, as `access` allows).
     pub unsafe fn reg_mr_raw(&self, addr: *mut u8, len: usize, access: Access) -> Result<Mr> {
+        let _span = tracing::debug_span!("provider::reg_mr", len).entered();
         if access.intersects(Access::REMOTE_WRITE | Access::REMOTE_ATOMIC) && !access.contains(Access::LOCAL_WRITE) {
             return invalid("reg_mr", "remote write/atomic access requires LOCAL_WRITE");
         }

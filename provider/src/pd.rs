@@ -33,6 +33,7 @@ pub struct Pd {
 impl Context {
     /// `ibv_alloc_pd`.
     pub fn alloc_pd(self: &Arc<Self>) -> Result<Pd> {
+        let _span = tracing::debug_span!("provider::alloc_pd").entered();
         let mut drv = AllocPdResp::default();
         let handle = pdcmd::alloc_pd(&self.dev, drv.as_mut_bytes()).op("alloc_pd")?;
         Ok(Pd { inner: Arc::new(PdInner { ctx: self.clone(), handle, pdn: drv.pdn }) })

@@ -57,6 +57,7 @@ pub struct Cq {
 impl Context {
     /// `ibv_create_cq` with at least `cqe` entries, optionally signalling `channel`.
     pub fn create_cq(self: &Arc<Self>, cqe: u32, channel: Option<&CompChannel>) -> Result<Cq> {
+        let _span = tracing::debug_span!("provider::create_cq", cqe).entered();
         if cqe == 0 || cqe >= 1 << 24 {
             return invalid("create_cq", format!("cqe {cqe} out of range 1..2^24"));
         }

@@ -143,6 +143,7 @@ pub struct Remote {
 impl Qp {
     /// `ibv_modify_qp`.
     pub fn modify(&self, attr: &QpAttr) -> Result<()> {
+        let _span = tracing::debug_span!("provider::modify_qp", qpn = self.qpn).entered();
         let m = attr.to_modify(self.handle);
         tracing::debug!(target: "provider::qp", qpn = self.qpn, mask = format_args!("{:#x}", m.attr_mask),
                         state = ?attr.state, "modify_qp");

@@ -105,6 +105,7 @@ pub struct Qp {
 impl Pd {
     /// `ibv_create_qp`.
     pub fn create_qp(&self, init: &QpInit) -> Result<Qp> {
+        let _span = tracing::debug_span!("provider::create_qp").entered();
         let ctx = &self.inner.ctx;
         let u = ctx.ucontext();
         let lim = sizing::Limits {

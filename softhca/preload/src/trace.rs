@@ -22,20 +22,29 @@ use uverbs::sys::write::{CmdHdr, CMD_FLAG_EXTENDED};
 
 static ON: AtomicBool = AtomicBool::new(false);
 
-/// Installs the stderr subscriber if `DOORBELL_PRELOAD_TRACE` asks for it.
+/// Installs the subscriber if `DOORBELL_PRELOAD_TRACE` (the stderr lines) or
+/// `DOORBELL_TRACE_DIR` (`doorbell trace`'s recording layer) asks for it; with neither
+/// nothing is installed and the decoder below stays off.
 pub fn init() {
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::Layer as _;
     static INIT: Once = Once::new();
     INIT.call_once(|| {
-        let Some(spec) = crate::shim::flags().trace.as_deref() else { return };
-        let filter = if spec == "1" || spec.eq_ignore_ascii_case("true") { "doorbell_preload=trace" } else { spec };
-        let sub = tracing_subscriber::fmt()
-            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
-            .with_writer(std::io::stderr)
-            .without_time()
-            // SAFETY: isatty only inspects fd 2.
-            .with_ansi(unsafe { libc::isatty(2) } == 1)
-            .with_target(false)
-            .finish();
+        let stderr = crate::shim::flags().trace.as_deref().map(|spec| {
+            let filter = if spec == "1" || spec.eq_ignore_ascii_case("true") { "doorbell_preload=trace" } else { spec };
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .without_time()
+                // SAFETY: isatty only inspects fd 2.
+                .with_ansi(unsafe { libc::isatty(2) } == 1)
+                .with_target(false)
+                .with_filter(tracing_subscriber::EnvFilter::new(filter))
+        });
+        let rec = doorbell_trace::layer_from_env().map(|r| r.with_filter(doorbell_trace::record::targets()));
+        if stderr.is_none() && rec.is_none() {
+            return;
+        }
+        let sub = tracing_subscriber::registry().with(stderr).with(rec);
         if tracing::subscriber::set_global_default(sub).is_ok() {
             ON.store(true, Ordering::Relaxed);
         }

@@ -11,23 +11,27 @@
 //! Tracing: one RDMA WRITE can be followed through every layer with
 //! `RUST_LOG=provider=trace,softhca=trace` (or the targets one by one):
 //!
-//! | target              | level | what                                                   |
+//! | target              | level | what (the fields that identify it)                      |
 //! |---------------------|-------|--------------------------------------------------------|
-//! | `provider::post`    | TRACE | verb -> WQE (qpn, pi, wr_id, ds, op)                    |
-//! | `provider::doorbell`| TRACE | doorbell record + UAR/BlueFlame write                   |
-//! | `softhca::doorbell` | TRACE | a trapped UAR store (`trap`, address, flags); the device sees a new SQ producer counter |
-//! | `softhca::wqe`      | TRACE | WQE fetched and decoded (index, opcode, len, PSNs)      |
-//! | `softhca::tx`       | TRACE | each packet sent (opcode, dest QPN, PSN, length)        |
-//! | `softhca::rx`       | TRACE | each packet received (opcode, dest QPN, PSN, length)    |
-//! | `softhca::responder`| TRACE | remote write / read / atomic into memory                |
-//! | `softhca::ack`      | TRACE/DEBUG | ACKs, NAKs, RNR, timeouts, retransmission         |
-//! | `softhca::cqe`      | TRACE | CQE written (cqn, opcode, wqe_counter, owner)           |
+//! | `provider::post`    | TRACE | verb -> WQE (`qpn`, `pi` = WQE index, wr_id, ds, op)   |
+//! | `provider::doorbell`| TRACE | doorbell record + UAR/BlueFlame write (`qpn`, `pi` = new producer counter) |
+//! | `softhca::doorbell` | TRACE | a trapped UAR store (`trap`, address, flags); `sq doorbell`: the device sees a new SQ producer counter (`qpn`, `pi`, `ci`) |
+//! | `softhca::wqe`      | TRACE | WQE fetched and decoded (`qpn`, `index`, opcode, len, `psn`, `npsn`) |
+//! | `softhca::tx`       | TRACE | each packet sent (`opcode`, `qpn` = dest QPN, `psn`, length) |
+//! | `softhca::rx`       | TRACE | each packet received (`opcode`, `qpn` = dest QPN, `psn`, length) |
+//! | `softhca::responder`| TRACE | remote write / read / atomic into memory (`qpn`, `psn`) |
+//! | `softhca::ack`      | TRACE/DEBUG | ACKs (`ack sent`, `ack received`: `qpn`, `psn`), NAKs, RNR, timeouts, retransmission |
+//! | `softhca::cqe`      | TRACE | CQE written (cqn, opcode, `qpn`, `wqe_counter`, owner)  |
 //! | `softhca::events`   | TRACE | CQ armed, completion event                              |
 //! | `softhca::qp`       | DEBUG | QP state changes seen by the device                     |
 //! | `softhca::fault`    | TRACE | injected drops, duplicates, reorders                    |
 //! | `softhca::engine`   | DEBUG/TRACE | idle mode, sleeps and wake-ups, trap armed/disarmed |
 //! | `softhca::device`   | TRACE | objects the device half learns of (MR, CQ, QP hooks)    |
-//! | `provider::poll`    | TRACE | CQE turned into a work completion                       |
+//! | `provider::poll`    | TRACE | CQE turned into a work completion (`qpn`, `wqe_counter`, status) |
+//!
+//! The fields in backquotes are what `doorbell trace` (the doorbell-trace crate's
+//! `flows` module) matches to draw its arrows from a post to its poll across both
+//! processes: keep their names stable.
 
 use std::collections::HashSet;
 use std::fs::File;
