@@ -134,6 +134,8 @@ struct Ids {
     cqn: NumberPool,
     srqn: NumberPool,
     pdn: NumberPool,
+    /// XRC domains; 0 is never one (a basic SRQ's and a non-XRC QP's `xrcd` field).
+    xrcdn: NumberPool,
     mkey: KeyPool,
 }
 
@@ -217,6 +219,7 @@ impl Hca {
                 cqn: NumberPool::new(FIRST_CQN, MAX_NUM),
                 srqn: NumberPool::new(FIRST_SRQN, MAX_NUM),
                 pdn: NumberPool::new(1, MAX_NUM),
+                xrcdn: NumberPool::new(1, MAX_NUM),
                 mkey,
             }),
             next_file: AtomicU64::new(1),
@@ -341,6 +344,14 @@ impl Hca {
 
     pub(crate) fn free_pdn(&self, pdn: u32) {
         lock(&self.ids).pdn.free(pdn)
+    }
+
+    pub(crate) fn alloc_xrcdn(&self) -> Option<u32> {
+        lock(&self.ids).xrcdn.alloc()
+    }
+
+    pub(crate) fn free_xrcdn(&self, xrcdn: u32) {
+        lock(&self.ids).xrcdn.free(xrcdn)
     }
 
     pub(crate) fn alloc_qpn(&self) -> Option<u32> {
