@@ -159,6 +159,8 @@ pub struct Hca {
     dump_fill_mkey: u32,
     /// The firmware's objects ([`Hca::firmware`]).
     firmware: Mutex<crate::firmware::Objects>,
+    /// The shared XRC domains by inode (the uverbs device's `xrcd_tree`).
+    xrcds: Mutex<BTreeMap<(u64, u64), Arc<crate::kernel::methods::xrcd::Xrcd>>>,
 }
 
 /// The capability number of CAP_NET_RAW (linux/capability.h).
@@ -226,6 +228,7 @@ impl Hca {
             cap_net_raw: has_cap_net_raw(),
             dump_fill_mkey,
             firmware: Mutex::default(),
+            xrcds: Mutex::default(),
         };
         hca.init_clock();
         tracing::debug!(target: "softhca", addr = %hca.config.addr, name = %hca.config.name, "hca up");
@@ -344,6 +347,11 @@ impl Hca {
 
     pub(crate) fn free_pdn(&self, pdn: u32) {
         lock(&self.ids).pdn.free(pdn)
+    }
+
+    /// The shared XRC domains, locked (OPEN_XRCD and the last close of a domain).
+    pub(crate) fn xrcd_table(&self) -> std::sync::MutexGuard<'_, BTreeMap<(u64, u64), Arc<crate::kernel::methods::xrcd::Xrcd>>> {
+        lock(&self.xrcds)
     }
 
     pub(crate) fn alloc_xrcdn(&self) -> Option<u32> {

@@ -178,7 +178,7 @@ fn firmware_objects_made_and_destroyed() {
     let h = Hca::for_tests();
     let fw = h.firmware();
     let s = make_set(&h, 1);
-    assert_eq!(fw.counts(), super::Counts { pd: 1, uar: 1, cq: 1, qp: 1, srq: 0, mkey: 1, umem: 0, uctx: 0 });
+    assert_eq!(fw.counts(), super::Counts { pd: 1, uar: 1, cq: 1, qp: 1, srq: 0, mkey: 1, umem: 0, uctx: 0, xrcd: 0 });
     // Numbers from the HCA's pools: CQNs start at 0x400, QPNs at 0x108 (hca.rs), UAR
     // indexes are device pages (the first UAR page), mkey indexes start at 3 (2 is the
     // dump-fill key).
@@ -538,6 +538,7 @@ fn destroy_op(create: u16) -> Option<u16> {
         op::CREATE_CQ => op::DESTROY_CQ,
         op::CREATE_QP => op::DESTROY_QP,
         op::CREATE_MKEY => op::DESTROY_MKEY,
+        op::ALLOC_XRCD => op::DEALLOC_XRCD,
         _ => return None,
     })
 }
@@ -643,7 +644,7 @@ fn firmware_fuzz_100k_mailboxes() {
         let uid = u16::from_be_bytes([inb[2], inb[3]]);
         if let Some(d) = destroy_op(opcode) {
             known.push((d, id_of(&out), uid));
-        } else if matches!(opcode, op::DEALLOC_PD | op::DEALLOC_UAR | op::DESTROY_CQ | op::DESTROY_QP | op::DESTROY_MKEY) {
+        } else if matches!(opcode, op::DEALLOC_PD | op::DEALLOC_UAR | op::DESTROY_CQ | op::DESTROY_QP | op::DESTROY_MKEY | op::DEALLOC_XRCD) {
             let id = id_of(&inb);
             let before = known.len();
             known.retain(|k| !(k.0 == opcode && k.1 == id && k.2 == uid));
@@ -654,7 +655,7 @@ fn firmware_fuzz_100k_mailboxes() {
     assert_eq!(fw.counts().total(), known.len(), "seed {seed:#x}");
     assert!(oks > 10_000 && !known.is_empty(), "the fuzzer reached the commands ({oks} succeeded)");
     // Destroy everything, users first.
-    for kind in [op::DESTROY_QP, op::DESTROY_MKEY, op::DESTROY_CQ, op::DEALLOC_PD, op::DEALLOC_UAR] {
+    for kind in [op::DESTROY_QP, op::DESTROY_MKEY, op::DESTROY_CQ, op::DEALLOC_PD, op::DEALLOC_UAR, op::DEALLOC_XRCD] {
         for &(d, id, uid) in known.iter().filter(|k| k.0 == kind) {
             let (o, _) = exec(&h, &with_id(d, uid, id));
             assert!(o.is_ok(), "destroy {d:#x} {id:#x} uid {uid}: {o:?}");

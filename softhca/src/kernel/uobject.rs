@@ -91,6 +91,7 @@ pub(crate) enum Uobj {
     Uar(Arc<UarObj>),
     Devx(Arc<DevxObj>),
     Umem(Arc<DevxUmem>),
+    Xrcd(Arc<super::methods::xrcd::UXrcd>),
 }
 
 /// A DevX object (`struct devx_obj`): the firmware object a DEVX_OBJ_CREATE made, its
@@ -338,6 +339,10 @@ impl FileState {
             // errno mlx5_cmd_exec makes of the status.
             Uobj::Devx(o) => fw_destroy(hca, &o.dinbox, why)?,
             Uobj::Umem(u) => fw_destroy(hca, &u.dinbox, why)?,
+            Uobj::Xrcd(u) => {
+                let uid = self.ctx.as_ref().map_or(0, |c| c.devx_uid);
+                super::methods::xrcd::release(hca, u, uid, why == Why::Abort)?;
+            }
         }
         Ok(())
     }
