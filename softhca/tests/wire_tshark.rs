@@ -1,6 +1,7 @@
 //! Writes a capture of softhca-emitted RoCEv2 packets and checks that tshark (Wireshark's
 //! dissectors, an independent decoder) reads back every field: opcode, destination QP, PSN,
-//! RETH (VA, R_Key, DMA length), AETH, AtomicETH, ImmDt, DETH, the ICRC trailer, and the IP
+//! RETH (VA, R_Key, DMA length), AETH, AtomicETH, ImmDt, DETH, an XRC opcode (and the
+//! XRCETH's bytes, which Wireshark 4.0 does not dissect), the ICRC trailer, and the IP
 //! and UDP checksums of the reconstructed framing.
 //!
 //! Wireshark 4.0 displays the ICRC but does not verify it (scapy does, in wire_scapy.rs);
@@ -180,6 +181,22 @@ fn packets() -> Vec<(Endpoints, Vec<u8>, Vec<String>)> {
             "Destination Queue Pair: 0x000077".into(),
             "Queue Key: 0x0000000011111111".into(),
             "Source Queue Pair: 0x00000099".into(),
+        ],
+    ));
+
+    // XRC SEND ONLY: the XRCETH right after the BTH names the XRC SRQ. Wireshark 4.0
+    // names the opcode but has no XRCETH dissector: it shows what follows the BTH as
+    // "vendor specific" bytes, which must be the XRCETH (reserved byte, SRQ 0x002a17)
+    // and then the payload.
+    let mut p = RocePacket::new(BthRepr::new(Opcode::XrcSendOnly, 0x00_0123, 12), b"xrc!");
+    p.xrceth = Some(softhca::wire::XrcEthRepr { xrc_srqn: 0x00_2a17 });
+    out.push((
+        e,
+        p.to_vec(&e).unwrap(),
+        vec![
+            "Opcode: Extended Reliable Connection (XRC) - SEND Only (164)".into(),
+            "Destination Queue Pair: 0x000123".into(),
+            "Unknown/Vendor Specific Data: 00002a1778726321".into(),
         ],
     ));
     out

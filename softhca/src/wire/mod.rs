@@ -106,7 +106,7 @@ pub enum Error {
         /// Bytes present.
         available: usize,
     },
-    /// The BTH opcode is reserved, or of a transport softhca does not speak (UC, RD, XRC, CNP).
+    /// The BTH opcode is reserved, or of a transport softhca does not speak (RD, CNP).
     #[error("unsupported BTH opcode {0:#04x}")]
     BadOpcode(u8),
     /// The BTH transport header version (TVer) is not 0, the only one defined.
