@@ -18,6 +18,7 @@
 //! | CREATE_CQ, DESTROY_CQ, QUERY_CQ, MODIFY_CQ | `cq.rs` |
 //! | CREATE_QP, DESTROY_QP, QUERY_QP, RST2INIT, INIT2INIT, INIT2RTR, RTR2RTS, RTS2RTS, SQERR2RTS, 2ERR, 2RST | `qp.rs`, `qpc.rs` |
 //! | CREATE_SRQ, DESTROY_SRQ, QUERY_SRQ, ARM_RQ (basic SRQs, as an ISSI 0 device has them) | `srq.rs` |
+//! | CREATE_XRC_SRQ, DESTROY_XRC_SRQ (an SRQ of an XRC domain, with its CQ and user index) | `srq.rs` |
 //! | ALLOC_XRCD, DEALLOC_XRCD (XRC domains) | `xrcd.rs` |
 //! | CREATE_MKEY, DESTROY_MKEY | `mkey.rs` |
 //!
@@ -279,6 +280,8 @@ const COMMANDS: &[Entry] = &[
         op_mod: true,
         run: srq::arm,
     },
+    entry(op::CREATE_XRC_SRQ, c::xrc_srq::CreateXrcSrqIn::BYTES, c::xrc_srq::CreateXrcSrqOut::BYTES, srq::create_xrc),
+    entry(op::DESTROY_XRC_SRQ, c::xrc_srq::DestroyXrcSrqIn::BYTES, MboxOut::BYTES, srq::destroy_xrc),
     entry(op::ALLOC_XRCD, c::xrcd::AllocXrcdIn::BYTES, c::xrcd::AllocXrcdOut::BYTES, xrcd::alloc),
     entry(op::DEALLOC_XRCD, c::xrcd::DeallocXrcdIn::BYTES, MboxOut::BYTES, xrcd::dealloc),
     entry(op::CREATE_MKEY, c::mkey::CreateMkeyIn::BYTES, c::mkey::CreateMkeyOut::BYTES, mkey::create),
