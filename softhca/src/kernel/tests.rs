@@ -789,6 +789,28 @@ fn srq_commands_and_errnos() {
     assert_eq!(xsrq(0, 0, &mut out), Ok(8 + 48 + 32));
     assert_eq!((out[1], out[2], out[3]), (7, 2, 0), "max_wr roundup(8) - 1, max_sge, no srqn for basic");
     assert_eq!(h.firmware().counts().srq, 2);
+    // An XRC SRQ: CREATE_XRC_SRQ in the firmware; the answer names the SRQ number (the
+    // sender's XRC segment needs it); the domain's handle cannot close while it lives.
+    let xrcd = open_xrcd(&f, -1, 0).unwrap();
+    let xrc = |xrcd_handle: u32, cq_handle: u32, out: &mut [u32; 6]| {
+        let core = uverbs::sys::verbs::CreateXsrq { response: out.as_mut_ptr() as u64, srq_type: 1, pd_handle: pd,
+                                                    max_wr: 7, max_sge: 1, cq_handle, xrcd_handle,
+                                                    ..Default::default() };
+        let mut body = core.as_bytes().to_vec();
+        body.extend_from_slice(ucmd.as_bytes());
+        write(&f, &legacy(39, 6, &body))
+    };
+    assert_eq!(xrc(xrcd + 9, cq, &mut out), Err(Errno::EINVAL), "no such XRC domain: __uverbs_create_xsrq's EINVAL");
+    assert_eq!(xrc(xrcd, cq + 9, &mut out), Err(Errno::ENOENT), "no such CQ: the lookup's errno");
+    assert_eq!(xrc(xrcd, cq, &mut out), Ok(8 + 48 + 32));
+    let (xsrq_h, xsrqn) = (out[0], out[3]);
+    assert_ne!(xsrqn, 0, "an XRC SRQ's number is in the answer");
+    assert_eq!(h.firmware().counts().srq, 3);
+    assert_eq!(h.firmware().srq(xsrqn).and_then(|s| s.xrc).map(|x| x.xrcd != 0), Some(true));
+    assert_eq!(close_xrcd(&f, xrcd), Err(Errno::EBUSY), "an SRQ was made through the handle");
+    assert_eq!(destroy(xsrq_h), Ok(0));
+    assert_eq!(h.firmware().counts().srq, 2, "DESTROY_XRC_SRQ");
+    assert_eq!(close_xrcd(&f, xrcd), Ok(8 + 4));
     // close(): the SRQs go with the file, and nothing keeps one alive.
     drop(f);
     assert_eq!(h.firmware().counts().srq, 0);

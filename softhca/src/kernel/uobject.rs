@@ -316,11 +316,15 @@ impl FileState {
                     return Err(Errno::EBUSY);
                 }
                 let uid = self.ctx.as_ref().map_or(0, |c| c.devx_uid);
-                match super::methods::srq::destroy_srq_cmd(hca, srq.srqn, uid) {
+                match super::methods::srq::destroy_srq_cmd(hca, srq, uid) {
                     Err(e) if why != Why::Abort => return Err(e),
                     _ => {}
                 }
                 srq.pd.usecnt.fetch_sub(1, Ordering::SeqCst);
+                if let Some((x, cq)) = self.xrc_srqs.remove(&srq.srqn) {
+                    x.refcnt.fetch_sub(1, Ordering::SeqCst);
+                    cq.usecnt.fetch_sub(1, Ordering::SeqCst);
+                }
             }
             Uobj::Mr(mr) => {
                 hca.remove_mr(mr);
