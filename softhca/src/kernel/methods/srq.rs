@@ -15,7 +15,8 @@
 //! SRQ (CREATE_XSRQ, type XRC) names an XRC domain handle (EINVAL when it does not
 //! resolve, as `__uverbs_create_xsrq` answers) and a CQ; mlx5_ib makes it with
 //! CREATE_XRC_SRQ (domain, CQ, and the user index `get_srq_user_index` checks) and the
-//! answer carries its number. The ioctl method does not take XRC SRQs yet (ENOENT). A
+//! answer carries its number. UVERBS_METHOD_SRQ_CREATE (what libibverbs v44 sends for ibv_xsrq_pingpong's SRQ) answers
+//! the number in RESP_SRQ_NUM. A
 //! tag-matching SRQ is EINVAL (mlx5_ib's check of the tag list size against
 //! `log_tag_matching_list_sz`, 0 on this device).
 
@@ -303,10 +304,15 @@ pub(crate) fn create_srq_ioctl(c: &mut Call<'_>) -> Result<()> {
     if matches!(ty, ids::SRQT_XRC | ids::SRQT_TM) && c.b.obj(ids::ATTR_CREATE_CQ_HANDLE).is_none() {
         return Err(Errno::ENOENT);
     }
+    let mut xrc = None;
     match ty {
         ids::SRQT_BASIC => {}
-        // The XRC domain attribute cannot have resolved: none exist.
-        ids::SRQT_XRC => return Err(Errno::ENOENT),
+        // uverbs_attr_get_uobject of an absent optional attribute: ENOENT.
+        ids::SRQT_XRC => {
+            let Some(Uobj::Xrcd(x)) = c.b.obj(ids::ATTR_CREATE_XRCD_HANDLE).cloned() else { return Err(Errno::ENOENT) };
+            let Some(Uobj::Cq(cq)) = c.b.obj(ids::ATTR_CREATE_CQ_HANDLE).cloned() else { return Err(Errno::EINVAL) };
+            xrc = Some((x, cq));
+        }
         ids::SRQT_TM => {
             let _tags: u32 = c.b.copy_from(ids::ATTR_CREATE_MAX_NUM_TAGS)?;
             return Err(Errno::EINVAL);
@@ -318,12 +324,16 @@ pub(crate) fn create_srq_ioctl(c: &mut Call<'_>) -> Result<()> {
         Some(FdObj::Async(a)) => Some(a.clone()),
         _ => c.st.default_async.clone(),
     };
-    let args = SrqArgs { pd, max_wr, max_sge, user_handle, event_file, xrc: None };
+    let args = SrqArgs { pd, max_wr, max_sge, user_handle, event_file, xrc };
     let srq = create_srq(c.hca, c.st, args, &c.udata)?;
-    let (wr, sge) = (srq.max_wr, srq.max_sge);
+    let (wr, sge, srqn, is_xrc) = (srq.max_wr, srq.max_sge, srq.srqn, srq.xrc.is_some());
     c.fill_new(ids::ATTR_CREATE_HANDLE, Uobj::Srq(srq))?;
     c.b.copy_to(ids::ATTR_CREATE_RESP_MAX_WR, wr.as_bytes())?;
-    c.b.copy_to(ids::ATTR_CREATE_RESP_MAX_SGE, sge.as_bytes())
+    c.b.copy_to(ids::ATTR_CREATE_RESP_MAX_SGE, sge.as_bytes())?;
+    if is_xrc {
+        c.b.copy_to(ids::ATTR_CREATE_RESP_SRQ_NUM, srqn.as_bytes())?;
+    }
+    Ok(())
 }
 
 /// MODIFY_SRQ (write 33): `mlx5_ib_modify_srq`: no resize; a limit below the WQE count
