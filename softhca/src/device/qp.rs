@@ -292,7 +292,8 @@ impl QpCtx {
     pub fn complete(&mut self, env: &mut Env<'_>, send: bool, mut cqe: Cqe) {
         // The data a completion reports must be in memory first.
         env.copies.flush();
-        let cqn = if send { self.qp.send_cq.cqn } else { self.qp.recv_cq.cqn };
+        let cq = if send { &self.qp.send_cq } else { &self.qp.recv_cq };
+        let Some(cqn) = cq.as_ref().map(|c| c.cqn) else { return };
         cqe.qpn = self.qpn();
         cqe.uidx = self.qp.uidx;
         if cqe.timestamp == 0 && !cqe.is_error() {

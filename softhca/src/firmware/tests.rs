@@ -271,7 +271,7 @@ fn firmware_error_table() {
         ("CREATE_CQ cqe_sz 2", bad_cqe, OUT, st::BAD_PARAM_ERR, syn::CQE_SIZE, Errno::EINVAL),
         ("CREATE_CQ with compression", comp_cq, OUT, st::BAD_PARAM_ERR, syn::CQ_FEATURE, Errno::EINVAL),
         ("CREATE_CQ on a UAR that does not exist", cq_in(1, 77, 8), OUT, st::BAD_PARAM_ERR, syn::BAD_UAR, Errno::EINVAL),
-        ("CREATE_QP XRC", qp_in(1, q::st::XRC, s.pd, s.cq, s.uar), OUT, st::BAD_PARAM_ERR, syn::QP_TYPE, Errno::EINVAL),
+        ("CREATE_QP DCI", qp_in(1, q::st::DCI, s.pd, s.cq, s.uar), OUT, st::BAD_PARAM_ERR, syn::QP_TYPE, Errno::EINVAL),
         ("CREATE_QP log_rq_stride 6 (1 KiB > 512)", stride, OUT, st::BAD_PARAM_ERR, syn::RQ_STRIDE, Errno::EINVAL),
         ("CREATE_MKEY KLM", mkey_in(1, s.pd, access_mode::KLMS), OUT, st::BAD_PARAM_ERR, syn::ACCESS_MODE, Errno::EINVAL),
         ("DESTROY_CQ of a CQ a QP uses", with_id(op::DESTROY_CQ, 1, s.cq), OUT, st::RES_BUSY, syn::IN_USE, Errno::EBUSY),

@@ -67,6 +67,8 @@ pub(crate) struct FileState {
     pub default_async: Option<Arc<AsyncEventFile>>,
     /// What each XRC SRQ (by SRQ number) holds: its domain's handle object (whose
     /// `refcnt` counts it) and its CQ (`usecnt`), released with the SRQ.
+    /// The domain handle object each XRC target QP (by QPN) was made through.
+    pub xrc_tgts: std::collections::BTreeMap<u32, Arc<methods::xrcd::UXrcd>>,
     pub xrc_srqs: std::collections::BTreeMap<u32, (Arc<methods::xrcd::UXrcd>, Arc<crate::objects::Cq>)>,
 }
 

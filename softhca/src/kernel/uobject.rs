@@ -300,8 +300,12 @@ impl FileState {
                     _ => {}
                 }
                 qp.pd.usecnt.fetch_sub(1, Ordering::SeqCst);
-                qp.send_cq.usecnt.fetch_sub(1, Ordering::SeqCst);
-                qp.recv_cq.usecnt.fetch_sub(1, Ordering::SeqCst);
+                for cq in [&qp.send_cq, &qp.recv_cq].into_iter().flatten() {
+                    cq.usecnt.fetch_sub(1, Ordering::SeqCst);
+                }
+                if let Some(x) = self.xrc_tgts.remove(&qp.qpn) {
+                    x.refcnt.fetch_sub(1, Ordering::SeqCst);
+                }
                 if let Some(srq) = &qp.srq {
                     srq.usecnt.fetch_sub(1, Ordering::SeqCst);
                 }
