@@ -149,6 +149,8 @@ pub struct Hca {
     live: Arc<LiveCounts>,
     qps: RwLock<BTreeMap<u32, Arc<Qp>>>,
     cqs: RwLock<BTreeMap<u32, Arc<Cq>>>,
+    /// XRC SRQs ([`Hca::xrc_srq`]).
+    xrc_srqs: RwLock<BTreeMap<u32, Arc<crate::objects::Srq>>>,
     /// MKey index -> MR.
     mrs: RwLock<BTreeMap<u32, Arc<Mr>>>,
     /// Bumped under `mrs`' write lock by every change to it ([`Hca::mr_generation`]).
@@ -214,6 +216,7 @@ impl Hca {
             live: Arc::new(LiveCounts::default()),
             qps: RwLock::new(BTreeMap::new()),
             cqs: RwLock::new(BTreeMap::new()),
+            xrc_srqs: RwLock::new(BTreeMap::new()),
             mrs: RwLock::new(BTreeMap::new()),
             mr_generation: AtomicU64::new(0),
             ids: Mutex::new(Ids {
@@ -403,6 +406,19 @@ impl Hca {
         self.qps.write().unwrap_or_else(|p| p.into_inner()).remove(&qp.qpn);
         self.device.qp_destroyed(qp);
         self.free_qpn(qp.qpn);
+    }
+
+    /// XRC SRQs by number, for the device half's XRC targets (the XRCETH names one).
+    pub(crate) fn xrc_srq(&self, srqn: u32) -> Option<Arc<crate::objects::Srq>> {
+        self.xrc_srqs.read().unwrap_or_else(|p| p.into_inner()).get(&srqn).cloned()
+    }
+
+    pub(crate) fn insert_xrc_srq(&self, srq: &Arc<crate::objects::Srq>) {
+        self.xrc_srqs.write().unwrap_or_else(|p| p.into_inner()).insert(srq.srqn, srq.clone());
+    }
+
+    pub(crate) fn remove_xrc_srq(&self, srqn: u32) {
+        self.xrc_srqs.write().unwrap_or_else(|p| p.into_inner()).remove(&srqn);
     }
 
     pub(crate) fn insert_cq(&self, cq: &Arc<Cq>) {

@@ -7,9 +7,8 @@
 //! exit 0; a hang is killed at the deadline and fails with both outputs. A missing
 //! program prints SKIP.
 //!
-//! Ignored for now: softhca has XRC domains and XRC SRQs (kernel half and firmware)
-//! but not yet XRC QPs (QP_CREATE of XRC_TGT / XRC_INI is refused) nor XRC traffic in
-//! the device half; run it with `--ignored` to see how far it gets.
+//! Run over the same-host path (the default between two instances on one host) and over
+//! UDP (`DOORBELL_WIRE=udp`): the XRCETH is one more header on both.
 
 mod common;
 
@@ -20,14 +19,22 @@ use common::{free_port, run_pair, stock, tool};
 const LIMIT: Duration = Duration::from_secs(120);
 
 fn xsrq_pair(args: &[&str]) -> Option<common::Pair> {
+    xsrq_pair_env(args, &[])
+}
+
+fn xsrq_pair_env(args: &[&str], env: &[(&str, &str)]) -> Option<common::Pair> {
     let p = tool("ibv_xsrq_pingpong")?;
     let port = free_port().to_string();
     let mut a: Vec<&str> = args.to_vec();
     a.extend(["-p", &port]);
-    let server = (stock(&p, &a), format!("ibv_xsrq_pingpong {} (server)", a.join(" ")));
+    let with_env = |mut c: std::process::Command| {
+        c.envs(env.iter().copied());
+        c
+    };
+    let server = (with_env(stock(&p, &a)), format!("ibv_xsrq_pingpong {} (server)", a.join(" ")));
     let mut ca = a.clone();
     ca.push("127.0.0.1");
-    let client = (stock(&p, &ca), format!("ibv_xsrq_pingpong {}", ca.join(" ")));
+    let client = (with_env(stock(&p, &ca)), format!("ibv_xsrq_pingpong {}", ca.join(" ")));
     let pair = run_pair(server, client, port.parse().unwrap_or(0), LIMIT);
     eprintln!("ibv_xsrq_pingpong {}: {:.2} s", args.join(" "), pair.elapsed.as_secs_f64());
     Some(pair)
@@ -43,7 +50,6 @@ fn check(pair: &common::Pair) {
 
 /// The defaults (one client, 5 tests of 4096 bytes), RoCE v2 GID index 1, polling.
 #[test]
-#[ignore = "XRC QPs are not implemented yet (QP_CREATE XRC_TGT/XRC_INI refused)"]
 fn xsrq_pingpong_both_roles() {
     let Some(pair) = xsrq_pair(&["-d", "softhca0", "-g", "1"]) else { return };
     check(&pair);
@@ -51,8 +57,14 @@ fn xsrq_pingpong_both_roles() {
 
 /// `-e`: both ends sleep on the receive CQ's completion channel.
 #[test]
-#[ignore = "XRC QPs are not implemented yet (QP_CREATE XRC_TGT/XRC_INI refused)"]
 fn xsrq_pingpong_events() {
     let Some(pair) = xsrq_pair(&["-d", "softhca0", "-g", "1", "-e", "-n", "20"]) else { return };
+    check(&pair);
+}
+
+/// Over UDP: the XRCETH travels in the RoCEv2 datagram.
+#[test]
+fn xsrq_pingpong_udp() {
+    let Some(pair) = xsrq_pair_env(&["-d", "softhca0", "-g", "1", "-n", "20"], &[("DOORBELL_WIRE", "udp")]) else { return };
     check(&pair);
 }

@@ -107,6 +107,9 @@ pub(super) fn create_xrc(c: &mut Cmd<'_>) -> R<()> {
     ViewMut::<XrcSrqc>::new(&mut stored).map_err(|_| internal())?.set(XrcSrqc::state, s::state::GOOD);
     let xrc = objects::srq::XrcSrq { xrcd, cqn, user_index: ctx.get(XrcSrqc::user_index) };
     let srqn = make(c, &g, stored, Some(xrc))?;
+    if let Some(o) = c.objs.srqs.get(&srqn) {
+        c.hca.insert_xrc_srq(&o.v.srq);
+    }
     use_named(&mut c.objs.xrcds, xrcd, 1);
     use_named(&mut c.objs.cqs, cqn, 1);
     c.output::<CreateXrcSrqOut>()?.set(CreateXrcSrqOut::xrc_srqn, srqn);
@@ -184,6 +187,7 @@ fn unmake(c: &mut Cmd<'_>, srqn: u32, xrc: bool) -> R<()> {
     }
     let o = remove(&mut c.objs.srqs, srqn, c.uid)?.v;
     if let Some(x) = o.srq.xrc {
+        c.hca.remove_xrc_srq(srqn);
         use_named(&mut c.objs.xrcds, x.xrcd, -1);
         use_named(&mut c.objs.cqs, x.cqn, -1);
     }
