@@ -68,3 +68,4 @@ fn xsrq_pingpong_udp() {
     let Some(pair) = xsrq_pair_env(&["-d", "softhca0", "-g", "1", "-n", "20"], &[("DOORBELL_WIRE", "udp")]) else { return };
     check(&pair);
 }
+

@@ -6,8 +6,8 @@
 //! [`Opcode`] lists the opcodes of RC, UC, UD and XRC (XRC's are RC's operations with
 //! transport bits 101, its requests with an XRCETH); anything else is rejected by
 //! `Opcode::try_from` so that a receive path drops it the way an HCA drops an opcode its
-//! QP type does not allow. (XRC packets parse, but the device half has no XRC QPs yet and
-//! drops them at delivery.)
+//! QP type does not allow. (XRC packets reach XRC QPs only: requests the target, responses
+//! the initiator; see `crate::device`'s delivery.)
 
 use bitflags::bitflags;
 
