@@ -69,3 +69,4 @@ fn xsrq_pingpong_udp() {
     check(&pair);
 }
 
+

@@ -302,10 +302,16 @@ impl QpCtx {
         env.copies.flush();
         let cq = if send { &self.qp.send_cq } else { &self.qp.recv_cq };
         // An XRC SRQ's receives complete on its own CQ with its own user index.
-        let xrc = if send { None } else { self.srq().and_then(|s| s.xrc) };
-        let Some(cqn) = xrc.map(|x| x.cqn).or(cq.as_ref().map(|c| c.cqn)) else { return };
+        // With CQE version 0 (no user index: the default 0xffffff) the field is the SRQ
+        // number, which libmlx5 then looks the SRQ up by (the target QP is in no table).
+        let xrc = if send { None } else { self.srq().and_then(|s| s.xrc.map(|x| (x, s.srqn))) };
+        let Some(cqn) = xrc.map(|x| x.0.cqn).or(cq.as_ref().map(|c| c.cqn)) else { return };
         cqe.qpn = self.qpn();
-        cqe.uidx = xrc.map_or(self.qp.uidx, |x| x.user_index);
+        cqe.uidx = match xrc {
+            Some((x, srqn)) if x.user_index == 0xff_ffff => srqn,
+            Some((x, _)) => x.user_index,
+            None => self.qp.uidx,
+        };
         if cqe.timestamp == 0 && !cqe.is_error() {
             cqe.timestamp = env.timestamp();
         }
