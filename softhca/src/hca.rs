@@ -134,6 +134,8 @@ struct Ids {
     cqn: NumberPool,
     srqn: NumberPool,
     pdn: NumberPool,
+    /// XRC domains; 0 is never one (a basic SRQ's and a non-XRC QP's `xrcd` field).
+    xrcdn: NumberPool,
     mkey: KeyPool,
 }
 
@@ -147,6 +149,8 @@ pub struct Hca {
     live: Arc<LiveCounts>,
     qps: RwLock<BTreeMap<u32, Arc<Qp>>>,
     cqs: RwLock<BTreeMap<u32, Arc<Cq>>>,
+    /// XRC SRQs ([`Hca::xrc_srq`]).
+    xrc_srqs: RwLock<BTreeMap<u32, Arc<crate::objects::Srq>>>,
     /// MKey index -> MR.
     mrs: RwLock<BTreeMap<u32, Arc<Mr>>>,
     /// Bumped under `mrs`' write lock by every change to it ([`Hca::mr_generation`]).
@@ -157,6 +161,8 @@ pub struct Hca {
     dump_fill_mkey: u32,
     /// The firmware's objects ([`Hca::firmware`]).
     firmware: Mutex<crate::firmware::Objects>,
+    /// The shared XRC domains by inode (the uverbs device's `xrcd_tree`).
+    xrcds: Mutex<BTreeMap<(u64, u64), Arc<crate::kernel::methods::xrcd::Xrcd>>>,
 }
 
 /// The capability number of CAP_NET_RAW (linux/capability.h).
@@ -210,6 +216,7 @@ impl Hca {
             live: Arc::new(LiveCounts::default()),
             qps: RwLock::new(BTreeMap::new()),
             cqs: RwLock::new(BTreeMap::new()),
+            xrc_srqs: RwLock::new(BTreeMap::new()),
             mrs: RwLock::new(BTreeMap::new()),
             mr_generation: AtomicU64::new(0),
             ids: Mutex::new(Ids {
@@ -217,12 +224,14 @@ impl Hca {
                 cqn: NumberPool::new(FIRST_CQN, MAX_NUM),
                 srqn: NumberPool::new(FIRST_SRQN, MAX_NUM),
                 pdn: NumberPool::new(1, MAX_NUM),
+                xrcdn: NumberPool::new(1, MAX_NUM),
                 mkey,
             }),
             next_file: AtomicU64::new(1),
             cap_net_raw: has_cap_net_raw(),
             dump_fill_mkey,
             firmware: Mutex::default(),
+            xrcds: Mutex::default(),
         };
         hca.init_clock();
         tracing::debug!(target: "softhca", addr = %hca.config.addr, name = %hca.config.name, "hca up");
@@ -343,6 +352,19 @@ impl Hca {
         lock(&self.ids).pdn.free(pdn)
     }
 
+    /// The shared XRC domains, locked (OPEN_XRCD and the last close of a domain).
+    pub(crate) fn xrcd_table(&self) -> std::sync::MutexGuard<'_, BTreeMap<(u64, u64), Arc<crate::kernel::methods::xrcd::Xrcd>>> {
+        lock(&self.xrcds)
+    }
+
+    pub(crate) fn alloc_xrcdn(&self) -> Option<u32> {
+        lock(&self.ids).xrcdn.alloc()
+    }
+
+    pub(crate) fn free_xrcdn(&self, xrcdn: u32) {
+        lock(&self.ids).xrcdn.free(xrcdn)
+    }
+
     pub(crate) fn alloc_qpn(&self) -> Option<u32> {
         lock(&self.ids).qpn.alloc()
     }
@@ -384,6 +406,19 @@ impl Hca {
         self.qps.write().unwrap_or_else(|p| p.into_inner()).remove(&qp.qpn);
         self.device.qp_destroyed(qp);
         self.free_qpn(qp.qpn);
+    }
+
+    /// XRC SRQs by number, for the device half's XRC targets (the XRCETH names one).
+    pub(crate) fn xrc_srq(&self, srqn: u32) -> Option<Arc<crate::objects::Srq>> {
+        self.xrc_srqs.read().unwrap_or_else(|p| p.into_inner()).get(&srqn).cloned()
+    }
+
+    pub(crate) fn insert_xrc_srq(&self, srq: &Arc<crate::objects::Srq>) {
+        self.xrc_srqs.write().unwrap_or_else(|p| p.into_inner()).insert(srq.srqn, srq.clone());
+    }
+
+    pub(crate) fn remove_xrc_srq(&self, srqn: u32) {
+        self.xrc_srqs.write().unwrap_or_else(|p| p.into_inner()).remove(&srqn);
     }
 
     pub(crate) fn insert_cq(&self, cq: &Arc<Cq>) {

@@ -53,6 +53,8 @@ const ALLOWED: &[Errno] = &[
     Errno::EINVAL, Errno::EFAULT, Errno::ENOENT, Errno::EPROTONOSUPPORT, Errno::EOPNOTSUPP, Errno::EBADF,
     Errno::EBUSY, Errno::ENOSPC, Errno::ENODATA, Errno::EPERM, Errno::ENOMEM, Errno::ENOTTY, Errno::ENOSYS,
     Errno::EOVERFLOW,
+    // OPEN_XRCD of a file without a domain and no O_CREAT (ib_uverbs_open_xrcd).
+    Errno::EAGAIN,
 ];
 
 struct Arena {

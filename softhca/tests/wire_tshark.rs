@@ -1,6 +1,7 @@
 //! Writes a capture of softhca-emitted RoCEv2 packets and checks that tshark (Wireshark's
 //! dissectors, an independent decoder) reads back every field: opcode, destination QP, PSN,
-//! RETH (VA, R_Key, DMA length), AETH, AtomicETH, ImmDt, DETH, the ICRC trailer, and the IP
+//! RETH (VA, R_Key, DMA length), AETH, AtomicETH, ImmDt, DETH, an XRC opcode (and the
+//! XRCETH's bytes, which Wireshark 4.0 does not dissect), the ICRC trailer, and the IP
 //! and UDP checksums of the reconstructed framing.
 //!
 //! Wireshark 4.0 displays the ICRC but does not verify it (scapy does, in wire_scapy.rs);
@@ -182,6 +183,22 @@ fn packets() -> Vec<(Endpoints, Vec<u8>, Vec<String>)> {
             "Source Queue Pair: 0x00000099".into(),
         ],
     ));
+
+    // XRC SEND ONLY: the XRCETH right after the BTH names the XRC SRQ. Wireshark 4.0
+    // names the opcode but has no XRCETH dissector: it shows what follows the BTH as
+    // "vendor specific" bytes, which must be the XRCETH (reserved byte, SRQ 0x002a17)
+    // and then the payload.
+    let mut p = RocePacket::new(BthRepr::new(Opcode::XrcSendOnly, 0x00_0123, 12), b"xrc!");
+    p.xrceth = Some(softhca::wire::XrcEthRepr { xrc_srqn: 0x00_2a17 });
+    out.push((
+        e,
+        p.to_vec(&e).unwrap(),
+        vec![
+            "Opcode: Extended Reliable Connection (XRC) - SEND Only (164)".into(),
+            "Destination Queue Pair: 0x000123".into(),
+            "Unknown/Vendor Specific Data: 00002a1778726321".into(),
+        ],
+    ));
     out
 }
 
@@ -236,10 +253,17 @@ fn tshark_decodes_emitted_packets() {
         // Wireshark prints the trailer's four bytes as a big-endian number.
         let icrc = u32::from_be_bytes(bytes[n - 4..].try_into().unwrap());
         let mut want = expect.clone();
+        // Without an XRCETH dissector the ICRC is the end of the raw bytes after the BTH.
+        let icrc_row = if bytes[0] >> 5 == 5 {
+            let raw: String = bytes[12..].iter().map(|b| format!("{b:02x}")).collect();
+            format!("Unknown/Vendor Specific Data: {raw}")
+        } else {
+            format!("Invariant CRC: {icrc:#010x}")
+        };
         want.extend([
             "InfiniBand".to_string(),
             "Base Transport Header".to_string(),
-            format!("Invariant CRC: {icrc:#010x}"),
+            icrc_row,
             "Destination Port: 4791".to_string(),
             format!("Source Port: {}", e.src.port()),
         ]);

@@ -29,6 +29,8 @@ pub mod status;
 pub mod uar;
 pub mod uctx;
 pub mod umem;
+pub mod xrc_srq;
+pub mod xrcd;
 
 #[cfg(test)]
 mod tests;

@@ -31,12 +31,16 @@ pub const DESTROY_SRQ: u16 = 0x701;
 pub const QUERY_SRQ: u16 = 0x702;
 /// Arms an SRQ's limit event (`lwm`) with op_mod [`crate::cmd::srq::ARM_RQ_OP_MOD_SRQ`].
 pub const ARM_RQ: u16 = 0x703;
+pub const CREATE_XRC_SRQ: u16 = 0x705;
+pub const DESTROY_XRC_SRQ: u16 = 0x706;
 pub const QUERY_NIC_VPORT_CONTEXT: u16 = 0x754;
 pub const QUERY_ROCE_ADDRESS: u16 = 0x760;
 pub const ALLOC_PD: u16 = 0x800;
 pub const DEALLOC_PD: u16 = 0x801;
 pub const ALLOC_UAR: u16 = 0x802;
 pub const DEALLOC_UAR: u16 = 0x803;
+pub const ALLOC_XRCD: u16 = 0x80e;
+pub const DEALLOC_XRCD: u16 = 0x80f;
 pub const ALLOC_TRANSPORT_DOMAIN: u16 = 0x816;
 pub const CREATE_GENERAL_OBJECT: u16 = 0xa00;
 pub const MODIFY_GENERAL_OBJECT: u16 = 0xa01;

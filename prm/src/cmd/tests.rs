@@ -26,7 +26,7 @@ fn check<L: Layout>(bits: usize, rows: &[(&str, usize, usize)]) {
     }
 }
 
-fn all_fields() -> [&'static [FieldInfo]; 66] {
+fn all_fields() -> [&'static [FieldInfo]; 73] {
     use cq::*;
     use hca_cap::*;
     use header::*;
@@ -52,6 +52,8 @@ fn all_fields() -> [&'static [FieldInfo]; 66] {
         QueryCqIn::FIELDS, QueryCqOut::FIELDS, ModifyCqIn::FIELDS, FlowTablePropLayout::FIELDS,
         FlowTableNicCap::FIELDS, srq::Srqc::FIELDS, srq::CreateSrqIn::FIELDS, srq::CreateSrqOut::FIELDS,
         srq::DestroySrqIn::FIELDS, srq::QuerySrqIn::FIELDS, srq::QuerySrqOut::FIELDS, srq::ArmRqIn::FIELDS,
+        xrcd::AllocXrcdIn::FIELDS, xrcd::AllocXrcdOut::FIELDS, xrcd::DeallocXrcdIn::FIELDS, xrc_srq::XrcSrqc::FIELDS,
+        xrc_srq::CreateXrcSrqIn::FIELDS, xrc_srq::CreateXrcSrqOut::FIELDS, xrc_srq::DestroyXrcSrqIn::FIELDS,
     ]
 }
 
@@ -485,6 +487,35 @@ fn srq_layouts_match_kernel() {
     check::<srq::QuerySrqOut>(0x880, &[("srq_context_entry", 0x80, 0x200)]);
     check::<srq::ArmRqIn>(0x80, &[("op_mod", 0x30, 0x10), ("srq_number", 0x48, 0x18), ("lwm", 0x70, 0x10)]);
     assert_eq!((opcode::CREATE_SRQ, opcode::DESTROY_SRQ, opcode::QUERY_SRQ, opcode::ARM_RQ), (0x700, 0x701, 0x702, 0x703));
+}
+
+/// Kernel include/linux/mlx5/mlx5_ifc.h: mlx5_ifc_xrc_srqc_bits (64 bytes:
+/// basic_cyclic_rcv_wqe before log_rq_stride, dbr_umem_valid before cqn, user_index at
+/// 0x88 after log_page_size, db_record_addr_h/_l after reserved_at_100[0x40]),
+/// create_xrc_srq_in (the context at 0x80, xrc_srq_umem_valid at 0x2e0, pas[] after
+/// reserved_at_300[0x580]), create_xrc_srq_out / destroy_xrc_srq_in (xrc_srqn after
+/// reserved_at_40[0x8]); alloc_xrcd_out / dealloc_xrcd_in (xrcd there too). Opcodes from
+/// enum mlx5_cmd_op (rdma-core's copy lists them as well).
+#[test]
+fn xrc_layouts_match_kernel() {
+    check::<xrc_srq::XrcSrqc>(0x200, &[
+        ("state", 0, 4), ("log_xrc_srq_size", 4, 4), ("wq_signature", 0x20, 1), ("basic_cyclic_rcv_wqe", 0x24, 1),
+        ("log_rq_stride", 0x25, 3), ("xrcd", 0x28, 0x18), ("page_offset", 0x40, 6), ("dbr_umem_valid", 0x47, 1),
+        ("cqn", 0x48, 0x18), ("user_index_equal_xrc_srqn", 0x80, 1), ("log_page_size", 0x82, 6),
+        ("user_index", 0x88, 0x18), ("pd", 0xc8, 0x18), ("lwm", 0xe0, 0x10), ("wqe_cnt", 0xf0, 0x10),
+        ("db_record_addr", 0x140, 0x40),
+    ]);
+    check::<xrc_srq::CreateXrcSrqIn>(0x880, &[
+        ("opcode", 0, 0x10), ("uid", 0x10, 0x10), ("op_mod", 0x30, 0x10), ("xrc_srq_context_entry", 0x80, 0x200),
+        ("xrc_srq_umem_valid", 0x2e0, 1),
+    ]);
+    check::<xrc_srq::CreateXrcSrqOut>(0x80, &[("status", 0, 8), ("syndrome", 0x20, 0x20), ("xrc_srqn", 0x48, 0x18)]);
+    check::<xrc_srq::DestroyXrcSrqIn>(0x80, &[("opcode", 0, 0x10), ("uid", 0x10, 0x10), ("xrc_srqn", 0x48, 0x18)]);
+    check::<xrcd::AllocXrcdIn>(0x80, &[("opcode", 0, 0x10), ("uid", 0x10, 0x10), ("op_mod", 0x30, 0x10)]);
+    check::<xrcd::AllocXrcdOut>(0x80, &[("status", 0, 8), ("syndrome", 0x20, 0x20), ("xrcd", 0x48, 0x18)]);
+    check::<xrcd::DeallocXrcdIn>(0x80, &[("opcode", 0, 0x10), ("uid", 0x10, 0x10), ("xrcd", 0x48, 0x18)]);
+    assert_eq!((opcode::CREATE_XRC_SRQ, opcode::DESTROY_XRC_SRQ, opcode::ALLOC_XRCD, opcode::DEALLOC_XRCD),
+               (0x705, 0x706, 0x80e, 0x80f));
 }
 
 /// rdma-core providers/mlx5/mlx5_ifc.h: struct mlx5_ifc_mtt_bits (0x40 bits),

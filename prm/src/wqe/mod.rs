@@ -19,6 +19,7 @@ pub mod datagram;
 pub mod eth;
 pub mod inline;
 pub mod raddr;
+pub mod xrc;
 
 /// Bytes in a WQE basic block (`MLX5_SEND_WQE_BB`).
 pub const WQEBB_SIZE: u32 = 64;

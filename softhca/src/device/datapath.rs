@@ -266,7 +266,7 @@ fn deliver(qps: &mut BTreeMap<u32, QpCtx>, env: &mut Env<'_>, pkt: &RocePacket<'
     tracing::trace!(target: "softhca::rx", opcode = ?bth.opcode, qpn = bth.dest_qpn, psn = bth.psn, len = pkt.payload.len(),
                     ack_req = bth.ack_req, src = %ep.src, "rx");
     let ud = match bth.opcode.transport() {
-        Transport::Rc | Transport::Uc => false,
+        Transport::Rc | Transport::Uc | Transport::Xrc => false,
         Transport::Ud => true,
         _ => {
             env.counters.rx_no_qp.fetch_add(1, Ordering::Relaxed);
@@ -278,10 +278,24 @@ fn deliver(qps: &mut BTreeMap<u32, QpCtx>, env: &mut Env<'_>, pkt: &RocePacket<'
         return;
     };
     let uc = bth.opcode.transport() == Transport::Uc;
-    if ud != (q.qp.qp_type == crate::objects::QpType::Ud) || uc != (q.qp.qp_type == crate::objects::QpType::Uc) {
+    let xrc = bth.opcode.transport() == Transport::Xrc;
+    use crate::objects::QpType;
+    let ty = q.qp.qp_type;
+    if ud != (ty == QpType::Ud) || uc != (ty == QpType::Uc) || xrc != matches!(ty, QpType::XrcIni | QpType::XrcTgt)
+        || (xrc && bth.opcode.is_request() != (ty == QpType::XrcTgt)) {
         env.counters.rx_no_qp.fetch_add(1, Ordering::Relaxed);
         return;
     }
+    // XRC runs as RC from here on: requests to the target (their XRCETH stays in the
+    // packet for the responder), responses to the initiator.
+    let rc;
+    let pkt = if xrc {
+        rc = RocePacket { bth: crate::wire::BthRepr { opcode: bth.opcode.rc_equivalent(), ..*bth }, ..*pkt };
+        &rc
+    } else {
+        pkt
+    };
+    let bth = &pkt.bth;
     if ud {
         q.on_ud(pkt, env, ep.src, ep.dst, len);
         return;

@@ -98,6 +98,8 @@ pub(crate) struct QpCtx {
     /// On an SRQ: the WQE taken for the message in progress (its SRQ index and scatter
     /// list), held until the message completes (see `super::srq`).
     pub srq_wqe: Option<(u16, Vec<Sge>)>,
+    /// An XRC target: the XRC SRQ the message in progress (or the last one) is for.
+    pub xrc_srq: Option<Arc<crate::objects::Srq>>,
     /// On an SRQ: IBV_EVENT_QP_LAST_WQE_REACHED was raised for this stay in ERR.
     pub last_wqe_reached: bool,
     pub req: Requester,
@@ -151,6 +153,7 @@ impl QpCtx {
             sq_ci: 0,
             rq_ci: 0,
             srq_wqe: None,
+            xrc_srq: None,
             last_wqe_reached: false,
             req: Requester::default(),
             resp: Responder::default(),
@@ -171,6 +174,11 @@ impl QpCtx {
 
     pub fn qpn(&self) -> u32 {
         self.qp.qpn
+    }
+
+    /// The SRQ receives come from: the QP's, or an XRC target's current XRC SRQ.
+    pub fn srq(&self) -> Option<&Arc<crate::objects::Srq>> {
+        self.qp.srq.as_ref().or(self.xrc_srq.as_ref())
     }
 
     /// The UDP source port of this connected QP's packets, requests and responses alike
@@ -267,7 +275,7 @@ impl QpCtx {
     /// the RQ consumer counter, if one is posted; on an SRQ the one taken for the message
     /// in progress, or else the SRQ's next (taken now).
     pub fn peek_recv(&mut self) -> Option<Vec<Sge>> {
-        if let Some(srq) = &self.qp.srq {
+        if let Some(srq) = self.srq() {
             if self.srq_wqe.is_none() {
                 self.srq_wqe = Some(super::srq::take(srq)?);
             }
@@ -292,9 +300,18 @@ impl QpCtx {
     pub fn complete(&mut self, env: &mut Env<'_>, send: bool, mut cqe: Cqe) {
         // The data a completion reports must be in memory first.
         env.copies.flush();
-        let cqn = if send { self.qp.send_cq.cqn } else { self.qp.recv_cq.cqn };
+        let cq = if send { &self.qp.send_cq } else { &self.qp.recv_cq };
+        // An XRC SRQ's receives complete on its own CQ with its own user index.
+        // With CQE version 0 (no user index: the default 0xffffff) the field is the SRQ
+        // number, which libmlx5 then looks the SRQ up by (the target QP is in no table).
+        let xrc = if send { None } else { self.srq().and_then(|s| s.xrc.map(|x| (x, s.srqn))) };
+        let Some(cqn) = xrc.map(|x| x.0.cqn).or(cq.as_ref().map(|c| c.cqn)) else { return };
         cqe.qpn = self.qpn();
-        cqe.uidx = self.qp.uidx;
+        cqe.uidx = match xrc {
+            Some((x, srqn)) if x.user_index == 0xff_ffff => srqn,
+            Some((x, _)) => x.user_index,
+            None => self.qp.uidx,
+        };
         if cqe.timestamp == 0 && !cqe.is_error() {
             cqe.timestamp = env.timestamp();
         }
@@ -339,7 +356,7 @@ impl QpCtx {
 
     /// Consumes the receive WQE in use (after its CQE).
     pub fn consume_recv(&mut self) {
-        if self.qp.srq.is_some() {
+        if self.srq().is_some() {
             self.srq_wqe = None;
         } else {
             self.rq_ci = self.rq_ci.wrapping_add(1);
@@ -349,7 +366,7 @@ impl QpCtx {
     /// A flush or error CQE for the receive WQE in use, consuming it (on an SRQ, nothing
     /// when no WQE is taken: the SRQ's others are no QP's to flush).
     pub fn complete_recv_error(&mut self, env: &mut Env<'_>, synd: u8) {
-        if self.qp.srq.is_some() && self.srq_wqe.is_none() {
+        if self.srq().is_some() && self.srq_wqe.is_none() {
             return;
         }
         let cqe = Cqe { opcode: cqe_op::RESP_ERR, wqe_counter: self.recv_index(), syndrome: synd, ..Default::default() };

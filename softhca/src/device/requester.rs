@@ -74,6 +74,9 @@ pub struct SqWqe {
     pub error: Option<u8>,
     /// UD sends: where to.
     pub ud: Option<wqe::UdAv>,
+    /// An XRC initiator's WQE: the remote XRC SRQ its XRC segment names (the XRCETH of
+    /// every request packet).
+    pub xrc_srqn: Option<u32>,
 }
 
 /// The requester half of a QP.
@@ -306,6 +309,7 @@ impl QpCtx {
             done: false,
             error: None,
             ud: None,
+            xrc_srqn: None,
         };
         let bad = |w: &mut SqWqe, s: u8, why: &str| {
             tracing::debug!(target: "softhca::wqe", qpn = self.qp.qpn, index, opcode = ctrl.opcode, ds = ctrl.ds, why, "bad WQE");
@@ -326,7 +330,7 @@ impl QpCtx {
             return w;
         }
         let ud = match self.qp.qp_type {
-            QpType::Rc | QpType::Uc => false,
+            QpType::Rc | QpType::Uc | QpType::XrcIni => false,
             QpType::Ud => true,
             _ => {
                 bad(&mut w, syndrome::LOCAL_QP_OP, "only RC, UC and UD QPs execute send WQEs");
@@ -341,6 +345,20 @@ impl QpCtx {
                 w.ud = Some(av);
                 (op, data)
             })
+        } else if self.qp.qp_type == QpType::XrcIni {
+            // mlx5_post_send: the 16-byte XRC segment right after the control segment;
+            // the rest is an RC WQE's.
+            const SEG: usize = std::mem::size_of::<prm::wqe::xrc::XrcSeg>();
+            if ctrl.ds < 2 || n < 16 + SEG {
+                Err(WqeError::Layout("no XRC segment"))
+            } else {
+                let mut seg = [0u8; SEG];
+                seg.copy_from_slice(&buf[16..16 + SEG]);
+                w.xrc_srqn = Some(prm::wqe::xrc::XrcSeg::view(&seg).srqn());
+                buf.copy_within(16 + SEG..n, 16);
+                let rc = wqe::Ctrl { ds: ctrl.ds - 1, ..ctrl };
+                wqe::parse(&rc, &buf[..n - SEG])
+            }
         } else {
             wqe::parse(&ctrl, &buf[..n])
         };
@@ -969,6 +987,7 @@ fn emit_request(w: &SqWqe, k: u32, p: u32, window_full: bool, q: &QpCtx, peer: S
             if last {
                 pkt.immdt = imm.map(|imm| ImmDtRepr { imm });
             }
+            xrc(&mut pkt, w.xrc_srqn);
             match in_place {
                 // SAFETY: `contiguous` checked the range inside a live MR of this QP's PD
                 // under the engine lock, which our caller (the engine step) holds until
@@ -988,21 +1007,33 @@ fn emit_request(w: &SqWqe, k: u32, p: u32, window_full: bool, q: &QpCtx, peer: S
             let bth = BthRepr::new(Opcode::RcRdmaReadRequest, dqpn, p);
             let mut pkt = RocePacket::new(bth, &[]);
             pkt.reth = Some(RethRepr { va: raddr.wrapping_add(off), rkey, dma_len: w.len.saturating_sub(off) as u32 });
+            xrc(&mut pkt, w.xrc_srqn);
             env.tx.send(&pkt, peer, sport, env.counters);
             Ok(w.npsn - k)
         }
         Op::CmpSwap { raddr, rkey, swap, compare } => {
             let mut pkt = RocePacket::new(BthRepr::new(Opcode::RcCompareSwap, dqpn, p), &[]);
             pkt.atomic_eth = Some(AtomicEthRepr { va: raddr, rkey, swap_add: swap, compare });
+            xrc(&mut pkt, w.xrc_srqn);
             env.tx.send(&pkt, peer, sport, env.counters);
             Ok(1)
         }
         Op::FetchAdd { raddr, rkey, add } => {
             let mut pkt = RocePacket::new(BthRepr::new(Opcode::RcFetchAdd, dqpn, p), &[]);
             pkt.atomic_eth = Some(AtomicEthRepr { va: raddr, rkey, swap_add: add, compare: 0 });
+            xrc(&mut pkt, w.xrc_srqn);
             env.tx.send(&pkt, peer, sport, env.counters);
             Ok(1)
         }
         Op::Nop => Ok(0),
+    }
+}
+
+/// An XRC initiator's request: the XRC opcode of the RC one and the XRCETH naming the
+/// remote XRC SRQ (IBA 9.3.6); other QPs' packets are left as they are.
+fn xrc(pkt: &mut RocePacket<'_>, srqn: Option<u32>) {
+    if let (Some(n), Some(op)) = (srqn, pkt.bth.opcode.to_xrc()) {
+        pkt.bth.opcode = op;
+        pkt.xrceth = Some(crate::wire::XrcEthRepr { xrc_srqn: n });
     }
 }

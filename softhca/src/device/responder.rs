@@ -243,6 +243,20 @@ impl QpCtx {
             return;
         }
         self.resp.nak_sent = false;
+        if self.qp.qp_type == crate::objects::QpType::XrcTgt && pkt.bth.opcode.starts_message() {
+            // The XRCETH names the SRQ, which must be of this QP's XRC domain (IBA
+            // 9.3.6: otherwise the request is NAKed as invalid).
+            let srq = pkt.xrceth.and_then(|x| env.hca.xrc_srq(x.xrc_srqn));
+            match srq {
+                Some(s) if s.xrc.is_some_and(|x| x.xrcd == self.qp.xrcd) => {
+                    if self.xrc_srq.as_ref().is_none_or(|o| o.srqn != s.srqn) {
+                        self.srq_wqe = None;
+                    }
+                    self.xrc_srq = Some(s);
+                }
+                _ => return self.nak_fatal(env, NakCode::InvalidRequest, "XRCETH names no XRC SRQ of this domain"),
+            }
+        }
         use Opcode::*;
         match pkt.bth.opcode {
             RcSendFirst | RcSendMiddle | RcSendLast | RcSendLastWithImm | RcSendOnly | RcSendOnlyWithImm => self.recv_send(pkt, env),
@@ -348,7 +362,7 @@ impl QpCtx {
         let last = op.ends_message();
         // A receive WQE's keys are the SRQ's PD's when it came from an SRQ (which may
         // have a PD other than the QP's).
-        let pd = match &self.qp.srq {
+        let pd = match self.qp.srq.as_ref().or(self.xrc_srq.as_ref()) {
             Some(s) => &s.pd,
             None => &self.qp.pd,
         };
@@ -554,6 +568,7 @@ impl QpCtx {
         };
         let sport = self.sport();
         let dqpn = self.attrs.dest_qpn;
+        let tgt = self.qp.qp_type == crate::objects::QpType::XrcTgt;
         let mut sent = 0;
         while sent < budget {
             let Some(&o) = self.resp.out.front() else { break };
@@ -573,6 +588,7 @@ impl QpCtx {
                         AckKind::Nak(code) => Syndrome::Nak(code),
                     };
                     let mut pkt = RocePacket::new(BthRepr::new(Opcode::RcAcknowledge, dqpn, p), &[]);
+                    xrc_response(&mut pkt, tgt);
                     pkt.aeth = Some(AethRepr { syndrome, msn: msn & psn::MASK });
                     tracing::trace!(target: "softhca::ack", qpn = self.qp.qpn, psn = p, ?syndrome, "ack sent");
                     env.tx.send(&pkt, peer, sport, env.counters);
@@ -580,6 +596,7 @@ impl QpCtx {
                 }
                 Out::AtomicAck { psn: p, msn, orig } => {
                     let mut pkt = RocePacket::new(BthRepr::new(Opcode::RcAtomicAcknowledge, dqpn, p), &[]);
+                    xrc_response(&mut pkt, tgt);
                     pkt.aeth = Some(AethRepr { syndrome: Syndrome::ACK_UNLIMITED, msn: msn & psn::MASK });
                     pkt.atomic_ack_eth = Some(AtomicAckEthRepr { orig_data: orig });
                     env.tx.send(&pkt, peer, sport, env.counters);
@@ -615,6 +632,7 @@ impl QpCtx {
                     };
                     let p = psn::add(s.psn, s.k);
                     let mut pkt = RocePacket::new(BthRepr::new(opcode, dqpn, p), &[]);
+                    xrc_response(&mut pkt, tgt);
                     if opcode.has_aeth() {
                         pkt.aeth = Some(AethRepr { syndrome: Syndrome::ACK_UNLIMITED, msn: s.msn & psn::MASK });
                     }
@@ -663,5 +681,12 @@ impl QpCtx {
             sent += 1;
             env.work = true;
         }
+    }
+}
+
+/// An XRC target's responses use the XRC opcodes (no XRCETH: IBA 9.3.6).
+fn xrc_response(pkt: &mut RocePacket<'_>, tgt: bool) {
+    if tgt {
+        pkt.bth.opcode = pkt.bth.opcode.to_xrc().unwrap_or(pkt.bth.opcode);
     }
 }

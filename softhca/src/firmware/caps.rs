@@ -71,6 +71,9 @@ pub fn write_general(cfg: &Config, p: &mut ViewMut<'_, CmdHcaCap>) {
         .set(C::atomic, true)
         .set(C::rc, true)
         .set(C::uc, true)
+        .set(C::xrc, true)
+        // A ConnectX-5's log_max_xrcd.
+        .set(C::log_max_xrcd, 24)
         .set(C::ud, true)
         .set(C::uar_4k, true)
         .set(C::uar_sz, 0)

@@ -18,6 +18,8 @@
 //! | CREATE_CQ, DESTROY_CQ, QUERY_CQ, MODIFY_CQ | `cq.rs` |
 //! | CREATE_QP, DESTROY_QP, QUERY_QP, RST2INIT, INIT2INIT, INIT2RTR, RTR2RTS, RTS2RTS, SQERR2RTS, 2ERR, 2RST | `qp.rs`, `qpc.rs` |
 //! | CREATE_SRQ, DESTROY_SRQ, QUERY_SRQ, ARM_RQ (basic SRQs, as an ISSI 0 device has them) | `srq.rs` |
+//! | CREATE_XRC_SRQ, DESTROY_XRC_SRQ (an SRQ of an XRC domain, with its CQ and user index) | `srq.rs` |
+//! | ALLOC_XRCD, DEALLOC_XRCD (XRC domains) | `xrcd.rs` |
 //! | CREATE_MKEY, DESTROY_MKEY | `mkey.rs` |
 //!
 //! Firmware objects are the device's objects. A CQ or QP carries memory: its ring and
@@ -86,6 +88,7 @@ pub mod status;
 mod uar;
 pub mod uctx;
 mod umem;
+mod xrcd;
 
 #[cfg(test)]
 mod tests;
@@ -127,6 +130,7 @@ pub(crate) struct Objects {
     srqs: BTreeMap<u32, Obj<srq::SrqObj>>,
     mkeys: BTreeMap<u32, Obj<mkey::MkeyObj>>,
     umems: BTreeMap<u32, Obj<umem::UmemObj>>,
+    xrcds: BTreeMap<u32, Obj<()>>,
     /// DevX user contexts (their uids).
     uctxs: BTreeSet<u16>,
     /// The device's own user context for whitelisted commands of contexts opened
@@ -144,6 +148,7 @@ impl Objects {
             || self.srqs.values().any(|o| o.uid == uid)
             || self.mkeys.values().any(|o| o.uid == uid)
             || self.umems.values().any(|o| o.uid == uid)
+            || self.xrcds.values().any(|o| o.uid == uid)
     }
 }
 
@@ -158,11 +163,12 @@ pub struct Counts {
     pub mkey: usize,
     pub umem: usize,
     pub uctx: usize,
+    pub xrcd: usize,
 }
 
 impl Counts {
     pub fn total(&self) -> usize {
-        self.pd + self.uar + self.cq + self.qp + self.srq + self.mkey + self.umem + self.uctx
+        self.pd + self.uar + self.cq + self.qp + self.srq + self.mkey + self.umem + self.uctx + self.xrcd
     }
 }
 
@@ -274,6 +280,10 @@ const COMMANDS: &[Entry] = &[
         op_mod: true,
         run: srq::arm,
     },
+    entry(op::CREATE_XRC_SRQ, c::xrc_srq::CreateXrcSrqIn::BYTES, c::xrc_srq::CreateXrcSrqOut::BYTES, srq::create_xrc),
+    entry(op::DESTROY_XRC_SRQ, c::xrc_srq::DestroyXrcSrqIn::BYTES, MboxOut::BYTES, srq::destroy_xrc),
+    entry(op::ALLOC_XRCD, c::xrcd::AllocXrcdIn::BYTES, c::xrcd::AllocXrcdOut::BYTES, xrcd::alloc),
+    entry(op::DEALLOC_XRCD, c::xrcd::DeallocXrcdIn::BYTES, MboxOut::BYTES, xrcd::dealloc),
     entry(op::CREATE_MKEY, c::mkey::CreateMkeyIn::BYTES, c::mkey::CreateMkeyOut::BYTES, mkey::create),
     entry(op::DESTROY_MKEY, c::mkey::DestroyMkeyIn::BYTES, c::mkey::DestroyMkeyOut::BYTES, mkey::destroy),
     entry(op::CREATE_UCTX, c::uctx::CreateUctxIn::BYTES, c::uctx::CreateUctxOut::BYTES, uctx::create),
@@ -433,6 +443,7 @@ impl<'a> Firmware<'a> {
             cq: o.cqs.len(),
             qp: o.qps.len(),
             srq: o.srqs.len(),
+            xrcd: o.xrcds.len(),
             mkey: o.mkeys.len(),
             umem: o.umems.len(),
             uctx: o.uctxs.len() - usize::from(o.whitelist.is_some()),

@@ -35,6 +35,8 @@ pub(super) struct QpObj {
     umems: Vec<u32>,
     /// The SRQ the QP receives from instead of an RQ of its own.
     srqn: Option<u32>,
+    /// An XRC target QP's domain (0 otherwise).
+    xrcd: u32,
     /// The context: as created, with every transition's fields merged in.
     qpc: Vec<u8>,
     /// The QP the device half runs.
@@ -92,7 +94,14 @@ pub(crate) const RQ_TYPE_SRQ: u8 = 0x1;
 pub(super) fn create(c: &mut Cmd<'_>) -> R<()> {
     let inp = c.input::<CreateQpIn>()?;
     let qpc = inp.sub(CreateQpIn::qpc);
-    let ty = qp_type(qpc.get(Qpc::st)).ok_or(bad_param(syndrome::QP_TYPE))?;
+    if qpc.get(Qpc::st) == q::st::XRC && qpc.get(Qpc::no_sq) {
+        return create_xrc_tgt(c);
+    }
+    let ty = if qpc.get(Qpc::st) == q::st::XRC {
+        QpType::XrcIni
+    } else {
+        qp_type(qpc.get(Qpc::st)).ok_or(bad_param(syndrome::QP_TYPE))?
+    };
     // RQ WQE stride is 16 << log_rq_stride bytes, at most max_wqe_sz_rq.
     if 16u32 << qpc.get(Qpc::log_rq_stride) > caps::MAX_WQE_SZ_RQ {
         return Err(bad_param(syndrome::RQ_STRIDE));
@@ -174,8 +183,9 @@ pub(super) fn create(c: &mut Cmd<'_>) -> R<()> {
         qpn,
         qp_type: ty,
         pd: pd_obj,
-        send_cq,
-        recv_cq,
+        send_cq: Some(send_cq),
+        recv_cq: Some(recv_cq),
+        xrcd: 0,
         user_handle: host.user_handle,
         sq_sig_all: host.sq_sig_all,
         create_flags: host.create_flags,
@@ -200,7 +210,76 @@ pub(super) fn create(c: &mut Cmd<'_>) -> R<()> {
         _live: Live::new(c.hca.live_counts(), Kind::Qp),
     });
     c.hca.insert_qp(&qp);
-    let v = QpObj { ty, state: QpState::Reset, pd, cqn_snd: snd, cqn_rcv: rcv, uar, umems, srqn, qpc: stored, qp, verbs };
+    let v = QpObj { ty, state: QpState::Reset, pd, cqn_snd: snd, cqn_rcv: rcv, uar, umems, srqn, xrcd: 0, qpc: stored, qp,
+                    verbs };
+    c.objs.qps.insert(qpn, Obj { uid: c.uid, users: 0, v });
+    c.output::<CreateQpOut>()?.set(CreateQpOut::qpn, qpn);
+    Ok(())
+}
+
+/// An XRC target QP (`st` XRC with `no_sq`, as mlx5_ib's `create_xrc_tgt_qp` makes
+/// it): no work queues, no doorbell record, no PD or CQ of its own (mlx5_ib names its
+/// device-wide PD and CQ there; they are not looked at); what it has is the XRC domain
+/// (`xrcd`, which must exist and be the caller's: BAD_PARAM otherwise). Each request it
+/// receives names the XRC SRQ in its XRCETH; the SRQ's domain must be this one.
+fn create_xrc_tgt(c: &mut Cmd<'_>) -> R<()> {
+    let inp = c.input::<CreateQpIn>()?;
+    let qpc = inp.sub(CreateQpIn::qpc);
+    let xrcd = qpc.get(Qpc::xrcd);
+    check_named(&c.objs.xrcds, xrcd, c.uid, syndrome::BAD_XRCD)?;
+    let qpn = c.hca.alloc_qpn().ok_or_else(exhausted)?;
+    let host = match c.host.take() {
+        Some(super::Host::Qp(h)) => Some(h),
+        _ => None,
+    };
+    let verbs = host.is_some();
+    let host = host.unwrap_or(QpHost {
+        user_handle: 0,
+        sq_sig_all: false,
+        create_flags: 0,
+        mlx5_flags: 0,
+        cap: QpCap { max_send_wr: 0, max_recv_wr: 0, max_send_sge: 0, max_recv_sge: 0, max_inline_data: 0 },
+        rq_max_gs: 0,
+        bfregn: None,
+        event_file: None,
+    });
+    let mut stored = qpc.as_bytes()[..Qpc::BYTES].to_vec();
+    ViewMut::<Qpc>::new(&mut stored).map_err(|_| internal())?.set(Qpc::state, q::state::RST);
+    let qp = Arc::new(objects::Qp {
+        qpn,
+        qp_type: QpType::XrcTgt,
+        pd: Arc::new(objects::Pd::new(0, Live::new(c.hca.live_counts(), Kind::Pd))),
+        send_cq: None,
+        recv_cq: None,
+        xrcd,
+        user_handle: host.user_handle,
+        sq_sig_all: false,
+        create_flags: host.create_flags,
+        mlx5_flags: host.mlx5_flags,
+        cap: host.cap,
+        buf_addr: 0,
+        sq_offset: 0,
+        sq_buf_addr: 0,
+        db_addr: 0,
+        rq_wqe_count: 0,
+        rq_wqe_shift: 0,
+        rq_max_gs: 0,
+        sq_wqe_count: 0,
+        uidx: qpc.get(Qpc::user_index),
+        uar_page: 0,
+        bfregn: None,
+        srq: None,
+        event_file: host.event_file,
+        events_reported: AtomicU32::new(0),
+        attrs: Mutex::new(QpAttrs::default()),
+        dev: Mutex::new(Default::default()),
+        _live: Live::new(c.hca.live_counts(), Kind::Qp),
+    });
+    c.hca.insert_qp(&qp);
+    use_named(&mut c.objs.xrcds, xrcd, 1);
+    // No PD, CQ or UAR is named (numbers none of them ever has).
+    let v = QpObj { ty: QpType::XrcTgt, state: QpState::Reset, pd: 0, cqn_snd: 0, cqn_rcv: 0, uar: u32::MAX,
+                    umems: Vec::new(), srqn: None, xrcd, qpc: stored, qp, verbs };
     c.objs.qps.insert(qpn, Obj { uid: c.uid, users: 0, v });
     c.output::<CreateQpOut>()?.set(CreateQpOut::qpn, qpn);
     Ok(())
@@ -219,6 +298,7 @@ pub(super) fn destroy(c: &mut Cmd<'_>) -> R<()> {
     if let Some(n) = qp.srqn {
         super::srq::detach(c, n);
     }
+    use_named(&mut c.objs.xrcds, qp.xrcd, -1);
     // Out of the HCA's table and the device half; frees the QP number.
     c.hca.remove_qp(&qp.qp);
     Ok(())

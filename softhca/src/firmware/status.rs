@@ -117,6 +117,9 @@ pub mod syndrome {
     pub const SRQ_SIZE: u32 = 0x0300_0014;
     /// BAD_PARAM: a QP context names an SRQ that does not exist or is another uid's.
     pub const BAD_SRQ: u32 = 0x0300_0015;
+    /// BAD_PARAM: an XRC SRQ or XRC QP context names an XRC domain that does not exist
+    /// or is another uid's.
+    pub const BAD_XRCD: u32 = 0x0300_0016;
     /// BAD_RES: the object named does not exist.
     pub const NO_OBJECT: u32 = 0x0500_0001;
     /// BAD_RES_STATE: a QP transition its current state does not have.

@@ -178,7 +178,7 @@ fn firmware_objects_made_and_destroyed() {
     let h = Hca::for_tests();
     let fw = h.firmware();
     let s = make_set(&h, 1);
-    assert_eq!(fw.counts(), super::Counts { pd: 1, uar: 1, cq: 1, qp: 1, srq: 0, mkey: 1, umem: 0, uctx: 0 });
+    assert_eq!(fw.counts(), super::Counts { pd: 1, uar: 1, cq: 1, qp: 1, srq: 0, mkey: 1, umem: 0, uctx: 0, xrcd: 0 });
     // Numbers from the HCA's pools: CQNs start at 0x400, QPNs at 0x108 (hca.rs), UAR
     // indexes are device pages (the first UAR page), mkey indexes start at 3 (2 is the
     // dump-fill key).
@@ -271,7 +271,7 @@ fn firmware_error_table() {
         ("CREATE_CQ cqe_sz 2", bad_cqe, OUT, st::BAD_PARAM_ERR, syn::CQE_SIZE, Errno::EINVAL),
         ("CREATE_CQ with compression", comp_cq, OUT, st::BAD_PARAM_ERR, syn::CQ_FEATURE, Errno::EINVAL),
         ("CREATE_CQ on a UAR that does not exist", cq_in(1, 77, 8), OUT, st::BAD_PARAM_ERR, syn::BAD_UAR, Errno::EINVAL),
-        ("CREATE_QP XRC", qp_in(1, q::st::XRC, s.pd, s.cq, s.uar), OUT, st::BAD_PARAM_ERR, syn::QP_TYPE, Errno::EINVAL),
+        ("CREATE_QP DCI", qp_in(1, q::st::DCI, s.pd, s.cq, s.uar), OUT, st::BAD_PARAM_ERR, syn::QP_TYPE, Errno::EINVAL),
         ("CREATE_QP log_rq_stride 6 (1 KiB > 512)", stride, OUT, st::BAD_PARAM_ERR, syn::RQ_STRIDE, Errno::EINVAL),
         ("CREATE_MKEY KLM", mkey_in(1, s.pd, access_mode::KLMS), OUT, st::BAD_PARAM_ERR, syn::ACCESS_MODE, Errno::EINVAL),
         ("DESTROY_CQ of a CQ a QP uses", with_id(op::DESTROY_CQ, 1, s.cq), OUT, st::RES_BUSY, syn::IN_USE, Errno::EBUSY),
@@ -511,7 +511,7 @@ fn caps_agree_with_query_device() {
     assert_eq!(port.gid_tbl_len, g.get(CmdHcaCap::gid_table_size) as u32, "gid_tbl_len");
     // Features softhca lacks are zero (what libmlx5/DPDK would act on).
     for (name, v) in [
-        ("dct", g.get(CmdHcaCap::dct)), ("xrc", g.get(CmdHcaCap::xrc)), ("cq_resize", g.get(CmdHcaCap::cq_resize)),
+        ("dct", g.get(CmdHcaCap::dct)), ("cq_resize", g.get(CmdHcaCap::cq_resize)),
         ("cq_moderation", g.get(CmdHcaCap::cq_moderation)), ("cq_oi", g.get(CmdHcaCap::cq_oi)),
         ("nic_flow_table", g.get(CmdHcaCap::nic_flow_table)), ("device_memory", g.get(CmdHcaCap::device_memory)),
         ("eth_net_offloads", g.get(CmdHcaCap::eth_net_offloads)), ("sho", g.get(CmdHcaCap::sho)),
@@ -520,7 +520,9 @@ fn caps_agree_with_query_device() {
         assert!(!v, "{name} must be 0");
     }
     assert_eq!(g.get(CmdHcaCap::log_max_transport_domain), 0);
-    assert_eq!(g.get(CmdHcaCap::log_max_xrcd), 0);
+    // XRC domains, XRC SRQs and XRC QPs exist: xrc, and a ConnectX-5's domain count.
+    assert!(g.get(CmdHcaCap::xrc));
+    assert_eq!(g.get(CmdHcaCap::log_max_xrcd), 24);
     assert_eq!(g.get(CmdHcaCap::general_obj_types), 0);
     // The other pages answer, all zero except the atomic one.
     for ty in [hc::cap_type::ROCE, hc::cap_type::NIC_FLOW_TABLE, hc::cap_type::GENERAL_2] {
@@ -538,6 +540,7 @@ fn destroy_op(create: u16) -> Option<u16> {
         op::CREATE_CQ => op::DESTROY_CQ,
         op::CREATE_QP => op::DESTROY_QP,
         op::CREATE_MKEY => op::DESTROY_MKEY,
+        op::ALLOC_XRCD => op::DEALLOC_XRCD,
         _ => return None,
     })
 }
@@ -643,7 +646,7 @@ fn firmware_fuzz_100k_mailboxes() {
         let uid = u16::from_be_bytes([inb[2], inb[3]]);
         if let Some(d) = destroy_op(opcode) {
             known.push((d, id_of(&out), uid));
-        } else if matches!(opcode, op::DEALLOC_PD | op::DEALLOC_UAR | op::DESTROY_CQ | op::DESTROY_QP | op::DESTROY_MKEY) {
+        } else if matches!(opcode, op::DEALLOC_PD | op::DEALLOC_UAR | op::DESTROY_CQ | op::DESTROY_QP | op::DESTROY_MKEY | op::DEALLOC_XRCD) {
             let id = id_of(&inb);
             let before = known.len();
             known.retain(|k| !(k.0 == opcode && k.1 == id && k.2 == uid));
@@ -654,7 +657,7 @@ fn firmware_fuzz_100k_mailboxes() {
     assert_eq!(fw.counts().total(), known.len(), "seed {seed:#x}");
     assert!(oks > 10_000 && !known.is_empty(), "the fuzzer reached the commands ({oks} succeeded)");
     // Destroy everything, users first.
-    for kind in [op::DESTROY_QP, op::DESTROY_MKEY, op::DESTROY_CQ, op::DEALLOC_PD, op::DEALLOC_UAR] {
+    for kind in [op::DESTROY_QP, op::DESTROY_MKEY, op::DESTROY_CQ, op::DEALLOC_PD, op::DEALLOC_UAR, op::DEALLOC_XRCD] {
         for &(d, id, uid) in known.iter().filter(|k| k.0 == kind) {
             let (o, _) = exec(&h, &with_id(d, uid, id));
             assert!(o.is_ok(), "destroy {d:#x} {id:#x} uid {uid}: {o:?}");

@@ -80,6 +80,7 @@ pub(crate) const DEVICE_CAP_FLAGS: u64 = (1 << 1) // BAD_PKEY_CNTR
     | (1 << 10) // PORT_ACTIVE_EVENT
     | (1 << 11) // SYS_IMAGE_GUID
     | (1 << 12) // RC_RNR_NAK_GEN
+    | (1 << 20) // XRC (mlx5_ib: the xrc capability)
     | (1 << 21) // MEM_MGT_EXTENSIONS
     | (1 << 36); // PCI_WRITE_END_PADDING
 

@@ -65,6 +65,11 @@ pub(crate) struct FileState {
     pub fds: Vec<(u64, FdObj)>,
     /// The first async event file: objects created without EVENT_FD report there.
     pub default_async: Option<Arc<AsyncEventFile>>,
+    /// What each XRC SRQ (by SRQ number) holds: its domain's handle object (whose
+    /// `refcnt` counts it) and its CQ (`usecnt`), released with the SRQ.
+    /// The domain handle object each XRC target QP (by QPN) was made through.
+    pub xrc_tgts: std::collections::BTreeMap<u32, Arc<methods::xrcd::UXrcd>>,
+    pub xrc_srqs: std::collections::BTreeMap<u32, (Arc<methods::xrcd::UXrcd>, Arc<crate::objects::Cq>)>,
 }
 
 impl FileState {

@@ -585,6 +585,56 @@ fn static_uar_context_errors() {
 
 /// A legacy CREATE_SRQ (write 32) with mlx5's driver data: the core response and the
 /// driver's after it in `out`.
+/// OPEN_XRCD (write 37) with `fd` and `oflags`: the new handle.
+fn open_xrcd(f: &File, fd: i32, oflags: i32) -> Result<u32, Errno> {
+    let mut r = [0u32; 1];
+    let cmd = uverbs::sys::verbs::OpenXrcd { response: r.as_mut_ptr() as u64, fd: fd as u32, oflags: oflags as u32 };
+    write(f, &legacy(37, 1, cmd.as_bytes())).map(|_| r[0])
+}
+
+fn close_xrcd(f: &File, handle: u32) -> Result<usize, Errno> {
+    write(f, &legacy(38, 0, uverbs::sys::verbs::CloseXrcd { xrcd_handle: handle }.as_bytes()))
+}
+
+/// `ib_uverbs_open_xrcd`'s errnos (drivers/infiniband/core/uverbs_cmd.c): EBADF for an
+/// fd that is not open, EAGAIN for a file without a domain and no O_CREAT, EINVAL for
+/// one with a domain and O_EXCL; the same file's inode gives the same domain to every
+/// opener (one firmware XRCD), which goes with its last close; fd -1 gives a private one.
+#[test]
+fn xrcd_open_share_and_errnos() {
+    let h = Hca::for_tests();
+    let f = ctx_file(&h);
+    let g = ctx_file(&h);
+    let file = tempfile_in_tmp();
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&file);
+    assert_eq!(open_xrcd(&f, 1 << 20, libc::O_CREAT), Err(Errno::EBADF), "no such fd");
+    assert_eq!(open_xrcd(&f, fd, 0), Err(Errno::EAGAIN), "no domain yet, no O_CREAT");
+    let x1 = open_xrcd(&f, fd, libc::O_CREAT).unwrap();
+    assert_eq!(h.firmware().counts().xrcd, 1);
+    assert_eq!(open_xrcd(&g, fd, libc::O_CREAT | libc::O_EXCL), Err(Errno::EINVAL), "exists, O_EXCL");
+    let x2 = open_xrcd(&g, fd, 0).unwrap();
+    assert_eq!(h.firmware().counts().xrcd, 1, "the second opener shares the domain");
+    let private = open_xrcd(&f, -1, 0).unwrap();
+    assert_eq!(h.firmware().counts().xrcd, 2, "fd -1: a domain of its own");
+    assert_eq!(close_xrcd(&f, x1), Ok(8 + 4), "the command's length");
+    assert_eq!(close_xrcd(&f, x1), Err(Errno::ENOENT), "gone");
+    assert_eq!(h.firmware().counts().xrcd, 2, "g still holds the shared one");
+    drop(g);
+    assert_eq!(h.firmware().counts().xrcd, 1, "the last opener's close deallocates it");
+    assert_eq!(open_xrcd(&f, fd, 0), Err(Errno::EAGAIN), "and takes it out of the table");
+    assert_eq!(close_xrcd(&f, private), Ok(8 + 4));
+    assert_eq!(h.firmware().counts().xrcd, 0);
+    let _ = x2;
+}
+
+/// A file of its own in the temporary directory (removed at once: the open fd keeps the inode).
+fn tempfile_in_tmp() -> std::fs::File {
+    let p = std::env::temp_dir().join(format!("softhca-xrcd-{}-{:?}", std::process::id(), std::thread::current().id()));
+    let file = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&p).unwrap();
+    let _ = std::fs::remove_file(&p);
+    file
+}
+
 fn create_srq(f: &File, pd: u32, max_wr: u32, max_sge: u32, ucmd: &uverbs::sys::mlx5::CreateSrq,
               out: &mut [u32; 6]) -> Result<usize, Errno> {
     let core = uverbs::sys::verbs::CreateSrq { response: out.as_mut_ptr() as u64, user_handle: 0x55, pd_handle: pd,
@@ -739,6 +789,28 @@ fn srq_commands_and_errnos() {
     assert_eq!(xsrq(0, 0, &mut out), Ok(8 + 48 + 32));
     assert_eq!((out[1], out[2], out[3]), (7, 2, 0), "max_wr roundup(8) - 1, max_sge, no srqn for basic");
     assert_eq!(h.firmware().counts().srq, 2);
+    // An XRC SRQ: CREATE_XRC_SRQ in the firmware; the answer names the SRQ number (the
+    // sender's XRC segment needs it); the domain's handle cannot close while it lives.
+    let xrcd = open_xrcd(&f, -1, 0).unwrap();
+    let xrc = |xrcd_handle: u32, cq_handle: u32, out: &mut [u32; 6]| {
+        let core = uverbs::sys::verbs::CreateXsrq { response: out.as_mut_ptr() as u64, srq_type: 1, pd_handle: pd,
+                                                    max_wr: 7, max_sge: 1, cq_handle, xrcd_handle,
+                                                    ..Default::default() };
+        let mut body = core.as_bytes().to_vec();
+        body.extend_from_slice(ucmd.as_bytes());
+        write(&f, &legacy(39, 6, &body))
+    };
+    assert_eq!(xrc(xrcd + 9, cq, &mut out), Err(Errno::EINVAL), "no such XRC domain: __uverbs_create_xsrq's EINVAL");
+    assert_eq!(xrc(xrcd, cq + 9, &mut out), Err(Errno::ENOENT), "no such CQ: the lookup's errno");
+    assert_eq!(xrc(xrcd, cq, &mut out), Ok(8 + 48 + 32));
+    let (xsrq_h, xsrqn) = (out[0], out[3]);
+    assert_ne!(xsrqn, 0, "an XRC SRQ's number is in the answer");
+    assert_eq!(h.firmware().counts().srq, 3);
+    assert_eq!(h.firmware().srq(xsrqn).and_then(|s| s.xrc).map(|x| x.xrcd != 0), Some(true));
+    assert_eq!(close_xrcd(&f, xrcd), Err(Errno::EBUSY), "an SRQ was made through the handle");
+    assert_eq!(destroy(xsrq_h), Ok(0));
+    assert_eq!(h.firmware().counts().srq, 2, "DESTROY_XRC_SRQ");
+    assert_eq!(close_xrcd(&f, xrcd), Ok(8 + 4));
     // close(): the SRQs go with the file, and nothing keeps one alive.
     drop(f);
     assert_eq!(h.firmware().counts().srq, 0);

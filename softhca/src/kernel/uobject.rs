@@ -91,6 +91,7 @@ pub(crate) enum Uobj {
     Uar(Arc<UarObj>),
     Devx(Arc<DevxObj>),
     Umem(Arc<DevxUmem>),
+    Xrcd(Arc<super::methods::xrcd::UXrcd>),
 }
 
 /// A DevX object (`struct devx_obj`): the firmware object a DEVX_OBJ_CREATE made, its
@@ -299,8 +300,12 @@ impl FileState {
                     _ => {}
                 }
                 qp.pd.usecnt.fetch_sub(1, Ordering::SeqCst);
-                qp.send_cq.usecnt.fetch_sub(1, Ordering::SeqCst);
-                qp.recv_cq.usecnt.fetch_sub(1, Ordering::SeqCst);
+                for cq in [&qp.send_cq, &qp.recv_cq].into_iter().flatten() {
+                    cq.usecnt.fetch_sub(1, Ordering::SeqCst);
+                }
+                if let Some(x) = self.xrc_tgts.remove(&qp.qpn) {
+                    x.refcnt.fetch_sub(1, Ordering::SeqCst);
+                }
                 if let Some(srq) = &qp.srq {
                     srq.usecnt.fetch_sub(1, Ordering::SeqCst);
                 }
@@ -315,11 +320,15 @@ impl FileState {
                     return Err(Errno::EBUSY);
                 }
                 let uid = self.ctx.as_ref().map_or(0, |c| c.devx_uid);
-                match super::methods::srq::destroy_srq_cmd(hca, srq.srqn, uid) {
+                match super::methods::srq::destroy_srq_cmd(hca, srq, uid) {
                     Err(e) if why != Why::Abort => return Err(e),
                     _ => {}
                 }
                 srq.pd.usecnt.fetch_sub(1, Ordering::SeqCst);
+                if let Some((x, cq)) = self.xrc_srqs.remove(&srq.srqn) {
+                    x.refcnt.fetch_sub(1, Ordering::SeqCst);
+                    cq.usecnt.fetch_sub(1, Ordering::SeqCst);
+                }
             }
             Uobj::Mr(mr) => {
                 hca.remove_mr(mr);
@@ -338,6 +347,10 @@ impl FileState {
             // errno mlx5_cmd_exec makes of the status.
             Uobj::Devx(o) => fw_destroy(hca, &o.dinbox, why)?,
             Uobj::Umem(u) => fw_destroy(hca, &u.dinbox, why)?,
+            Uobj::Xrcd(u) => {
+                let uid = self.ctx.as_ref().map_or(0, |c| c.devx_uid);
+                super::methods::xrcd::release(hca, u, uid, why == Why::Abort)?;
+            }
         }
         Ok(())
     }

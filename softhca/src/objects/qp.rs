@@ -183,9 +183,13 @@ pub struct Qp {
     /// The QP number (24 bits) the wire and the CQEs carry.
     pub qpn: u32,
     pub qp_type: QpType,
+    /// The PD (an XRC target QP has none: a placeholder PD 0 that no MR is in).
     pub pd: Arc<Pd>,
-    pub send_cq: Arc<Cq>,
-    pub recv_cq: Arc<Cq>,
+    /// The CQs (none on an XRC target QP: its receives complete on the XRC SRQ's CQ).
+    pub send_cq: Option<Arc<Cq>>,
+    pub recv_cq: Option<Arc<Cq>>,
+    /// The XRC domain of an XRC target QP; 0 otherwise.
+    pub xrcd: u32,
     /// Echoed in async events for this QP.
     pub user_handle: u64,
     /// Every send WQE produces a CQE (`sq_sig_all`).

@@ -28,6 +28,16 @@ pub struct SrqDev {
     pub limit: u32,
 }
 
+/// What an XRC SRQ has besides an SRQ's context (`xrc_srqc`): its XRC domain, the CQ
+/// its receives complete on (an XRC target QP has none), and the user index the CQE
+/// carries (CQE version 1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct XrcSrq {
+    pub xrcd: u32,
+    pub cqn: u32,
+    pub user_index: u32,
+}
+
 /// A shared receive queue (`struct ib_srq` + mlx5 SRQC).
 #[derive(Debug)]
 pub struct Srq {
@@ -59,6 +69,8 @@ pub struct Srq {
     /// The device's position in the WQE list and the armed limit. Device half writes the
     /// position; the firmware's ARM_RQ writes the limit.
     pub dev: Mutex<SrqDev>,
+    /// An XRC SRQ's domain, CQ and user index; None for a basic SRQ.
+    pub xrc: Option<XrcSrq>,
     pub(crate) _live: Live,
 }
 

@@ -71,6 +71,7 @@ pub mod packet;
 pub mod pcap;
 pub mod reth;
 pub mod udp_sport;
+pub mod xrceth;
 
 pub use aeth::{CreditCode, NakCode, Packet as AethPacket, Repr as AethRepr, RnrTimer, Syndrome};
 pub use atomic_ack_eth::{Packet as AtomicAckEthPacket, Repr as AtomicAckEthRepr};
@@ -83,6 +84,7 @@ pub use immdt::{Packet as ImmDtPacket, Repr as ImmDtRepr};
 pub use opcode::{ExtHeaders, Opcode, Position, Transport};
 pub use packet::RocePacket;
 pub use reth::{Packet as RethPacket, Repr as RethRepr};
+pub use xrceth::{Packet as XrcEthPacket, Repr as XrcEthRepr};
 
 /// The IANA-assigned UDP destination port of RoCEv2.
 pub const ROCEV2_UDP_PORT: u16 = 4791;
@@ -104,7 +106,7 @@ pub enum Error {
         /// Bytes present.
         available: usize,
     },
-    /// The BTH opcode is reserved, or of a transport softhca does not speak (UC, RD, XRC, CNP).
+    /// The BTH opcode is reserved, or of a transport softhca does not speak (RD, CNP).
     #[error("unsupported BTH opcode {0:#04x}")]
     BadOpcode(u8),
     /// The BTH transport header version (TVer) is not 0, the only one defined.

@@ -3,9 +3,11 @@
 //!
 //! The IBA splits the byte in two: the top three bits name the transport service (RC, UC, RD,
 //! UD, and two later additions, CNP and XRC) and the low five bits the operation within it.
-//! softhca speaks RC and UD, so [`Opcode`] lists exactly the opcodes of those two services;
-//! anything else is rejected by `Opcode::try_from` so that a receive path drops it the way an
-//! HCA drops an opcode its QP type does not allow.
+//! [`Opcode`] lists the opcodes of RC, UC, UD and XRC (XRC's are RC's operations with
+//! transport bits 101, its requests with an XRCETH); anything else is rejected by
+//! `Opcode::try_from` so that a receive path drops it the way an HCA drops an opcode its
+//! QP type does not allow. (XRC packets reach XRC QPs only: requests the target, responses
+//! the initiator; see `crate::device`'s delivery.)
 
 use bitflags::bitflags;
 
@@ -66,6 +68,9 @@ bitflags! {
         const IMMDT = 1 << 5;
         /// Invalidate ETH (4 B): the R_Key a SEND with invalidate revokes.
         const IETH = 1 << 6;
+        /// XRC ETH (4 B): the XRC SRQ an XRC request is for. On the wire it comes right
+        /// after the BTH (where DETH would be: no opcode carries both), ahead of RETH.
+        const XRCETH = 1 << 7;
     }
 }
 
@@ -95,6 +100,9 @@ impl ExtHeaders {
         if b & Self::IETH.bits() != 0 {
             n += super::ieth::HEADER_LEN;
         }
+        if b & Self::XRCETH.bits() != 0 {
+            n += super::xrceth::HEADER_LEN;
+        }
         n
     }
 }
@@ -113,7 +121,7 @@ pub enum Position {
     Only,
 }
 
-/// An RC, UC or UD opcode, with its IBA value as discriminant.
+/// An RC, UC, UD or XRC opcode, with its IBA value as discriminant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[repr(u8)]
 pub enum Opcode {
@@ -156,6 +164,31 @@ pub enum Opcode {
     UcRdmaWriteOnlyWithImm = 0x2b,
     UdSendOnly = 0x64,
     UdSendOnlyWithImm = 0x65,
+    // XRC (IBA annex A14): RC's operations with transport bits 101; requests carry an
+    // XRCETH after the BTH.
+    XrcSendFirst = 0xa0,
+    XrcSendMiddle = 0xa1,
+    XrcSendLast = 0xa2,
+    XrcSendLastWithImm = 0xa3,
+    XrcSendOnly = 0xa4,
+    XrcSendOnlyWithImm = 0xa5,
+    XrcRdmaWriteFirst = 0xa6,
+    XrcRdmaWriteMiddle = 0xa7,
+    XrcRdmaWriteLast = 0xa8,
+    XrcRdmaWriteLastWithImm = 0xa9,
+    XrcRdmaWriteOnly = 0xaa,
+    XrcRdmaWriteOnlyWithImm = 0xab,
+    XrcRdmaReadRequest = 0xac,
+    XrcRdmaReadResponseFirst = 0xad,
+    XrcRdmaReadResponseMiddle = 0xae,
+    XrcRdmaReadResponseLast = 0xaf,
+    XrcRdmaReadResponseOnly = 0xb0,
+    XrcAcknowledge = 0xb1,
+    XrcAtomicAcknowledge = 0xb2,
+    XrcCompareSwap = 0xb3,
+    XrcFetchAdd = 0xb4,
+    XrcSendLastWithInvalidate = 0xb6,
+    XrcSendOnlyWithInvalidate = 0xb7,
 }
 
 /// What the IBA's opcode table says about one opcode. One table keeps every predicate below
@@ -169,7 +202,7 @@ struct Info {
 
 impl Opcode {
     /// Every opcode softhca knows, in numeric order.
-    pub const ALL: [Opcode; 37] = [
+    pub const ALL: [Opcode; 60] = [
         Opcode::RcSendFirst,
         Opcode::RcSendMiddle,
         Opcode::RcSendLast,
@@ -207,10 +240,69 @@ impl Opcode {
         Opcode::UcRdmaWriteOnlyWithImm,
         Opcode::UdSendOnly,
         Opcode::UdSendOnlyWithImm,
+        Opcode::XrcSendFirst,
+        Opcode::XrcSendMiddle,
+        Opcode::XrcSendLast,
+        Opcode::XrcSendLastWithImm,
+        Opcode::XrcSendOnly,
+        Opcode::XrcSendOnlyWithImm,
+        Opcode::XrcRdmaWriteFirst,
+        Opcode::XrcRdmaWriteMiddle,
+        Opcode::XrcRdmaWriteLast,
+        Opcode::XrcRdmaWriteLastWithImm,
+        Opcode::XrcRdmaWriteOnly,
+        Opcode::XrcRdmaWriteOnlyWithImm,
+        Opcode::XrcRdmaReadRequest,
+        Opcode::XrcRdmaReadResponseFirst,
+        Opcode::XrcRdmaReadResponseMiddle,
+        Opcode::XrcRdmaReadResponseLast,
+        Opcode::XrcRdmaReadResponseOnly,
+        Opcode::XrcAcknowledge,
+        Opcode::XrcAtomicAcknowledge,
+        Opcode::XrcCompareSwap,
+        Opcode::XrcFetchAdd,
+        Opcode::XrcSendLastWithInvalidate,
+        Opcode::XrcSendOnlyWithInvalidate,
     ];
+
+    /// The RC opcode of an XRC one (same operation); others as they are.
+    const fn rc_twin(self) -> Opcode {
+        use Opcode::*;
+        match self {
+            XrcSendFirst => RcSendFirst,
+            XrcSendMiddle => RcSendMiddle,
+            XrcSendLast => RcSendLast,
+            XrcSendLastWithImm => RcSendLastWithImm,
+            XrcSendOnly => RcSendOnly,
+            XrcSendOnlyWithImm => RcSendOnlyWithImm,
+            XrcRdmaWriteFirst => RcRdmaWriteFirst,
+            XrcRdmaWriteMiddle => RcRdmaWriteMiddle,
+            XrcRdmaWriteLast => RcRdmaWriteLast,
+            XrcRdmaWriteLastWithImm => RcRdmaWriteLastWithImm,
+            XrcRdmaWriteOnly => RcRdmaWriteOnly,
+            XrcRdmaWriteOnlyWithImm => RcRdmaWriteOnlyWithImm,
+            XrcRdmaReadRequest => RcRdmaReadRequest,
+            XrcRdmaReadResponseFirst => RcRdmaReadResponseFirst,
+            XrcRdmaReadResponseMiddle => RcRdmaReadResponseMiddle,
+            XrcRdmaReadResponseLast => RcRdmaReadResponseLast,
+            XrcRdmaReadResponseOnly => RcRdmaReadResponseOnly,
+            XrcAcknowledge => RcAcknowledge,
+            XrcAtomicAcknowledge => RcAtomicAcknowledge,
+            XrcCompareSwap => RcCompareSwap,
+            XrcFetchAdd => RcFetchAdd,
+            XrcSendLastWithInvalidate => RcSendLastWithInvalidate,
+            XrcSendOnlyWithInvalidate => RcSendOnlyWithInvalidate,
+            other => other,
+        }
+    }
 
     const fn info(self) -> Info {
         use Opcode::*;
+        if matches!(self.transport(), Transport::Xrc) {
+            let rc = self.rc_twin().info();
+            let ext = if rc.response { rc.ext } else { rc.ext.union(ExtHeaders::XRCETH) };
+            return Info { ext, ..rc };
+        }
         use Position::*;
         const NONE: ExtHeaders = ExtHeaders::empty();
         const RETH: ExtHeaders = ExtHeaders::RETH;
@@ -257,6 +349,8 @@ impl Opcode {
             UcRdmaWriteOnlyWithImm => (RETH_IMM, true, Only, false),
             UdSendOnly => (ExtHeaders::DETH, true, Only, false),
             UdSendOnlyWithImm => (DETH_IMM, true, Only, false),
+            // Handled above from the RC twin.
+            _ => (NONE, false, Only, false),
         };
         Info {
             ext,
@@ -288,10 +382,25 @@ impl Opcode {
     /// The RC opcode with the same operation as this UC one (the responder executes a UC
     /// SEND or WRITE packet as the RC one, minus acknowledgement); other opcodes as they are.
     pub fn rc_equivalent(self) -> Opcode {
-        if self.transport() != Transport::Uc {
-            return self;
+        match self.transport() {
+            Transport::Uc => Opcode::try_from(self.operation()).unwrap_or(self),
+            Transport::Xrc => self.rc_twin(),
+            _ => self,
         }
-        Opcode::try_from(self.operation()).unwrap_or(self)
+    }
+
+    /// The XRC opcode of an RC one (same operation, XRC transport bits), for an XRC
+    /// initiator's requests and an XRC target's responses; None for anything not RC.
+    pub fn to_xrc(self) -> Option<Opcode> {
+        if self.transport() != Transport::Rc {
+            return None;
+        }
+        Opcode::try_from(0xa0 | self.operation()).ok()
+    }
+
+    /// Carries an XRC ETH.
+    pub const fn has_xrceth(self) -> bool {
+        self.info().ext.contains(ExtHeaders::XRCETH)
     }
 
     /// The operation within the transport (low five bits).
@@ -464,12 +573,25 @@ mod tests {
             assert_eq!(Opcode::try_from(byte), Ok(op));
             assert_eq!(op.to_byte(), byte);
         }
+        // XRC: 0xa0 | the RC operation, for each of RC's 23 (IBA annex A14 opcode table).
+        let xrc: [(u8, Opcode); 4] = [(0xa0, Opcode::XrcSendFirst), (0xa4, Opcode::XrcSendOnly),
+                                      (0xb1, Opcode::XrcAcknowledge), (0xb7, Opcode::XrcSendOnlyWithInvalidate)];
+        for (byte, op) in xrc {
+            assert_eq!(Opcode::try_from(byte), Ok(op));
+        }
+        for rc in Opcode::ALL.iter().filter(|o| o.transport() == Transport::Rc) {
+            let x = rc.to_xrc().expect("every RC operation has an XRC twin");
+            assert_eq!(x.to_byte(), 0xa0 | rc.to_byte());
+            assert_eq!(x.rc_equivalent(), *rc);
+            assert_eq!(x.has_xrceth(), rc.is_request(), "{x:?}: requests carry an XRCETH, responses none");
+            assert_eq!(x.ext_headers() - ExtHeaders::XRCETH, rc.ext_headers());
+        }
     }
 
     #[test]
     fn unknown_opcodes_are_rejected() {
         for byte in [
-            0x15u8, 0x18, 0x1f, 0x2c, 0x2d, 0x30, 0x40, 0x60, 0x63, 0x66, 0x81, 0xa0, 0xff,
+            0x15u8, 0x18, 0x1f, 0x2c, 0x2d, 0x30, 0x40, 0x60, 0x63, 0x66, 0x81, 0xb5, 0xb8, 0xff,
         ] {
             assert_eq!(
                 Opcode::try_from(byte),
@@ -477,9 +599,9 @@ mod tests {
                 "{byte:#x}"
             );
         }
-        // Exactly 37 of 256 byte values are accepted.
+        // Exactly 37 + 23 (XRC) of 256 byte values are accepted.
         let n = (0..=255u8).filter(|b| Opcode::try_from(*b).is_ok()).count();
-        assert_eq!(n, 37);
+        assert_eq!(n, 60);
     }
 
     #[test]
@@ -555,7 +677,7 @@ mod tests {
                 "{op:?}"
             );
         }
-        let responses: Vec<_> = Opcode::ALL.iter().filter(|o| o.is_response()).collect();
+        let responses: Vec<_> = Opcode::ALL.iter().filter(|o| o.is_response() && o.transport() == Transport::Rc).collect();
         assert_eq!(
             responses,
             [

@@ -2,7 +2,7 @@
 //! to a 4-byte multiple, and the ICRC.
 //!
 //! ```text
-//!  BTH | [DETH] [RETH] [AtomicETH] [AETH] [AtomicAckETH] [ImmDt] [IETH] | payload | pad | ICRC
+//!  BTH | [DETH | XRCETH] [RETH] [AtomicETH] [AETH] [AtomicAckETH] [ImmDt] [IETH] | payload | pad | ICRC
 //! ```
 //!
 //! [`RocePacket`] is the `Repr` of that whole: `parse` never panics on any input and says
@@ -11,7 +11,7 @@
 
 use super::icrc::{Endpoints, ICRC_LEN};
 use super::opcode::ExtHeaders;
-use super::{aeth, atomic_ack_eth, atomic_eth, bth, deth, ieth, immdt, reth, Error, Result};
+use super::{aeth, atomic_ack_eth, atomic_eth, bth, deth, ieth, immdt, reth, xrceth, Error, Result};
 
 /// One RoCEv2 packet, borrowing its payload.
 ///
@@ -24,6 +24,8 @@ pub struct RocePacket<'a> {
     pub bth: bth::Repr,
     /// Datagram ETH (UD).
     pub deth: Option<deth::Repr>,
+    /// XRC ETH (XRC requests).
+    pub xrceth: Option<xrceth::Repr>,
     /// RDMA ETH (WRITE first/only, READ request).
     pub reth: Option<reth::Repr>,
     /// Atomic ETH (compare-swap, fetch-add).
@@ -58,6 +60,7 @@ impl<'a> RocePacket<'a> {
         RocePacket {
             bth,
             deth: None,
+            xrceth: None,
             reth: None,
             atomic_eth: None,
             aeth: None,
@@ -72,6 +75,7 @@ impl<'a> RocePacket<'a> {
     pub fn ext_headers(&self) -> ExtHeaders {
         let mut h = ExtHeaders::empty();
         h.set(ExtHeaders::DETH, self.deth.is_some());
+        h.set(ExtHeaders::XRCETH, self.xrceth.is_some());
         h.set(ExtHeaders::RETH, self.reth.is_some());
         h.set(ExtHeaders::ATOMIC_ETH, self.atomic_eth.is_some());
         h.set(ExtHeaders::AETH, self.aeth.is_some());
@@ -119,6 +123,9 @@ impl<'a> RocePacket<'a> {
         }
         if let Some(a) = &self.aeth {
             a.check()?;
+        }
+        if let Some(x) = &self.xrceth {
+            x.check()?;
         }
         Ok(())
     }
@@ -184,7 +191,7 @@ impl<'a> RocePacket<'a> {
                 }
             )*};
         }
-        put!(deth, reth, atomic_eth, aeth, atomic_ack_eth, immdt, ieth);
+        put!(deth, xrceth, reth, atomic_eth, aeth, atomic_ack_eth, immdt, ieth);
         at
     }
 
@@ -275,6 +282,7 @@ impl<'a> RocePacket<'a> {
             };
         }
         take!(ExtHeaders::DETH, deth, deth);
+        take!(ExtHeaders::XRCETH, xrceth, xrceth);
         take!(ExtHeaders::RETH, reth, reth);
         take!(ExtHeaders::ATOMIC_ETH, atomic_eth, atomic_eth);
         take!(ExtHeaders::AETH, aeth, aeth);
@@ -311,6 +319,7 @@ mod tests {
             qkey: 0x1111_1111,
             src_qpn: 0x99,
         });
+        p.xrceth = some(ExtHeaders::XRCETH).then_some(crate::wire::XrcEthRepr { xrc_srqn: 0x2a17 });
         p.reth = some(ExtHeaders::RETH).then_some(RethRepr {
             va: 0x7fff_0000_1000,
             rkey: 0xabc,
@@ -635,6 +644,28 @@ mod tests {
         p.bth.pad_count = 3;
         assert_eq!(p.emit(&mut buf, &ep), Ok(20));
         assert_eq!(buf[1] & 0x30, 0);
+    }
+
+    /// An XRC SEND ONLY of 4 bytes, byte by byte: BTH (opcode 0xa4), then the XRCETH
+    /// (reserved byte, XRC SRQ 0x2a17) where the IBA puts it, then the payload; an XRC
+    /// RDMA WRITE ONLY has the XRCETH ahead of its RETH; an XRC ACK has none.
+    #[test]
+    fn xrceth_follows_the_bth() {
+        let ep = v4([127, 0, 0, 1], 4791, [127, 0, 0, 2]);
+        let mut p = RocePacket::new(BthRepr::new(Opcode::XrcSendOnly, 0x12, 0x34), &[1, 2, 3, 4]);
+        p.xrceth = Some(crate::wire::XrcEthRepr { xrc_srqn: 0x2a17 });
+        let b = p.to_vec(&ep).unwrap();
+        assert_eq!(b[0], 0xa4);
+        assert_eq!(&b[12..16], &[0x00, 0x00, 0x2a, 0x17]);
+        assert_eq!(&b[16..20], &[1, 2, 3, 4]);
+        assert_eq!(RocePacket::parse(&b, &ep).unwrap(), p);
+        let w = sample(Opcode::XrcRdmaWriteOnly, &[9; 8]);
+        let b = w.to_vec(&ep).unwrap();
+        assert_eq!((&b[12..16], b[16..24] == 0x7fff_0000_1000u64.to_be_bytes()), (&[0, 0, 0x2a, 0x17][..], true));
+        assert_eq!(Opcode::XrcAcknowledge.ext_headers(), ExtHeaders::AETH);
+        let mut bare = p;
+        bare.xrceth = None;
+        assert_eq!(bare.to_vec(&ep), Err(crate::wire::Error::HeaderMismatch(Opcode::XrcSendOnly)));
     }
 
     #[test]

@@ -39,7 +39,7 @@ pub fn layouts() -> Vec<Layout> {
         mlx5::CreateQpResp::LAYOUT, mlx5::ModifyQp::LAYOUT, mlx5::ModifyQpResp::LAYOUT,
         mlx5::ClockInfo::LAYOUT, CreateSrq::LAYOUT, CreateXsrq::LAYOUT, CreateSrqResp::LAYOUT, ModifySrq::LAYOUT, QuerySrq::LAYOUT,
         QuerySrqResp::LAYOUT, DestroySrq::LAYOUT, DestroySrqResp::LAYOUT, mlx5::CreateSrq::LAYOUT,
-        mlx5::CreateSrqResp::LAYOUT,
+        mlx5::CreateSrqResp::LAYOUT, OpenXrcd::LAYOUT, OpenXrcdResp::LAYOUT, CloseXrcd::LAYOUT,
     ]
 }
 

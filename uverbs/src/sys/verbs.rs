@@ -170,6 +170,19 @@ abi_struct! {
 }
 
 abi_struct! {
+    /// `struct ib_uverbs_open_xrcd`: `fd` -1 for a private domain, or a file whose inode
+    /// names a domain shared by every opener; `oflags` O_CREAT / O_EXCL as for open(2).
+    pub struct OpenXrcd = "struct ib_uverbs_open_xrcd" { response: u64, fd: u32, oflags: u32 }
+}
+abi_struct! {
+    /// `struct ib_uverbs_open_xrcd_resp`.
+    pub struct OpenXrcdResp = "struct ib_uverbs_open_xrcd_resp" { xrcd_handle: u32 }
+}
+abi_struct! {
+    /// `struct ib_uverbs_close_xrcd`.
+    pub struct CloseXrcd = "struct ib_uverbs_close_xrcd" { xrcd_handle: u32 }
+}
+abi_struct! {
     /// `struct ib_uverbs_alloc_pd`.
     pub struct AllocPd = "struct ib_uverbs_alloc_pd" { response: u64 }
 }

@@ -334,6 +334,8 @@ fn build_destroy(inb: &[u8], out: &[u8], opcode: u16) -> (Vec<u8>, u32) {
                 op::ALLOC_PD => op::DEALLOC_PD,
                 op::CREATE_QP => op::DESTROY_QP,
                 op::CREATE_SRQ => op::DESTROY_SRQ,
+                op::CREATE_XRC_SRQ => op::DESTROY_XRC_SRQ,
+                op::ALLOC_XRCD => op::DEALLOC_XRCD,
                 _ => 0,
             };
             d[9..12].copy_from_slice(&id.to_be_bytes()[1..]);

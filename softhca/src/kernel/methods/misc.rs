@@ -56,11 +56,6 @@ pub(crate) fn dealloc_mw(c: &mut WCall<'_>) -> Result<()> {
     lookup_only::<Handle>(c, ObjType::Mw, |h| h.handle)
 }
 
-/// CLOSE_XRCD (write 38): `struct ib_uverbs_close_xrcd`.
-pub(crate) fn close_xrcd(c: &mut WCall<'_>) -> Result<()> {
-    lookup_only::<Handle>(c, ObjType::Xrcd, |h| h.handle)
-}
-
 fn ex_destroy(c: &mut WCall<'_>, ty: ObjType) -> Result<()> {
     let cmd: MaskHandle = c.request()?;
     if cmd.comp_mask != 0 {

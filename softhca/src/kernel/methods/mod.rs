@@ -15,6 +15,7 @@ pub(crate) mod port;
 pub(crate) mod qp;
 pub(crate) mod srq;
 pub(crate) mod uar;
+pub(crate) mod xrcd;
 
 use uverbs::sys::ids::{self, async_event, destroy, device as dev, mlx5, object, UVERBS_ID_DRIVER_NS};
 
@@ -298,8 +299,8 @@ pub(crate) fn write_def(idx: u32) -> Option<&'static WriteDef> {
     static MODIFY_SRQ: WriteDef = w(16, 0, false, true, srq::modify_srq);
     static QUERY_SRQ: WriteDef = w(16, 16, true, false, srq::query_srq);
     static DESTROY_SRQ: WriteDef = w(16, 4, true, false, srq::destroy_srq_write);
-    static OPEN_XRCD: WriteDef = w(16, 4, true, true, misc::write_not_supported);
-    static CLOSE_XRCD: WriteDef = w(4, 0, false, false, misc::close_xrcd);
+    static OPEN_XRCD: WriteDef = w(16, 4, true, true, xrcd::open_xrcd);
+    static CLOSE_XRCD: WriteDef = w(4, 0, false, false, xrcd::close_xrcd);
     static CREATE_XSRQ: WriteDef = w(48, 16, true, true, srq::create_xsrq);
     static OPEN_QP: WriteDef = w(32, 32, true, true, misc::write_not_supported);
     Some(match idx {

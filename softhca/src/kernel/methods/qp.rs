@@ -85,8 +85,9 @@ pub(crate) fn create_qp(hca: &Hca, st: &mut FileState, mut a: QpArgs, udata: &Ud
     let ctx = st.ctx_mut()?;
     // check_qp_type: no XRC and no DC on this device; raw packet QPs are not implemented.
     match a.ty {
-        QpType::Rc | QpType::Uc | QpType::Ud => {}
-        QpType::RawPacket | QpType::XrcIni | QpType::XrcTgt | QpType::Driver => return Err(Errno::EOPNOTSUPP),
+        QpType::Rc | QpType::Uc | QpType::Ud | QpType::XrcIni => {}
+        // An XRC target QP is the kernel's (create_xrc_tgt_qp).
+        QpType::RawPacket | QpType::XrcTgt | QpType::Driver => return Err(Errno::EOPNOTSUPP),
     }
     // process_udata_size / check_ucmd_data / copy
     let ucmd_size = std::mem::size_of::<Mlx5CreateQp>();
@@ -282,8 +283,9 @@ pub(crate) fn create_qp(hca: &Hca, st: &mut FileState, mut a: QpArgs, udata: &Ud
         }
     };
     qp.pd.usecnt.fetch_add(1, Ordering::SeqCst);
-    qp.send_cq.usecnt.fetch_add(1, Ordering::SeqCst);
-    qp.recv_cq.usecnt.fetch_add(1, Ordering::SeqCst);
+    for cq in [&qp.send_cq, &qp.recv_cq].into_iter().flatten() {
+        cq.usecnt.fetch_add(1, Ordering::SeqCst);
+    }
     if let Some(srq) = &qp.srq {
         srq.usecnt.fetch_add(1, Ordering::SeqCst);
     }
@@ -326,11 +328,7 @@ pub(crate) fn create_qp_inbox(uid: u16, g: &UserQp) -> Vec<u8> {
     if let Ok(mut v) = ViewMut::<CreateQpIn>::new(&mut b) {
         v.set(CreateQpIn::opcode, op::CREATE_QP).set(CreateQpIn::uid, uid);
         let mut c = v.sub_mut(CreateQpIn::qpc);
-        let st = match g.ty {
-            QpType::Rc => q::st::RC,
-            QpType::Uc => q::st::UC,
-            _ => q::st::UD,
-        };
+        let st = st_of(g.ty);
         c.set(Qpc::st, st)
             .set(Qpc::pm_state, q::pm_state::MIGRATED)
             .set(Qpc::pd, g.pdn)
@@ -363,6 +361,73 @@ pub(crate) fn create_qp_inbox(uid: u16, g: &UserQp) -> Vec<u8> {
         e.copy_from_slice(&(first + i as u64 * PAGE).to_be_bytes());
     }
     b
+}
+
+/// `to_mlx5_st`.
+fn st_of(ty: QpType) -> u8 {
+    match ty {
+        QpType::Rc => q::st::RC,
+        QpType::Uc => q::st::UC,
+        QpType::XrcIni | QpType::XrcTgt => q::st::XRC,
+        _ => q::st::UD,
+    }
+}
+
+/// `create_xrc_tgt_qp` (mlx5_ib) for a user's XRC_TGT QP: the driver data's size rule
+/// and user index as for any user QP, then a CREATE_QP of `st` XRC with no SQ, receiving
+/// from SRQs (`rq_type` SRQ; the XRCETH names which), in domain `xrcd`, with no buffer
+/// or doorbell record of the user's. The domain's handle counts the QP.
+pub(crate) fn create_xrc_tgt(hca: &Hca, st: &mut FileState, uxrcd: Arc<super::xrcd::UXrcd>, user_handle: u64,
+                             event_file: Option<Arc<AsyncEventFile>>, udata: &Udata) -> Result<Arc<Qp>> {
+    let ctx = st.ctx()?;
+    let inlen = udata.inp.len();
+    if inlen < 48 {
+        return Err(Errno::EINVAL);
+    }
+    let mut ucmd = Mlx5CreateQp::default();
+    let n = inlen.min(std::mem::size_of::<Mlx5CreateQp>());
+    udata.inp.read(0, &mut ucmd.as_mut_bytes()[..n])?;
+    let uidx = if ctx.cqe_version == 0 {
+        DEFAULT_UIDX
+    } else if ucmd.uidx >= DEFAULT_UIDX {
+        return Err(Errno::EINVAL);
+    } else {
+        ucmd.uidx
+    };
+    let resp = Mlx5CreateQpResp { bfreg_index: INVALID_BFREG, ..Default::default() };
+    let outlen = udata.out.len.min(std::mem::size_of::<Mlx5CreateQpResp>());
+    udata.copy_to(&resp.as_bytes()[..outlen])?;
+    let mut b = vec![0u8; CreateQpIn::BYTES];
+    if let Ok(mut v) = ViewMut::<CreateQpIn>::new(&mut b) {
+        v.set(CreateQpIn::opcode, op::CREATE_QP).set(CreateQpIn::uid, ctx.devx_uid);
+        let mut c = v.sub_mut(CreateQpIn::qpc);
+        c.set(Qpc::st, q::st::XRC)
+            .set(Qpc::pm_state, q::pm_state::MIGRATED)
+            .set(Qpc::rq_type, crate::firmware::RQ_TYPE_SRQ)
+            .set(Qpc::no_sq, true)
+            .set(Qpc::xrcd, uxrcd.xrcd.xrcdn);
+        if ctx.cqe_version == 1 {
+            c.set(Qpc::user_index, uidx);
+        }
+    }
+    let host = QpHost {
+        user_handle,
+        sq_sig_all: false,
+        create_flags: 0,
+        mlx5_flags: 0,
+        cap: QpCap::default(),
+        rq_max_gs: 0,
+        bfregn: None,
+        event_file,
+    };
+    let fw = hca.firmware();
+    let out = fw.kernel_cmd(&b, CreateQpOut::BYTES, Some(Host::Qp(host)))?;
+    let qpn = View::<CreateQpOut>::new(&out).map_err(|_| Errno::EIO)?.get(CreateQpOut::qpn);
+    let qp = fw.qp(qpn).ok_or(Errno::EIO)?;
+    qp.pd.usecnt.fetch_add(1, Ordering::SeqCst);
+    uxrcd.refcnt.fetch_add(1, Ordering::SeqCst);
+    st.xrc_tgts.insert(qpn, uxrcd);
+    Ok(qp)
 }
 
 /// `MLX5_ZERO_LEN_RQ`.
@@ -413,8 +478,17 @@ pub(crate) fn create_qp_ioctl(c: &mut Call<'_>) -> Result<()> {
                     return Err(Errno::EINVAL);
                 }
             }
-            // No XRC domain can exist here.
-            return Err(Errno::ENOENT);
+            let Some(Uobj::Xrcd(x)) = c.b.obj(ids::ATTR_CREATE_XRCD_HANDLE).cloned() else { return Err(Errno::ENOENT) };
+            let user_handle: u64 = c.b.copy_from(ids::ATTR_CREATE_USER_HANDLE)?;
+            let event_file = match c.b.fd_obj(ids::ATTR_CREATE_EVENT_FD) {
+                Some(FdObj::Async(a)) => Some(a.clone()),
+                _ => c.st.default_async.clone(),
+            };
+            let qp = create_xrc_tgt(c.hca, c.st, x, user_handle, event_file, &c.udata)?;
+            let qpn = qp.qpn;
+            c.fill_new(ids::ATTR_CREATE_HANDLE, Uobj::Qp(qp))?;
+            c.b.copy_to_struct_or_zero(ids::ATTR_CREATE_RESP_CAP, QpCap::default().as_bytes())?;
+            return c.b.copy_to(ids::ATTR_CREATE_RESP_QP_NUM, qpn.as_bytes());
         }
         Some(t) => t,
         None => return Err(Errno::EINVAL),
@@ -494,8 +568,13 @@ fn create_qp_common(c: &mut WCall<'_>, cmd: ExCreateQp) -> Result<(Arc<Qp>, QpCa
         max_inline_data: cmd.max_inline_data,
     };
     if ty == QpType::XrcTgt {
-        // The XRC domain named by pd_handle cannot exist.
-        return Err(Errno::EINVAL);
+        // create_qp: pd_handle names the XRC domain (EINVAL when it does not resolve).
+        let Ok(Uobj::Xrcd(x)) = c.st.table.lookup(cmd.pd_handle as i64, ObjType::Xrcd) else { return Err(Errno::EINVAL) };
+        let qp = create_xrc_tgt(c.hca, c.st, x, cmd.user_handle, c.st.default_async.clone(), &c.udata)?;
+        if let Some(h) = c.new {
+            c.st.table.fill(h, Uobj::Qp(qp.clone()));
+        }
+        return Ok((qp, QpCap::default()));
     }
     let mut rcq = None;
     let mut srq = None;
@@ -842,11 +921,7 @@ fn transition_inbox(uid: u16, qp: &Qp, cur: QpState, new: QpState, n: &QpAttrs) 
     }
     if !matches!(opcode, op::QP_2RST | op::QP_2ERR) {
         let mut c = v.sub_mut(q::Rst2initQpIn::qpc);
-        let st = match qp.qp_type {
-            QpType::Rc => q::st::RC,
-            QpType::Uc => q::st::UC,
-            _ => q::st::UD,
-        };
+        let st = st_of(qp.qp_type);
         c.set(Qpc::st, st).set(Qpc::pm_state, n.path_mig_state);
         crate::firmware::write_qp_attrs(n, &mut c);
     }

@@ -11,10 +11,14 @@
 //! reads the limit back from the firmware's context.
 //!
 //! libibverbs (cmd_srq.c) tries UVERBS_METHOD_SRQ_CREATE first and falls back to
-//! CREATE_SRQ only where the kernel lacks the method; both share [`create_srq`]. Only
-//! basic SRQs exist here: an XRC SRQ needs an XRC domain, which never resolves (ENOENT,
-//! as the missing optional attribute gives), and a tag-matching one is EINVAL (mlx5_ib's
-//! check of the tag list size against `log_tag_matching_list_sz`, 0 on this device).
+//! CREATE_SRQ only where the kernel lacks the method; both share [`create_srq`]. An XRC
+//! SRQ (CREATE_XSRQ, type XRC) names an XRC domain handle (EINVAL when it does not
+//! resolve, as `__uverbs_create_xsrq` answers) and a CQ; mlx5_ib makes it with
+//! CREATE_XRC_SRQ (domain, CQ, and the user index `get_srq_user_index` checks) and the
+//! answer carries its number. UVERBS_METHOD_SRQ_CREATE (what libibverbs v44 sends for ibv_xsrq_pingpong's SRQ) answers
+//! the number in RESP_SRQ_NUM. A
+//! tag-matching SRQ is EINVAL (mlx5_ib's check of the tag list size against
+//! `log_tag_matching_list_sz`, 0 on this device).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -29,6 +33,7 @@ use prm::bits::{View, ViewMut};
 use prm::cmd::header::MboxOut;
 use prm::cmd::opcode as op;
 use prm::cmd::srq::{ArmRqIn, CreateSrqIn, CreateSrqOut, DestroySrqIn, QuerySrqIn, QuerySrqOut, Srqc, ARM_RQ_OP_MOD_SRQ};
+use prm::cmd::xrc_srq::{CreateXrcSrqIn, CreateXrcSrqOut, DestroyXrcSrqIn, XrcSrqc};
 
 use crate::firmware::{Host, SrqHost};
 use crate::hca::Hca;
@@ -39,7 +44,9 @@ use crate::kernel::udata::Udata;
 use crate::kernel::uobject::{FdObj, ObjType, Uobj};
 use crate::kernel::write::WCall;
 use crate::kernel::{FileState, Result};
-use crate::objects::{AsyncEventFile, Pd, Srq};
+use crate::objects::{AsyncEventFile, Cq, Pd, Srq};
+
+use super::xrcd::UXrcd;
 
 /// `enum ib_srq_attr_mask`.
 pub(crate) const SRQ_MAX_WR: u32 = 1 << 0;
@@ -56,7 +63,12 @@ pub(crate) struct SrqArgs {
     pub max_sge: u32,
     pub user_handle: u64,
     pub event_file: Option<Arc<AsyncEventFile>>,
+    /// An XRC SRQ's domain (the handle object it was made through) and CQ.
+    pub xrc: Option<(Arc<UXrcd>, Arc<Cq>)>,
 }
+
+/// `MLX5_IB_DEFAULT_UIDX`.
+const DEFAULT_UIDX: u32 = 0xff_ffff;
 
 /// The geometry `mlx5_ib_create_srq` derives from the request: (WQE count, log2 of the
 /// WQE size, scatter entries a WQE has room for), or EINVAL.
@@ -88,11 +100,28 @@ pub(crate) fn create_srq(hca: &Hca, st: &mut FileState, a: SrqArgs, udata: &Udat
     if udata.inp.len() > size && !udata.inp.is_cleared(size) {
         return Err(Errno::EINVAL);
     }
+    // get_srq_user_index: a user index exactly when the context has CQE version 1
+    // (CQE version 0 may pass the default one), 24 bits.
+    let has_uidx = n >= 28;
+    let uidx = if has_uidx && ctx.cqe_version == 0 && ucmd.uidx == DEFAULT_UIDX {
+        DEFAULT_UIDX
+    } else if has_uidx != (ctx.cqe_version != 0) || ucmd.uidx > DEFAULT_UIDX {
+        return Err(Errno::EINVAL);
+    } else {
+        ucmd.uidx
+    };
     let wq_sig = ucmd.flags & SRQ_FLAG_SIGNATURE != 0;
     // ib_umem_get of the buffer, mlx5_ib_db_map_user of the record's page.
     pin(ucmd.buf_addr, buf_size, false)?;
     pin(ucmd.db_addr & !0xfff, 4096, false)?;
-    let inbox = create_srq_inbox(ctx.devx_uid, a.pd.pdn, max, wqe_shift, wq_sig, ucmd.buf_addr, buf_size, ucmd.db_addr);
+    let mut inbox = create_srq_inbox(ctx.devx_uid, a.pd.pdn, max, wqe_shift, wq_sig, ucmd.buf_addr, buf_size, ucmd.db_addr);
+    let mut outlen = CreateSrqOut::BYTES;
+    if let Some((x, cq)) = &a.xrc {
+        // create_srq_split: an XRC SRQ is CREATE_XRC_SRQ (mlx5_core's create_xrc_srq_cmd),
+        // the same context fields in xrc_srqc's places plus domain, CQ and user index.
+        inbox = create_xrc_srq_inbox(&inbox, x.xrcd.xrcdn, cq.cqn, uidx);
+        outlen = CreateXrcSrqOut::BYTES;
+    }
     let host = SrqHost {
         user_handle: a.user_handle,
         event_file: a.event_file,
@@ -101,16 +130,22 @@ pub(crate) fn create_srq(hca: &Hca, st: &mut FileState, a: SrqArgs, udata: &Udat
         max_sge: a.max_sge,
     };
     let fw = hca.firmware();
-    let out = fw.kernel_cmd(&inbox, CreateSrqOut::BYTES, Some(Host::Srq(host)))?;
+    let out = fw.kernel_cmd(&inbox, outlen, Some(Host::Srq(host)))?;
+    // Both outboxes name the SRQ in the same bits.
     let srqn = View::<CreateSrqOut>::new(&out).map_err(|_| Errno::EIO)?.get(CreateSrqOut::srqn);
     let srq = fw.srq(srqn).ok_or(Errno::EIO)?;
     let resp = Mlx5CreateSrqResp { srqn, reserved: 0 };
     let outlen = udata.out.len.min(std::mem::size_of::<Mlx5CreateSrqResp>());
     if let Err(e) = udata.copy_to(&resp.as_bytes()[..outlen]) {
-        let _ = destroy_srq_cmd(hca, srqn, ctx.devx_uid);
+        let _ = destroy_srq_cmd(hca, &srq, ctx.devx_uid);
         return Err(e);
     }
     srq.pd.usecnt.fetch_add(1, Ordering::SeqCst);
+    if let Some((x, cq)) = a.xrc {
+        x.refcnt.fetch_add(1, Ordering::SeqCst);
+        cq.usecnt.fetch_add(1, Ordering::SeqCst);
+        st.xrc_srqs.insert(srqn, (x, cq));
+    }
     Ok(srq)
 }
 
@@ -142,8 +177,39 @@ pub(crate) fn create_srq_inbox(uid: u16, pdn: u32, max: u32, wqe_shift: u32, wq_
     b
 }
 
-/// `mlx5_cmd_destroy_srq`.
-pub(crate) fn destroy_srq_cmd(hca: &Hca, srqn: u32, uid: u16) -> Result<()> {
+/// CREATE_XRC_SRQ's inbox from a CREATE_SRQ one (`create_xrc_srq_cmd`: the same
+/// context values, the page list after the same 0x110-byte command).
+fn create_xrc_srq_inbox(basic: &[u8], xrcd: u32, cqn: u32, uidx: u32) -> Vec<u8> {
+    let mut b = vec![0u8; basic.len()];
+    b[CreateXrcSrqIn::BYTES..].copy_from_slice(&basic[CreateSrqIn::BYTES..]);
+    let (Ok(src), Ok(mut v)) = (View::<CreateSrqIn>::new(basic), ViewMut::<CreateXrcSrqIn>::new(&mut b)) else { return b };
+    let s = src.sub(CreateSrqIn::srq_context_entry);
+    v.set(CreateXrcSrqIn::opcode, op::CREATE_XRC_SRQ).set(CreateXrcSrqIn::uid, src.get(CreateSrqIn::uid));
+    v.sub_mut(CreateXrcSrqIn::xrc_srq_context_entry)
+        .set(XrcSrqc::wq_signature, s.get(Srqc::wq_signature))
+        .set(XrcSrqc::log_page_size, s.get(Srqc::log_page_size))
+        .set(XrcSrqc::log_rq_stride, s.get(Srqc::log_rq_stride))
+        .set(XrcSrqc::log_xrc_srq_size, s.get(Srqc::log_srq_size))
+        .set(XrcSrqc::page_offset, s.get(Srqc::page_offset))
+        .set(XrcSrqc::pd, s.get(Srqc::pd))
+        .set(XrcSrqc::db_record_addr, s.get(Srqc::dbr_addr))
+        .set(XrcSrqc::xrcd, xrcd)
+        .set(XrcSrqc::cqn, cqn)
+        .set(XrcSrqc::user_index, uidx);
+    b
+}
+
+/// `mlx5_cmd_destroy_srq`: DESTROY_XRC_SRQ for an XRC SRQ, DESTROY_SRQ otherwise.
+pub(crate) fn destroy_srq_cmd(hca: &Hca, srq: &Srq, uid: u16) -> Result<()> {
+    let srqn = srq.srqn;
+    if srq.xrc.is_some() {
+        let mut b = vec![0u8; DestroyXrcSrqIn::BYTES];
+        if let Ok(mut v) = ViewMut::<DestroyXrcSrqIn>::new(&mut b) {
+            v.set(DestroyXrcSrqIn::opcode, op::DESTROY_XRC_SRQ).set(DestroyXrcSrqIn::uid, uid)
+                .set(DestroyXrcSrqIn::xrc_srqn, srqn);
+        }
+        return hca.firmware().kernel_cmd(&b, MboxOut::BYTES, None).map(|_| ());
+    }
     let mut b = vec![0u8; DestroySrqIn::BYTES];
     if let Ok(mut v) = ViewMut::<DestroySrqIn>::new(&mut b) {
         v.set(DestroySrqIn::opcode, op::DESTROY_SRQ).set(DestroySrqIn::uid, uid).set(DestroySrqIn::srqn, srqn);
@@ -185,21 +251,28 @@ pub(crate) fn create_xsrq(c: &mut WCall<'_>) -> Result<()> {
 }
 
 /// `__uverbs_create_xsrq`: a CQ or PD handle that does not resolve gives the lookup's
-/// errno (see [`srq_of`]); an XRC SRQ's domain never resolves (none exist), which the
-/// core answers EINVAL; a tag-matching SRQ is mlx5_ib's EINVAL (no tag list on this
+/// errno (see [`srq_of`]); an XRC domain handle that does not, EINVAL; a tag-matching SRQ is mlx5_ib's EINVAL (no tag list on this
 /// device) and an unknown type its EOPNOTSUPP, both once the PD resolved.
 fn create_xsrq_common(c: &mut WCall<'_>, cmd: &CreateXsrq) -> Result<()> {
     use uverbs::sys::ids::srq::{SRQT_BASIC, SRQT_TM, SRQT_XRC};
     let h = c.alloc(ObjType::Srq)?;
+    let mut xrcd = None;
     if cmd.srq_type == SRQT_XRC {
-        c.st.table.lookup(cmd.xrcd_handle as i64, ObjType::Xrcd).map_err(|_| Errno::EINVAL)?;
+        match c.st.table.lookup(cmd.xrcd_handle as i64, ObjType::Xrcd) {
+            Ok(Uobj::Xrcd(x)) => xrcd = Some(x),
+            _ => return Err(Errno::EINVAL),
+        }
     }
+    let mut cq = None;
     if matches!(cmd.srq_type, SRQT_XRC | SRQT_TM) {
-        c.st.table.lookup(cmd.cq_handle as i64, ObjType::Cq)?;
+        match c.st.table.lookup(cmd.cq_handle as i64, ObjType::Cq)? {
+            Uobj::Cq(q) => cq = Some(q),
+            _ => return Err(Errno::EINVAL),
+        }
     }
     let Uobj::Pd(pd) = c.st.table.lookup(cmd.pd_handle as i64, ObjType::Pd)? else { return Err(Errno::EINVAL) };
     match cmd.srq_type {
-        SRQT_BASIC => {}
+        SRQT_BASIC | SRQT_XRC => {}
         SRQT_TM => return Err(Errno::EINVAL),
         _ => return Err(Errno::EOPNOTSUPP),
     }
@@ -209,10 +282,13 @@ fn create_xsrq_common(c: &mut WCall<'_>, cmd: &CreateXsrq) -> Result<()> {
         max_sge: cmd.max_sge,
         user_handle: cmd.user_handle,
         event_file: c.st.default_async.clone(),
+        xrc: xrcd.zip(cq),
     };
     let srq = create_srq(c.hca, c.st, args, &c.udata)?;
     c.st.table.fill(h, Uobj::Srq(srq.clone()));
-    let resp = CreateSrqResp { srq_handle: h, max_wr: srq.max_wr, max_sge: srq.max_sge, srqn: 0 };
+    // The SRQ number is the answer's for an XRC SRQ only (the sender names it).
+    let srqn = if srq.xrc.is_some() { srq.srqn } else { 0 };
+    let resp = CreateSrqResp { srq_handle: h, max_wr: srq.max_wr, max_sge: srq.max_sge, srqn };
     c.response(resp.as_bytes())
 }
 
@@ -228,10 +304,15 @@ pub(crate) fn create_srq_ioctl(c: &mut Call<'_>) -> Result<()> {
     if matches!(ty, ids::SRQT_XRC | ids::SRQT_TM) && c.b.obj(ids::ATTR_CREATE_CQ_HANDLE).is_none() {
         return Err(Errno::ENOENT);
     }
+    let mut xrc = None;
     match ty {
         ids::SRQT_BASIC => {}
-        // The XRC domain attribute cannot have resolved: none exist.
-        ids::SRQT_XRC => return Err(Errno::ENOENT),
+        // uverbs_attr_get_uobject of an absent optional attribute: ENOENT.
+        ids::SRQT_XRC => {
+            let Some(Uobj::Xrcd(x)) = c.b.obj(ids::ATTR_CREATE_XRCD_HANDLE).cloned() else { return Err(Errno::ENOENT) };
+            let Some(Uobj::Cq(cq)) = c.b.obj(ids::ATTR_CREATE_CQ_HANDLE).cloned() else { return Err(Errno::EINVAL) };
+            xrc = Some((x, cq));
+        }
         ids::SRQT_TM => {
             let _tags: u32 = c.b.copy_from(ids::ATTR_CREATE_MAX_NUM_TAGS)?;
             return Err(Errno::EINVAL);
@@ -243,12 +324,16 @@ pub(crate) fn create_srq_ioctl(c: &mut Call<'_>) -> Result<()> {
         Some(FdObj::Async(a)) => Some(a.clone()),
         _ => c.st.default_async.clone(),
     };
-    let args = SrqArgs { pd, max_wr, max_sge, user_handle, event_file };
+    let args = SrqArgs { pd, max_wr, max_sge, user_handle, event_file, xrc };
     let srq = create_srq(c.hca, c.st, args, &c.udata)?;
-    let (wr, sge) = (srq.max_wr, srq.max_sge);
+    let (wr, sge, srqn, is_xrc) = (srq.max_wr, srq.max_sge, srq.srqn, srq.xrc.is_some());
     c.fill_new(ids::ATTR_CREATE_HANDLE, Uobj::Srq(srq))?;
     c.b.copy_to(ids::ATTR_CREATE_RESP_MAX_WR, wr.as_bytes())?;
-    c.b.copy_to(ids::ATTR_CREATE_RESP_MAX_SGE, sge.as_bytes())
+    c.b.copy_to(ids::ATTR_CREATE_RESP_MAX_SGE, sge.as_bytes())?;
+    if is_xrc {
+        c.b.copy_to(ids::ATTR_CREATE_RESP_SRQ_NUM, srqn.as_bytes())?;
+    }
+    Ok(())
 }
 
 /// MODIFY_SRQ (write 33): `mlx5_ib_modify_srq`: no resize; a limit below the WQE count
