@@ -24,11 +24,18 @@ pub mod mkey;
 pub mod opcode;
 pub mod pd;
 pub mod qp;
+pub mod rq;
+pub mod sq;
 pub mod srq;
 pub mod status;
+pub mod tir;
+pub mod tis;
 pub mod uar;
 pub mod uctx;
 pub mod umem;
+pub mod wq;
 
+#[cfg(test)]
+mod raw_tests;
 #[cfg(test)]
 mod tests;
