@@ -184,6 +184,7 @@ pub(super) fn create(c: &mut Cmd<'_>) -> R<()> {
         buf_addr,
         sq_offset,
         sq_buf_addr: 0,
+        raw: None,
         db_addr,
         rq_wqe_count: rq_count,
         rq_wqe_shift: if has_rq { rq_shift } else { 0 },

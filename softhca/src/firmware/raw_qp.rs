@@ -19,7 +19,8 @@ use crate::objects::{self, Kind, Live, QpAttrs, QpType};
 impl Firmware<'_> {
     /// The device half's QP of a raw packet QP made of SQ `sqn` and RQ `rqn` (at least
     /// one), both `uid`'s; EINVAL when either is missing.
-    pub(crate) fn raw_qp(&self, uid: u16, sqn: Option<u32>, rqn: Option<u32>, host: QpHost) -> Result<Arc<objects::Qp>, Errno> {
+    pub(crate) fn raw_qp(&self, uid: u16, raw: objects::RawQueues, host: QpHost) -> Result<Arc<objects::Qp>, Errno> {
+        let (sqn, rqn) = (raw.sqn, raw.rqn);
         let mut o = self.objects.lock().unwrap_or_else(|p| p.into_inner());
         let sq = match sqn {
             Some(n) => Some(o.sqs.get(&n).filter(|s| s.uid == uid).ok_or(Errno::EINVAL)?),
@@ -50,6 +51,7 @@ impl Firmware<'_> {
             buf_addr: rq.map_or(0, |r| r.v.buf),
             sq_offset: 0,
             sq_buf_addr: sq.map_or(0, |s| s.v.buf),
+            raw: Some(raw),
             db_addr: sq.map(|s| s.v.db).or(rq.map(|r| r.v.db)).unwrap_or(0),
             rq_wqe_count: rq.map_or(0, |r| r.v.count),
             rq_wqe_shift: rq.map_or(0, |r| r.v.stride_shift),
