@@ -3,7 +3,8 @@
 //! direct TIR naming the RQ, and its QP number is the SQ's (the RQ's without an SQ).
 //! The device half runs one [`objects::Qp`] for it, built here from the SQ's and RQ's
 //! contexts once the kernel half made them, and linked to both: the SQ's doorbells
-//! send frames, and a frame steered to the TIR lands in the RQ ([`Firmware::tir_qp`]).
+//! send frames, and a frame steered to the TIR lands in the RQ (the device half keeps
+//! the TIR -> QP link: `device::port::deliver_to_tir`).
 //!
 //! The QP's number is freed with the queue that carries it; the other queue's number
 //! goes back to the pool on its own destroy.
@@ -75,14 +76,6 @@ impl Firmware<'_> {
         }
         self.hca.insert_qp(&qp);
         Ok(qp)
-    }
-
-    /// The QP whose RQ TIR `tirn` delivers to, while that RQ is ready (RDY): the one
-    /// place a received frame's "deliver to TIR n" verdict is resolved.
-    pub(crate) fn tir_qp(&self, tirn: u32) -> Option<Arc<objects::Qp>> {
-        let o = self.objects.lock().unwrap_or_else(|p| p.into_inner());
-        let rq = o.rqs.get(&o.tirs.get(&tirn)?.v.rqn)?;
-        (rq.v.state == prm::cmd::rq::state::RDY).then(|| rq.v.qp.clone()).flatten()
     }
 }
 

@@ -3,8 +3,8 @@
 //! (RSS over an RQ table) needs CREATE_RQT, which this firmware does not execute, so
 //! it is refused (BAD_PARAM).
 //!
-//! The device half reaches an RQ only through a TIR ([`super::Firmware::tir_qp`]), as
-//! a flow rule's "forward to TIR n" does.
+//! The device half reaches an RQ only through a TIR (`device::port::deliver_to_tir`),
+//! as a flow rule's "forward to TIR n" does.
 
 use prm::cmd::tir::{self as t, CreateTirIn, CreateTirOut, DestroyTirIn, Tirc};
 
