@@ -86,6 +86,55 @@ fn l4_ok(proto: u8, src: &[u8], dst: &[u8], seg: &[u8]) -> bool {
     fold(pseudo + sum16(seg)) == 0xffff
 }
 
+/// Where a frame's L4 segment is: (protocol, pseudo-header source, destination,
+/// segment start, segment end), for an unfragmented IPv4 or IPv6 frame.
+fn l4_span(frame: &[u8]) -> Option<(u8, std::ops::Range<usize>, std::ops::Range<usize>, usize, usize)> {
+    let mut ethertype = be16(frame, 12)?;
+    let mut at = ETH_HLEN;
+    if ethertype == ETH_P_8021Q {
+        ethertype = be16(frame, 16)?;
+        at += 4;
+    }
+    match ethertype {
+        ETH_P_IP => {
+            let ihl = (*frame.get(at)? & 0xf) as usize * 4;
+            let total = be16(frame, at + 2)? as usize;
+            if ihl < 20 || total < ihl || frame.len() < at + total || be16(frame, at + 6)? & 0x3fff != 0 {
+                return None;
+            }
+            Some((frame[at + 9], at + 12..at + 16, at + 16..at + 20, at + ihl, at + total))
+        }
+        ETH_P_IPV6 => {
+            let plen = be16(frame, at + 4)? as usize;
+            if frame.len() < at + 40 + plen {
+                return None;
+            }
+            Some((frame[at + 6], at + 8..at + 24, at + 24..at + 40, at + 40, at + 40 + plen))
+        }
+        _ => None,
+    }
+}
+
+/// Writes the finished TCP or UDP checksum into `frame`: what a sender's NIC does for
+/// a frame its stack handed over with checksum offload (a veth passes such frames on
+/// with only the pseudo-header sum in the field; a wire carries the finished one).
+pub fn finish_l4_checksum(frame: &mut [u8]) {
+    let Some((proto, src, dst, start, end)) = l4_span(frame) else { return };
+    let field = match proto {
+        17 if end - start >= 8 => start + 6,
+        6 if end - start >= 20 => start + 16,
+        _ => return,
+    };
+    frame[field..field + 2].fill(0);
+    let seg = &frame[start..end];
+    let sum = sum16(&frame[src]) + sum16(&frame[dst]) + proto as u32 + seg.len() as u32 + sum16(seg);
+    let mut c = !fold(sum);
+    if proto == 17 && c == 0 {
+        c = 0xffff;
+    }
+    frame[field..field + 2].copy_from_slice(&c.to_be_bytes());
+}
+
 /// Parses `frame` as a ConnectX's receive parser would (see the module doc).
 pub fn classify(frame: &[u8]) -> FrameInfo {
     let mut info = FrameInfo::default();
@@ -197,6 +246,20 @@ mod tests {
         let mut f = hex(UDP4);
         *f.last_mut().unwrap() ^= 1; // payload under the UDP checksum
         assert_eq!(classify(&f).ok, ok::L2 | ok::L3);
+    }
+
+    #[test]
+    fn finished_checksums_are_scapys() {
+        for f in [UDP4, TCP_ACK, UDP6] {
+            let want = hex(f);
+            let mut g = want.clone();
+            // A partial (offloaded) checksum: anything but the finished value.
+            let (.., start, _) = l4_span(&g).unwrap();
+            let field = start + if f == TCP_ACK { 16 } else { 6 };
+            g[field] ^= 0x5a;
+            finish_l4_checksum(&mut g);
+            assert_eq!(g, want);
+        }
     }
 
     #[test]
