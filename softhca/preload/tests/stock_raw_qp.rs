@@ -50,7 +50,7 @@ fn run(mut c: Command, name: &str, checks: &[&str]) {
 #[test]
 fn raw_qp_lifecycle_as_root() {
     if !is_root() {
-        eprintln!("SKIP raw_qp_lifecycle_as_root: needs root (CAP_NET_RAW)");
+        testkit::skip(testkit::Need::Root, "RAW_PACKET QPs need CAP_NET_RAW");
         return;
     }
     let Some(exe) = build() else { return };
@@ -62,12 +62,12 @@ fn raw_qp_lifecycle_as_root() {
 #[test]
 fn raw_qp_eperm_without_cap_net_raw() {
     if !is_root() {
-        eprintln!("SKIP raw_qp_eperm_without_cap_net_raw: needs root to drop CAP_NET_RAW from");
+        testkit::skip(testkit::Need::Root, "needs root to drop CAP_NET_RAW from");
         return;
     }
     let Some(capsh) = ["/usr/sbin/capsh", "/sbin/capsh", "/usr/bin/capsh"].into_iter().map(Path::new).find(|p| p.exists())
     else {
-        eprintln!("SKIP raw_qp_eperm_without_cap_net_raw: capsh missing (apt-get install libcap2-bin)");
+        testkit::skip(testkit::Need::Tool, "capsh missing (apt-get install libcap2-bin)");
         return;
     };
     let Some(exe) = build() else { return };
