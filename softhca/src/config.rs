@@ -56,6 +56,12 @@ pub const ADDR_ENV: &str = "DOORBELL_SOFTHCA_ADDR";
 /// where a real NIC doing its job would sit, so that NCCL's GPU-NIC path type and GDR
 /// decision can be worked out for it. Unset: the instance is in no PCI tree.
 pub const PCI_ENV: &str = "DOORBELL_SOFTHCA_PCI";
+/// Environment variable naming the interface of the Ethernet port (raw packet QPs'
+/// frames, through an AF_PACKET socket: [`crate::device::port`]), e.g. `veth0`.
+pub const ETH_IF_ENV: &str = "DOORBELL_ETH_IF";
+/// TEST-ONLY, until flow steering is connected: `1` delivers every received frame that
+/// is not this instance's RoCEv2 to every raw packet QP that can receive.
+pub const ETH_TEST_FANOUT_ENV: &str = "DOORBELL_ETH_TEST_FANOUT";
 /// Mellanox's IEEE OUI.
 pub const MELLANOX_OUI: [u8; 3] = [0x00, 0x02, 0xc9];
 
@@ -130,6 +136,11 @@ pub struct Config {
     /// Which path packets take to same-host peers (`DOORBELL_WIRE`, see
     /// [`crate::device::link`]).
     pub wire: crate::device::link::Wire,
+    /// The interface the Ethernet port of raw packet QPs is attached to ([`ETH_IF_ENV`];
+    /// None: no port).
+    pub eth_if: Option<String>,
+    /// TEST-ONLY until flow steering is connected ([`ETH_TEST_FANOUT_ENV`]).
+    pub eth_test_fanout: bool,
 }
 
 impl Config {
@@ -169,6 +180,8 @@ impl Config {
             doorbell_trap: crate::device::trap::env_allows(),
             pci_path: pci_path_from_env(),
             wire: crate::device::link::Wire::from_env(),
+            eth_if: std::env::var(ETH_IF_ENV).ok().map(|s| s.trim().to_string()).filter(|s| !s.is_empty()),
+            eth_test_fanout: switched_on(ETH_TEST_FANOUT_ENV),
         }
     }
 

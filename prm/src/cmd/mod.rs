@@ -24,13 +24,20 @@ pub mod mkey;
 pub mod opcode;
 pub mod pd;
 pub mod qp;
+pub mod rq;
+pub mod sq;
 pub mod srq;
 pub mod status;
+pub mod tir;
+pub mod tis;
 pub mod uar;
 pub mod uctx;
 pub mod umem;
+pub mod wq;
 pub mod xrc_srq;
 pub mod xrcd;
 
+#[cfg(test)]
+mod raw_tests;
 #[cfg(test)]
 mod tests;

@@ -73,6 +73,20 @@ counters! {
     rx_bad_qkey,
     /// UD packets that found no receive WQE (dropped, as UD does).
     rx_no_recv,
+    /// Ethernet port (raw packet QPs): frames sent, their bytes, and frames lost (no
+    /// port, or the interface refused them).
+    eth_tx_frames,
+    eth_tx_bytes,
+    eth_tx_dropped,
+    /// Frames received on the port and their bytes (RoCEv2 to this instance included).
+    eth_rx_frames,
+    eth_rx_bytes,
+    /// Frames steering placed nowhere.
+    eth_rx_unsteered,
+    /// Frames steered to a TIR whose RQ does not exist or is not ready.
+    eth_rx_no_rq,
+    /// Frames whose RQ had no receive WQE posted (dropped).
+    eth_rx_no_recv,
     /// Packets dropped by fault injection.
     fault_dropped,
     /// Packets duplicated by fault injection.

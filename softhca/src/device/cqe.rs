@@ -102,6 +102,13 @@ pub struct Cqe {
     pub solicited: bool,
     /// Error CQEs: the syndrome.
     pub syndrome: u8,
+    /// Raw packet receive CQEs: the parser's L2/L3/L4 OK bits and header types
+    /// ([`super::port::frame`]).
+    pub hds_ip_ext: u8,
+    pub l4_hdr_type_etc: u8,
+    /// Raw packet receive CQEs: the steering rule's flow tag, which a ConnectX writes in
+    /// `sop_drop_qpn` instead of the QP number.
+    pub flow_tag: Option<u32>,
 }
 
 impl Cqe {
@@ -121,8 +128,10 @@ impl Cqe {
             c.imm_inval_pkey = U32::new(self.imm);
             c.byte_cnt = U32::new(self.byte_cnt);
             c.timestamp = U64::new(self.timestamp);
+            c.hds_ip_ext = self.hds_ip_ext;
+            c.l4_hdr_type_etc = self.l4_hdr_type_etc;
             let top = if self.opcode == opcode::REQ { self.wqe_opcode } else { 0 };
-            c.set_sop_drop_qpn(top, self.qpn);
+            c.set_sop_drop_qpn(top, self.flow_tag.unwrap_or(self.qpn));
         }
         c
     }

@@ -54,6 +54,8 @@ pub(crate) struct Datapath {
     pub capture: Option<Capture>,
     /// Where same-host peers leave packets (None: the same-host path is off).
     pub inbox: Option<Inbox>,
+    /// The Ethernet port of raw packet QPs (None: no `DOORBELL_ETH_IF`).
+    pub port: Option<super::port::Port>,
     copies: Copies,
     scratch: Vec<u8>,
     keys: KeyCache,
@@ -100,8 +102,8 @@ impl Datapath {
     }
 
     pub fn new(sock: UdpSocket, local: SocketAddr, tx: Tx, capture: Option<Capture>, inbox: Option<Inbox>) -> Datapath {
-        Datapath { sock, local, rx: Rx::new(), tx, capture, inbox, copies: Copies::new(), scratch: Vec::with_capacity(4096), keys: KeyCache::default(), steps: 0,
-                   rx_empty: 0, rx_skip: 0 }
+        Datapath { sock, local, rx: Rx::new(), tx, capture, inbox, port: None, copies: Copies::new(), scratch: Vec::with_capacity(4096), keys: KeyCache::default(),
+                   steps: 0, rx_empty: 0, rx_skip: 0 }
     }
 }
 
@@ -123,7 +125,7 @@ pub(crate) enum Flush {
 /// so the receive syscall is skipped. Returns whether anything happened and the earliest
 /// transport timer.
 pub(crate) fn step(hca: &Hca, st: &mut State, counters: &Counters, now: Instant, skip_rx: bool, flush: Flush) -> (bool, Option<Instant>) {
-    let State { qps, cqs, dp } = st;
+    let State { qps, cqs, tirs, dp } = st;
     let Some(dp) = dp.as_mut() else { return (false, None) };
     let queued = dp.tx.pending() > 0;
     let cqes = counters.cqes.load(Ordering::Relaxed);
@@ -188,8 +190,16 @@ pub(crate) fn step(hca: &Hca, st: &mut State, counters: &Counters, now: Instant,
         env.copies.report(counters);
         env.work |= got > 0;
     }
+    if let Some(port) = dp.port.as_mut() {
+        super::port::receive(port, qps, tirs, &mut env);
+    }
     let mut deadline: Option<Instant> = None;
     for q in qps.values_mut() {
+        if q.qp.qp_type == crate::objects::QpType::RawPacket {
+            super::port::step_qp(q, dp.port.as_ref(), &mut env);
+            q.publish();
+            continue;
+        }
         q.resp.flush_ack();
         match q.state {
             QpState::Rts => {

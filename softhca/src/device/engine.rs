@@ -170,6 +170,7 @@ pub(crate) fn spawn(shared: Arc<Shared>, pages: Arc<DevicePages>, hca: &Arc<Hca>
     if let Some(i) = &inbox {
         let _ = shared.awake.set(i.awake());
     }
+    let (eth_if, eth_fanout) = (cfg.eth_if.clone(), cfg.eth_test_fanout);
     let weak = Arc::downgrade(hca);
     let name = format!("shca-{}", cfg.addr);
     let grace = timers::grace();
@@ -184,7 +185,14 @@ pub(crate) fn spawn(shared: Arc<Shared>, pages: Arc<DevicePages>, hca: &Arc<Hca>
         let capture = pcap.and_then(Capture::open);
         let capturing = capture.is_some();
         let fd = sock.as_raw_fd();
-        shared.lock().dp = Some(Datapath::new(sock, local, Tx::new(local, fault, gso, peers), capture, inbox));
+        let mut dp = Datapath::new(sock, local, Tx::new(local, fault, gso, peers), capture, inbox);
+        if let Some(ifname) = &eth_if {
+            match super::port::Port::open(ifname, local.ip(), eth_fanout, Arc::downgrade(&shared)) {
+                Ok(p) => dp.port = Some(p),
+                Err(e) => tracing::warn!(target: "softhca::port", ifname = %ifname, "no ethernet port: {e}"),
+            }
+        }
+        shared.lock().dp = Some(dp);
         let mut e = Engine {
             shared,
             hca: weak,

@@ -61,6 +61,7 @@ pub mod link;
 mod mem;
 pub mod mkey;
 pub mod polled;
+pub mod port;
 pub mod psn;
 pub mod qp;
 pub mod requester;
@@ -103,6 +104,8 @@ use qp::QpCtx;
 pub(crate) struct State {
     pub qps: BTreeMap<u32, QpCtx>,
     pub cqs: HashMap<u32, CqCtx>,
+    /// The raw packet QP behind each TIR ([`port::deliver_to_tir`]).
+    pub tirs: port::Tirs,
     /// Set when the engine starts.
     pub dp: Option<datapath::Datapath>,
 }
@@ -318,7 +321,11 @@ impl Device {
     /// A QP was created (state RESET).
     pub fn qp_created(&self, qp: &Arc<Qp>) {
         tracing::trace!(target: "softhca::device", qpn = qp.qpn, "qp created");
-        self.shared.lock().qps.insert(qp.qpn, QpCtx::new(qp.clone()));
+        let mut st = self.shared.lock();
+        if let Some(tirn) = qp.raw.and_then(|r| r.tirn) {
+            st.tirs.insert(tirn, qp.qpn);
+        }
+        st.qps.insert(qp.qpn, QpCtx::new(qp.clone()));
     }
 
     /// MODIFY_QP moved a QP from `from` to `to` (possibly the same state, when only
@@ -339,7 +346,11 @@ impl Device {
     /// A QP is being destroyed: stop processing its queues and forget its connection.
     pub fn qp_destroyed(&self, qp: &Arc<Qp>) {
         tracing::trace!(target: "softhca::device", qpn = qp.qpn, "qp destroyed");
-        self.shared.lock().qps.remove(&qp.qpn);
+        let mut st = self.shared.lock();
+        if let Some(tirn) = qp.raw.and_then(|r| r.tirn) {
+            st.tirs.remove(&tirn);
+        }
+        st.qps.remove(&qp.qpn);
     }
 
     /// An MR was registered or is being deregistered. In-flight operations that already

@@ -242,7 +242,8 @@ impl QpCtx {
             out.fill(0);
             return;
         }
-        let base = self.qp.buf_addr + self.qp.sq_offset;
+        // A raw packet QP's SQ is a buffer of its own.
+        let base = if self.qp.sq_buf_addr != 0 { self.qp.sq_buf_addr } else { self.qp.buf_addr + self.qp.sq_offset };
         let mut off = (at as u64 % self.qp.sq_wqe_count as u64) * super::wqe::WQEBB as u64;
         let mut done = 0;
         while done < out.len() {

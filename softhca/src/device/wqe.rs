@@ -219,7 +219,7 @@ pub fn parse(ctrl: &Ctrl, wqe: &[u8]) -> Result<(Op, Data), WqeError> {
 }
 
 /// Data segments, inline segments, or a mix, filling `rest` (whole 16-byte units).
-fn parse_payload(rest: &[u8]) -> Result<Data, WqeError> {
+pub(crate) fn parse_payload(rest: &[u8]) -> Result<Data, WqeError> {
     let mut sges = Vec::new();
     let mut inline: Option<Vec<u8>> = None;
     let mut pieces = Vec::new();

@@ -21,6 +21,7 @@
 //! | CREATE_XRC_SRQ, DESTROY_XRC_SRQ (an SRQ of an XRC domain, with its CQ and user index) | `srq.rs` |
 //! | ALLOC_XRCD, DEALLOC_XRCD (XRC domains) | `xrcd.rs` |
 //! | CREATE_MKEY, DESTROY_MKEY | `mkey.rs` |
+//! | CREATE_TIS, DESTROY_TIS; CREATE_SQ, MODIFY_SQ, DESTROY_SQ; CREATE_RQ, MODIFY_RQ, DESTROY_RQ; CREATE_TIR (direct), DESTROY_TIR (raw Ethernet queues; a verbs RAW_PACKET QP is built of them: `raw_qp.rs`) | `tis.rs`, `sq.rs`, `rq.rs`, `tir.rs` |
 //!
 //! Firmware objects are the device's objects. A CQ or QP carries memory: its ring and
 //! doorbell record (in a UMEM, or at the page list's address) are resolved, checked
@@ -83,8 +84,13 @@ mod mkey;
 mod pd;
 mod qp;
 mod qpc;
+mod raw_qp;
+mod rq;
+mod sq;
 mod srq;
 pub mod status;
+mod tir;
+mod tis;
 mod uar;
 pub mod uctx;
 mod umem;
@@ -131,6 +137,12 @@ pub(crate) struct Objects {
     mkeys: BTreeMap<u32, Obj<mkey::MkeyObj>>,
     umems: BTreeMap<u32, Obj<umem::UmemObj>>,
     xrcds: BTreeMap<u32, Obj<()>>,
+    /// Raw Ethernet queues and their transport interfaces (SQ and RQ numbers come from
+    /// the QPN pool; TIS and TIR numbers are their own, from 1).
+    sqs: BTreeMap<u32, Obj<sq::SqObj>>,
+    rqs: BTreeMap<u32, Obj<rq::RqObj>>,
+    tiss: BTreeMap<u32, Obj<tis::TisObj>>,
+    tirs: BTreeMap<u32, Obj<tir::TirObj>>,
     /// DevX user contexts (their uids).
     uctxs: BTreeSet<u16>,
     /// The device's own user context for whitelisted commands of contexts opened
@@ -149,6 +161,10 @@ impl Objects {
             || self.mkeys.values().any(|o| o.uid == uid)
             || self.umems.values().any(|o| o.uid == uid)
             || self.xrcds.values().any(|o| o.uid == uid)
+            || self.sqs.values().any(|o| o.uid == uid)
+            || self.rqs.values().any(|o| o.uid == uid)
+            || self.tiss.values().any(|o| o.uid == uid)
+            || self.tirs.values().any(|o| o.uid == uid)
     }
 }
 
@@ -286,6 +302,16 @@ const COMMANDS: &[Entry] = &[
     entry(op::DEALLOC_XRCD, c::xrcd::DeallocXrcdIn::BYTES, MboxOut::BYTES, xrcd::dealloc),
     entry(op::CREATE_MKEY, c::mkey::CreateMkeyIn::BYTES, c::mkey::CreateMkeyOut::BYTES, mkey::create),
     entry(op::DESTROY_MKEY, c::mkey::DestroyMkeyIn::BYTES, c::mkey::DestroyMkeyOut::BYTES, mkey::destroy),
+    entry(op::CREATE_TIS, c::tis::CreateTisIn::BYTES, c::tis::CreateTisOut::BYTES, tis::create),
+    entry(op::DESTROY_TIS, c::tis::DestroyTisIn::BYTES, MboxOut::BYTES, tis::destroy),
+    entry(op::CREATE_SQ, c::sq::CreateSqIn::BYTES, c::sq::CreateSqOut::BYTES, sq::create),
+    entry(op::MODIFY_SQ, c::sq::ModifySqIn::BYTES, MboxOut::BYTES, sq::modify),
+    entry(op::DESTROY_SQ, c::sq::DestroySqIn::BYTES, MboxOut::BYTES, sq::destroy),
+    entry(op::CREATE_RQ, c::rq::CreateRqIn::BYTES, c::rq::CreateRqOut::BYTES, rq::create),
+    entry(op::MODIFY_RQ, c::rq::ModifyRqIn::BYTES, MboxOut::BYTES, rq::modify),
+    entry(op::DESTROY_RQ, c::rq::DestroyRqIn::BYTES, MboxOut::BYTES, rq::destroy),
+    entry(op::CREATE_TIR, c::tir::CreateTirIn::BYTES, c::tir::CreateTirOut::BYTES, tir::create),
+    entry(op::DESTROY_TIR, c::tir::DestroyTirIn::BYTES, MboxOut::BYTES, tir::destroy),
     entry(op::CREATE_UCTX, c::uctx::CreateUctxIn::BYTES, c::uctx::CreateUctxOut::BYTES, uctx::create),
     entry(op::DESTROY_UCTX, c::uctx::DestroyUctxIn::BYTES, MboxOut::BYTES, uctx::destroy),
     entry(op::CREATE_UMEM, c::umem::CreateUmemIn::BYTES, c::umem::CreateUmemOut::BYTES, umem::create),
@@ -484,6 +510,18 @@ fn remove<T>(map: &mut BTreeMap<u32, Obj<T>>, id: u32, uid: u16) -> R<Obj<T>> {
         return Err(busy());
     }
     map.remove(&id).ok_or(Outcome::err(c::status::BAD_RES_ERR, syndrome::NO_OBJECT))
+}
+
+/// The smallest free number of a table numbered from 1 (TIS, TIR).
+fn next_free<T>(map: &BTreeMap<u32, Obj<T>>) -> u32 {
+    let mut n = 1;
+    for &k in map.keys() {
+        if k != n {
+            break;
+        }
+        n += 1;
+    }
+    n
 }
 
 /// A destroy of an object another one still uses.

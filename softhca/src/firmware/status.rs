@@ -121,6 +121,17 @@ pub mod syndrome {
     /// or is another uid's.
     pub const BAD_XRCD: u32 = 0x0300_0016;
     /// BAD_RES: the object named does not exist.
+    /// A WQ that is not cyclic, or an RQ whose WQEs are not in its own buffer.
+    pub const WQ_TYPE: u32 = 0x0300_0030;
+    /// An SQ or RQ created in a state other than RST, or moved from a state it is not
+    /// in or along a move the PRM does not have.
+    pub const WQ_STATE: u32 = 0x0300_0031;
+    /// An SQ naming no TIS of the issuer (or more than one).
+    pub const BAD_TIS: u32 = 0x0300_0032;
+    /// A TIR naming no RQ of the issuer.
+    pub const BAD_RQ: u32 = 0x0300_0033;
+    /// An indirect TIR (RSS): no RQ tables here.
+    pub const TIR_DISP_TYPE: u32 = 0x0300_0034;
     pub const NO_OBJECT: u32 = 0x0500_0001;
     /// BAD_RES_STATE: a QP transition its current state does not have.
     pub const QP_STATE: u32 = 0x0900_0001;

@@ -27,7 +27,7 @@ pub use channel::{AsyncEventFile, CompChannel};
 pub use cq::Cq;
 pub use mr::{KeySpan, Loc, Mr, MrBacking};
 pub use pd::Pd;
-pub use qp::{AddressVector, Qp, QpAttrs, QpState, QpType};
+pub use qp::{AddressVector, Qp, QpAttrs, QpState, QpType, RawQueues};
 pub use srq::Srq;
 pub use uar::{UarKind, UarObj};
 

@@ -177,6 +177,17 @@ pub struct QpDevState {
     pub rq_consumer: u32,
 }
 
+/// The firmware objects behind a RAW_PACKET QP (mlx5_ib's `mlx5_ib_raw_packet_qp`):
+/// an SQ sending through a TIS when the QP has a send queue, an RQ fed by a direct TIR
+/// when it has a receive queue. The numbers are the ones the create response reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RawQueues {
+    pub sqn: Option<u32>,
+    pub tisn: Option<u32>,
+    pub rqn: Option<u32>,
+    pub tirn: Option<u32>,
+}
+
 /// A queue pair (`struct ib_qp` + mlx5 QPC).
 #[derive(Debug)]
 pub struct Qp {
@@ -205,6 +216,8 @@ pub struct Qp {
     pub sq_offset: u64,
     /// A separate SQ buffer (RAW_PACKET only; 0 otherwise).
     pub sq_buf_addr: u64,
+    /// The firmware queues a RAW_PACKET QP is made of (None for every other type).
+    pub raw: Option<RawQueues>,
     /// Doorbell record: RQ counter at +0, SQ counter at +4.
     pub db_addr: u64,
     /// Receive WQEs in the RQ (power of two or 0) and log2 of their size.

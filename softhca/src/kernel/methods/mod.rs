@@ -13,6 +13,7 @@ pub(crate) mod mr;
 pub(crate) mod pd;
 pub(crate) mod port;
 pub(crate) mod qp;
+pub(crate) mod raw_qp;
 pub(crate) mod srq;
 pub(crate) mod uar;
 pub(crate) mod xrcd;

@@ -83,11 +83,12 @@ pub(crate) struct QpArgs {
 /// firmware make the QP (CREATE_QP) and counts the PD and CQ uses. Returns the QP and the capabilities to report.
 pub(crate) fn create_qp(hca: &Hca, st: &mut FileState, mut a: QpArgs, udata: &Udata) -> Result<(Arc<Qp>, QpCap)> {
     let ctx = st.ctx_mut()?;
-    // check_qp_type: no XRC and no DC on this device; raw packet QPs are not implemented.
+    // check_qp_type: no DC on this device.
+    let raw = a.ty == QpType::RawPacket;
     match a.ty {
-        QpType::Rc | QpType::Uc | QpType::Ud | QpType::XrcIni => {}
+        QpType::Rc | QpType::Uc | QpType::Ud | QpType::XrcIni | QpType::RawPacket => {}
         // An XRC target QP is the kernel's (create_xrc_tgt_qp).
-        QpType::RawPacket | QpType::XrcTgt | QpType::Driver => return Err(Errno::EOPNOTSUPP),
+        QpType::XrcTgt | QpType::Driver => return Err(Errno::EOPNOTSUPP),
     }
     // process_udata_size / check_ucmd_data / copy
     let ucmd_size = std::mem::size_of::<Mlx5CreateQp>();
@@ -207,7 +208,9 @@ pub(crate) fn create_qp(hca: &Hca, st: &mut FileState, mut a: QpArgs, udata: &Ud
         if sq_size > i32::MAX as u64 || total > i32::MAX as u64 {
             return Err(Errno::EINVAL);
         }
-        Ok((rq_size, total))
+        // A raw packet QP's SQ is a buffer of its own (`sq_buf_addr`): the main
+        // buffer holds the RQ only.
+        Ok((rq_size, if raw { rq_size } else { total }))
     })();
     // The SQ's offset (the RQ's size) is the firmware's to derive from the context.
     let (_sq_offset, buf_size) = match sizes {
@@ -224,20 +227,30 @@ pub(crate) fn create_qp(hca: &Hca, st: &mut FileState, mut a: QpArgs, udata: &Ud
                 return Err(Errno::EINVAL);
             }
         }
+        if raw && ucmd.sq_wqe_count != 0 {
+            if ucmd.sq_buf_addr == 0 || ucmd.sq_buf_addr % 64 != 0 {
+                return Err(Errno::EINVAL);
+            }
+            pin(ucmd.sq_buf_addr, (ucmd.sq_wqe_count as u64) << 6, false)?;
+        }
         pin(ucmd.db_addr & !0xfff, 4096, false)
     })();
     if let Err(e) = pins {
         release(ctx);
         return Err(e);
     }
-    let resp = Mlx5CreateQpResp {
+    let mut resp = Mlx5CreateQpResp {
         bfreg_index: bfregn.map(adjust_bfregn).unwrap_or(INVALID_BFREG),
         ..Default::default()
     };
     let outlen = udata.out.len.min(std::mem::size_of::<Mlx5CreateQpResp>());
-    if let Err(e) = udata.copy_to(&resp.as_bytes()[..outlen]) {
-        release(ctx);
-        return Err(e);
+    // A raw packet QP's response carries the numbers of the objects it is made of, so
+    // it is written once they exist (as create_raw_packet_qp does).
+    if !raw {
+        if let Err(e) = udata.copy_to(&resp.as_bytes()[..outlen]) {
+            release(ctx);
+            return Err(e);
+        }
     }
     // create_qp_common: CREATE_QP under the context's uid; the firmware's QP is the
     // verbs QP.
@@ -271,10 +284,22 @@ pub(crate) fn create_qp(hca: &Hca, st: &mut FileState, mut a: QpArgs, udata: &Ud
         event_file: a.event_file.clone(),
     };
     let fw = hca.firmware();
-    let made = fw.kernel_cmd(&inbox, CreateQpOut::BYTES, Some(Host::Qp(host))).and_then(|out| {
-        let qpn = View::<CreateQpOut>::new(&out).map_err(|_| Errno::EIO)?.get(CreateQpOut::qpn);
-        fw.qp(qpn).ok_or(Errno::EIO)
-    });
+    let made = if raw {
+        super::raw_qp::create(hca, ctx.devx_uid, &geo, ucmd.sq_buf_addr, host, &mut resp).and_then(|qp| {
+            match udata.copy_to(&resp.as_bytes()[..outlen]) {
+                Ok(()) => Ok(qp),
+                Err(e) => {
+                    let _ = super::raw_qp::destroy(hca, &qp, ctx.devx_uid);
+                    Err(e)
+                }
+            }
+        })
+    } else {
+        fw.kernel_cmd(&inbox, CreateQpOut::BYTES, Some(Host::Qp(host))).and_then(|out| {
+            let qpn = View::<CreateQpOut>::new(&out).map_err(|_| Errno::EIO)?.get(CreateQpOut::qpn);
+            fw.qp(qpn).ok_or(Errno::EIO)
+        })
+    };
     let qp = match made {
         Ok(qp) => qp,
         Err(e) => {
@@ -435,7 +460,10 @@ const RQ_TYPE_ZERO_LEN: u8 = 0x3;
 
 /// `destroy_qp_common`: 2RST unless the QP is in RESET already, then DESTROY_QP, under
 /// the context's uid.
-pub(crate) fn destroy_qp_cmds(hca: &Hca, qp: &Qp, uid: u16) -> Result<()> {
+pub(crate) fn destroy_qp_cmds(hca: &Hca, qp: &Arc<Qp>, uid: u16) -> Result<()> {
+    if qp.qp_type == QpType::RawPacket {
+        return super::raw_qp::destroy(hca, qp, uid);
+    }
     let fw = hca.firmware();
     if qp.state() != QpState::Reset {
         let mut b = vec![0u8; Qp2rstIn::BYTES];
@@ -880,6 +908,9 @@ fn modify_qp(hca: &Hca, st: &mut FileState, cmd: &ExModifyQp, udata: &Udata) -> 
     // QP is in: the device half may have moved it to ERR meanwhile: EINVAL then).
     drop(attrs);
     let uid = st.ctx()?.devx_uid;
+    if qp.qp_type == QpType::RawPacket {
+        return super::raw_qp::modify(hca, &qp, uid, cur, new, mask & RATE_LIMIT != 0, n);
+    }
     let inbox = transition_inbox(uid, &qp, cur, new, &n).ok_or(Errno::EINVAL)?;
     hca.firmware().kernel_cmd(&inbox, TRANSITION_OUTLEN, Some(Host::QpAttrs(Box::new(n)))).map(|_| ())
 }
