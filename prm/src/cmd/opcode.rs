@@ -38,6 +38,21 @@ pub const DEALLOC_PD: u16 = 0x801;
 pub const ALLOC_UAR: u16 = 0x802;
 pub const DEALLOC_UAR: u16 = 0x803;
 pub const ALLOC_TRANSPORT_DOMAIN: u16 = 0x816;
+/// Points a table type's root at a table (`MLX5_CMD_OP_SET_FLOW_TABLE_ROOT`).
+pub const SET_FLOW_TABLE_ROOT: u16 = 0x92f;
+pub const CREATE_FLOW_TABLE: u16 = 0x930;
+pub const DESTROY_FLOW_TABLE: u16 = 0x931;
+pub const QUERY_FLOW_TABLE: u16 = 0x932;
+pub const CREATE_FLOW_GROUP: u16 = 0x933;
+pub const DESTROY_FLOW_GROUP: u16 = 0x934;
+/// Creates (op_mod 0) or modifies (op_mod 1) a flow table entry.
+pub const SET_FLOW_TABLE_ENTRY: u16 = 0x936;
+pub const QUERY_FLOW_TABLE_ENTRY: u16 = 0x937;
+pub const DELETE_FLOW_TABLE_ENTRY: u16 = 0x938;
+/// rdma-core's mlx5_ifc.h names it MLX5_CMD_OP_CREATE_FLOW_COUNTER.
+pub const ALLOC_FLOW_COUNTER: u16 = 0x939;
+pub const DEALLOC_FLOW_COUNTER: u16 = 0x93a;
+pub const QUERY_FLOW_COUNTER: u16 = 0x93b;
 pub const CREATE_GENERAL_OBJECT: u16 = 0xa00;
 pub const MODIFY_GENERAL_OBJECT: u16 = 0xa01;
 pub const QUERY_GENERAL_OBJECT: u16 = 0xa02;
