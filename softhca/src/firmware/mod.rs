@@ -19,6 +19,7 @@
 //! | CREATE_QP, DESTROY_QP, QUERY_QP, RST2INIT, INIT2INIT, INIT2RTR, RTR2RTS, RTS2RTS, SQERR2RTS, 2ERR, 2RST | `qp.rs`, `qpc.rs` |
 //! | CREATE_SRQ, DESTROY_SRQ, QUERY_SRQ, ARM_RQ (basic SRQs, as an ISSI 0 device has them) | `srq.rs` |
 //! | CREATE_MKEY, DESTROY_MKEY | `mkey.rs` |
+//! | CREATE/DESTROY/QUERY_FLOW_TABLE, SET_FLOW_TABLE_ROOT, CREATE/DESTROY_FLOW_GROUP, SET/QUERY/DELETE_FLOW_TABLE_ENTRY, ALLOC/DEALLOC/QUERY_FLOW_COUNTER (NIC RX steering) | `flow/` |
 //!
 //! Firmware objects are the device's objects. A CQ or QP carries memory: its ring and
 //! doorbell record (in a UMEM, or at the page list's address) are resolved, checked
@@ -77,6 +78,7 @@
 
 pub mod caps;
 mod cq;
+mod flow;
 mod mkey;
 mod pd;
 mod qp;
@@ -127,6 +129,8 @@ pub(crate) struct Objects {
     srqs: BTreeMap<u32, Obj<srq::SrqObj>>,
     mkeys: BTreeMap<u32, Obj<mkey::MkeyObj>>,
     umems: BTreeMap<u32, Obj<umem::UmemObj>>,
+    /// Flow tables, groups and counters (the steering engine and their owners).
+    flow: flow::FlowObjs,
     /// DevX user contexts (their uids).
     uctxs: BTreeSet<u16>,
     /// The device's own user context for whitelisted commands of contexts opened
@@ -144,6 +148,7 @@ impl Objects {
             || self.srqs.values().any(|o| o.uid == uid)
             || self.mkeys.values().any(|o| o.uid == uid)
             || self.umems.values().any(|o| o.uid == uid)
+            || self.flow.owned_by(uid)
     }
 }
 
@@ -280,6 +285,30 @@ const COMMANDS: &[Entry] = &[
     entry(op::DESTROY_UCTX, c::uctx::DestroyUctxIn::BYTES, MboxOut::BYTES, uctx::destroy),
     entry(op::CREATE_UMEM, c::umem::CreateUmemIn::BYTES, c::umem::CreateUmemOut::BYTES, umem::create),
     entry(op::DESTROY_UMEM, c::umem::DestroyUmemIn::BYTES, MboxOut::BYTES, umem::destroy),
+    entry(op::CREATE_FLOW_TABLE, c::flow::table::CreateFlowTableIn::BYTES, c::flow::table::CreateFlowTableOut::BYTES, flow::create_table),
+    entry(op::DESTROY_FLOW_TABLE, c::flow::table::DestroyFlowTableIn::BYTES, MboxOut::BYTES, flow::destroy_table),
+    entry(op::QUERY_FLOW_TABLE, c::flow::table::QueryFlowTableIn::BYTES, c::flow::table::QueryFlowTableOut::BYTES, flow::query_table),
+    entry(op::SET_FLOW_TABLE_ROOT, c::flow::table::SetFlowTableRootIn::BYTES, MboxOut::BYTES, flow::set_root),
+    entry(op::CREATE_FLOW_GROUP, c::flow::group::CreateFlowGroupIn::BYTES, c::flow::group::CreateFlowGroupOut::BYTES, flow::create_group),
+    entry(op::DESTROY_FLOW_GROUP, c::flow::group::DestroyFlowGroupIn::BYTES, MboxOut::BYTES, flow::destroy_group),
+    // op_mod 0 creates, 1 modifies.
+    Entry {
+        opcode: op::SET_FLOW_TABLE_ENTRY,
+        inlen: c::flow::entry::SetFteIn::BYTES,
+        outlen: MboxOut::BYTES,
+        op_mod: true,
+        run: flow::set_entry,
+    },
+    entry(op::QUERY_FLOW_TABLE_ENTRY, c::flow::entry::QueryFteIn::BYTES, c::flow::entry::QueryFteOut::BYTES, flow::query_entry),
+    entry(op::DELETE_FLOW_TABLE_ENTRY, c::flow::entry::DeleteFteIn::BYTES, MboxOut::BYTES, flow::delete_entry),
+    entry(op::ALLOC_FLOW_COUNTER, c::flow::counter::AllocFlowCounterIn::BYTES, c::flow::counter::AllocFlowCounterOut::BYTES, flow::alloc_counter),
+    entry(op::DEALLOC_FLOW_COUNTER, c::flow::counter::DeallocFlowCounterIn::BYTES, MboxOut::BYTES, flow::dealloc_counter),
+    entry(
+        op::QUERY_FLOW_COUNTER,
+        c::flow::counter::QueryFlowCounterIn::BYTES,
+        c::flow::counter::QueryFlowCounterOut::BYTES + c::flow::counter::TrafficCounter::BYTES,
+        flow::query_counter,
+    ),
 ];
 
 impl<'a> Firmware<'a> {
@@ -422,6 +451,12 @@ impl<'a> Firmware<'a> {
             Some(e) => Err(e),
             None => Ok(()),
         }
+    }
+
+    /// The steering engine the flow commands program: what the device half
+    /// classifies received frames with.
+    pub fn steering(&self) -> std::sync::Arc<crate::device::steer::Steering> {
+        self.objects.lock().unwrap_or_else(|p| p.into_inner()).flow.steering.clone()
     }
 
     /// How many objects of each kind the firmware holds.
