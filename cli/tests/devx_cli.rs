@@ -46,10 +46,12 @@ fn caps_agree_with_devinfo() {
     assert_eq!((1 << field(&caps, "log_max_cq_sz")) - 1, attr("max_cqe"));
     assert_eq!(1 << field(&caps, "log_max_ra_res_qp"), attr("max_qp_rd_atom"));
     assert_eq!(field(&caps, "num_ports"), attr("phys_port_cnt"));
-    // softhca has no flow tables: the NIC flow table page's receive table says so.
+    // softhca has NIC RX flow tables (docs/steering.md) and no software steering:
+    // the NIC flow table page's receive table says so.
     let v = String::from_utf8(doorbell(&["devx", "caps", "-v"]).stdout).unwrap();
-    assert_eq!(field(&v, "flow_table_properties_nic_receive.ft_support"), 0);
-    assert_eq!(field(&caps, "nic_flow_table"), 0);
+    assert_eq!(field(&v, "flow_table_properties_nic_receive.ft_support"), 1);
+    assert_eq!(field(&v, "flow_table_properties_nic_receive.sw_owner"), 0);
+    assert_eq!(field(&caps, "nic_flow_table"), 1);
     for page in ["general (op_mod 0x0):", "roce (op_mod 0x8):", "atomic (op_mod 0x6):", "nic_flow_table (op_mod 0xe):",
                  "general_2 (op_mod 0x40):"] {
         assert!(caps.contains(page), "{page} missing:\n{caps}");

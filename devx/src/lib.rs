@@ -28,6 +28,7 @@ pub mod async_cmd;
 pub mod cmd;
 pub mod context;
 pub mod error;
+pub mod flow;
 pub mod obj;
 pub mod rc;
 pub mod uar;

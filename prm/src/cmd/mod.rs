@@ -18,6 +18,7 @@
 //! mailbox here; its attributes belong with the other uverbs layouts.
 
 pub mod cq;
+pub mod flow;
 pub mod hca_cap;
 pub mod header;
 pub mod mkey;

@@ -53,6 +53,21 @@ pub const MODIFY_RQ: u16 = 0x909;
 pub const DESTROY_RQ: u16 = 0x90a;
 pub const CREATE_TIS: u16 = 0x912;
 pub const DESTROY_TIS: u16 = 0x914;
+/// Points a table type's root at a table (`MLX5_CMD_OP_SET_FLOW_TABLE_ROOT`).
+pub const SET_FLOW_TABLE_ROOT: u16 = 0x92f;
+pub const CREATE_FLOW_TABLE: u16 = 0x930;
+pub const DESTROY_FLOW_TABLE: u16 = 0x931;
+pub const QUERY_FLOW_TABLE: u16 = 0x932;
+pub const CREATE_FLOW_GROUP: u16 = 0x933;
+pub const DESTROY_FLOW_GROUP: u16 = 0x934;
+/// Creates (op_mod 0) or modifies (op_mod 1) a flow table entry.
+pub const SET_FLOW_TABLE_ENTRY: u16 = 0x936;
+pub const QUERY_FLOW_TABLE_ENTRY: u16 = 0x937;
+pub const DELETE_FLOW_TABLE_ENTRY: u16 = 0x938;
+/// rdma-core's mlx5_ifc.h names it MLX5_CMD_OP_CREATE_FLOW_COUNTER.
+pub const ALLOC_FLOW_COUNTER: u16 = 0x939;
+pub const DEALLOC_FLOW_COUNTER: u16 = 0x93a;
+pub const QUERY_FLOW_COUNTER: u16 = 0x93b;
 pub const CREATE_GENERAL_OBJECT: u16 = 0xa00;
 pub const MODIFY_GENERAL_OBJECT: u16 = 0xa01;
 pub const QUERY_GENERAL_OBJECT: u16 = 0xa02;

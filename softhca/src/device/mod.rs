@@ -69,6 +69,7 @@ pub mod responder;
 pub mod rx;
 pub mod sport;
 mod srq;
+pub mod steer;
 pub mod stage;
 pub mod timers;
 pub mod trace;

@@ -7,7 +7,7 @@
 //! `ib_device_attr` from exactly these fields (`mlx5_ib_query_device`), and the test
 //! `caps_agree_with_query_device` recomputes that derivation. Every feature softhca
 //! lacks is zero (libmlx5 and DPDK act on each set bit): XRC, DC, SRQ-based tag
-//! matching, memory windows, CQE compression, CQ moderation and resize, flow tables,
+//! matching, memory windows, CQE compression, CQ moderation and resize,
 //! raw packet offloads, device memory, UMR, signature offloads, LAG.
 //!
 //! One exception keeps the two views equal: `log_max_srq`/`log_max_srq_sz` are the
@@ -15,12 +15,14 @@
 //! not implemented; changing that is the verbs' decision, not the firmware's.
 //!
 //! `op_mod` selects the page (`type << 1 | current`); softhca has no SET_HCA_CAP, so
-//! the current values are the maximum ones. The NIC flow table page is all zero
-//! (`nic_flow_table` is 0), the RoCE page too (its version and UDP port range sit in
-//! bits `prm` keeps reserved), and the second general page has nothing to report.
+//! the current values are the maximum ones. The NIC flow table page advertises the
+//! NIC receive tables the firmware's flow commands implement ([`write_nic_flow_table`]:
+//! `nic_flow_table` is set in the general page), the RoCE page is all zero (its
+//! version and UDP port range sit in bits `prm` keeps reserved), and the second
+//! general page has nothing to report.
 
 use prm::bits::ViewMut;
-use prm::cmd::hca_cap::{cap_type, AtomicCaps, CmdHcaCap, HcaCapUnion, QueryHcaCapIn, QueryHcaCapOut};
+use prm::cmd::hca_cap::{cap_type, AtomicCaps, CmdHcaCap, FlowTableNicCap, FlowTablePropLayout, HcaCapUnion, QueryHcaCapIn, QueryHcaCapOut};
 
 use super::status::syndrome;
 use super::{bad_param, internal, Cmd, R};
@@ -87,7 +89,44 @@ pub fn write_general(cfg: &Config, p: &mut ViewMut<'_, CmdHcaCap>) {
         .set(C::log_max_pd, caps::LOG_MAX_PD as u8)
         // DevX: user contexts and UMEMs (mlx5_ib offers DevX when log_max_uctx != 0).
         .set(C::log_max_uctx, super::uctx::LOG_MAX_UCTX)
-        .set(C::log_max_umem, super::uctx::LOG_MAX_UMEM);
+        .set(C::log_max_umem, super::uctx::LOG_MAX_UMEM)
+        // NIC RX flow tables and single flow counters (firmware/flow): the count
+        // is split over two fields.
+        .set(C::nic_flow_table, true)
+        .set(C::max_flow_counter_15_0, (MAX_FLOW_COUNTER & 0xffff) as u16)
+        .set(C::max_flow_counter_31_16, (MAX_FLOW_COUNTER >> 16) as u16);
+}
+
+/// Flow counters a device offers (`max_flow_counter_31_16:15_0`).
+pub const MAX_FLOW_COUNTER: u32 = 1 << 16;
+/// log2 of the flow tables of one type (`log_max_ft_num`), of the destinations of one
+/// entry (`log_max_destination`), of the counters of one entry
+/// (`log_max_flow_counter`), and of the entries of all tables (`log_max_flow`).
+pub const LOG_MAX_FT_NUM: u8 = 16;
+pub const LOG_MAX_DESTINATION: u8 = 4;
+pub const LOG_MAX_FLOW_COUNTER: u8 = 4;
+pub const LOG_MAX_FLOW: u8 = 24;
+
+/// Writes the NIC flow table page: only the receive tables, with what
+/// `firmware/flow` executes. `flow_modify_en` is SET_FLOW_TABLE_ENTRY's op_mod 1,
+/// `modify_root` SET_FLOW_TABLE_ROOT, `identified_miss_table_mode` a forward miss;
+/// `flow_table_modify` (MODIFY_FLOW_TABLE), reformat, decap, VLAN push/pop and
+/// `sw_owner` (software steering through ICM) stay 0.
+pub fn write_nic_flow_table(p: &mut ViewMut<'_, FlowTableNicCap>) {
+    type P = FlowTablePropLayout;
+    let mut rx = p.sub_mut(FlowTableNicCap::flow_table_properties_nic_receive);
+    rx.set(P::ft_support, true)
+        .set(P::flow_counter, true)
+        .set(P::flow_modify_en, true)
+        .set(P::modify_root, true)
+        .set(P::identified_miss_table_mode, true)
+        .set(P::sw_owner, false)
+        .set(P::log_max_ft_size, crate::device::steer::LOG_MAX_FT_SIZE)
+        .set(P::max_ft_level, crate::device::steer::MAX_FT_LEVEL)
+        .set(P::log_max_ft_num, LOG_MAX_FT_NUM)
+        .set(P::log_max_flow_counter, LOG_MAX_FLOW_COUNTER)
+        .set(P::log_max_destination, LOG_MAX_DESTINATION)
+        .set(P::log_max_flow, LOG_MAX_FLOW);
 }
 
 /// Writes the atomic page: 8-byte compare-and-swap and fetch-and-add on RC QPs,
@@ -110,7 +149,8 @@ pub(super) fn query_hca_cap(c: &mut Cmd<'_>) -> R<()> {
     match ty {
         cap_type::GENERAL => write_general(c.hca.config(), &mut ViewMut::new(page).map_err(|_| internal())?),
         cap_type::ATOMIC => write_atomic(&mut ViewMut::new(page).map_err(|_| internal())?),
-        cap_type::ROCE | cap_type::NIC_FLOW_TABLE | cap_type::GENERAL_2 => {}
+        cap_type::NIC_FLOW_TABLE => write_nic_flow_table(&mut ViewMut::new(page).map_err(|_| internal())?),
+        cap_type::ROCE | cap_type::GENERAL_2 => {}
         _ => return Err(bad_param(syndrome::BAD_OP_MOD)),
     }
     Ok(())

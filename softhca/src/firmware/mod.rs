@@ -22,6 +22,7 @@
 //! | ALLOC_XRCD, DEALLOC_XRCD (XRC domains) | `xrcd.rs` |
 //! | CREATE_MKEY, DESTROY_MKEY | `mkey.rs` |
 //! | CREATE_TIS, DESTROY_TIS; CREATE_SQ, MODIFY_SQ, DESTROY_SQ; CREATE_RQ, MODIFY_RQ, DESTROY_RQ; CREATE_TIR (direct), DESTROY_TIR (raw Ethernet queues; a verbs RAW_PACKET QP is built of them: `raw_qp.rs`) | `tis.rs`, `sq.rs`, `rq.rs`, `tir.rs` |
+//! | CREATE/DESTROY/QUERY_FLOW_TABLE, SET_FLOW_TABLE_ROOT, CREATE/DESTROY_FLOW_GROUP, SET/QUERY/DELETE_FLOW_TABLE_ENTRY, ALLOC/DEALLOC/QUERY_FLOW_COUNTER (NIC RX steering) | `flow/` |
 //!
 //! Firmware objects are the device's objects. A CQ or QP carries memory: its ring and
 //! doorbell record (in a UMEM, or at the page list's address) are resolved, checked
@@ -80,6 +81,7 @@
 
 pub mod caps;
 mod cq;
+mod flow;
 mod mkey;
 mod pd;
 mod qp;
@@ -143,6 +145,8 @@ pub(crate) struct Objects {
     rqs: BTreeMap<u32, Obj<rq::RqObj>>,
     tiss: BTreeMap<u32, Obj<tis::TisObj>>,
     tirs: BTreeMap<u32, Obj<tir::TirObj>>,
+    /// Flow tables, groups and counters (the steering engine and their owners).
+    flow: flow::FlowObjs,
     /// DevX user contexts (their uids).
     uctxs: BTreeSet<u16>,
     /// The device's own user context for whitelisted commands of contexts opened
@@ -165,6 +169,7 @@ impl Objects {
             || self.rqs.values().any(|o| o.uid == uid)
             || self.tiss.values().any(|o| o.uid == uid)
             || self.tirs.values().any(|o| o.uid == uid)
+            || self.flow.owned_by(uid)
     }
 }
 
@@ -316,6 +321,30 @@ const COMMANDS: &[Entry] = &[
     entry(op::DESTROY_UCTX, c::uctx::DestroyUctxIn::BYTES, MboxOut::BYTES, uctx::destroy),
     entry(op::CREATE_UMEM, c::umem::CreateUmemIn::BYTES, c::umem::CreateUmemOut::BYTES, umem::create),
     entry(op::DESTROY_UMEM, c::umem::DestroyUmemIn::BYTES, MboxOut::BYTES, umem::destroy),
+    entry(op::CREATE_FLOW_TABLE, c::flow::table::CreateFlowTableIn::BYTES, c::flow::table::CreateFlowTableOut::BYTES, flow::create_table),
+    entry(op::DESTROY_FLOW_TABLE, c::flow::table::DestroyFlowTableIn::BYTES, MboxOut::BYTES, flow::destroy_table),
+    entry(op::QUERY_FLOW_TABLE, c::flow::table::QueryFlowTableIn::BYTES, c::flow::table::QueryFlowTableOut::BYTES, flow::query_table),
+    entry(op::SET_FLOW_TABLE_ROOT, c::flow::table::SetFlowTableRootIn::BYTES, MboxOut::BYTES, flow::set_root),
+    entry(op::CREATE_FLOW_GROUP, c::flow::group::CreateFlowGroupIn::BYTES, c::flow::group::CreateFlowGroupOut::BYTES, flow::create_group),
+    entry(op::DESTROY_FLOW_GROUP, c::flow::group::DestroyFlowGroupIn::BYTES, MboxOut::BYTES, flow::destroy_group),
+    // op_mod 0 creates, 1 modifies.
+    Entry {
+        opcode: op::SET_FLOW_TABLE_ENTRY,
+        inlen: c::flow::entry::SetFteIn::BYTES,
+        outlen: MboxOut::BYTES,
+        op_mod: true,
+        run: flow::set_entry,
+    },
+    entry(op::QUERY_FLOW_TABLE_ENTRY, c::flow::entry::QueryFteIn::BYTES, c::flow::entry::QueryFteOut::BYTES, flow::query_entry),
+    entry(op::DELETE_FLOW_TABLE_ENTRY, c::flow::entry::DeleteFteIn::BYTES, MboxOut::BYTES, flow::delete_entry),
+    entry(op::ALLOC_FLOW_COUNTER, c::flow::counter::AllocFlowCounterIn::BYTES, c::flow::counter::AllocFlowCounterOut::BYTES, flow::alloc_counter),
+    entry(op::DEALLOC_FLOW_COUNTER, c::flow::counter::DeallocFlowCounterIn::BYTES, MboxOut::BYTES, flow::dealloc_counter),
+    entry(
+        op::QUERY_FLOW_COUNTER,
+        c::flow::counter::QueryFlowCounterIn::BYTES,
+        c::flow::counter::QueryFlowCounterOut::BYTES + c::flow::counter::TrafficCounter::BYTES,
+        flow::query_counter,
+    ),
 ];
 
 impl<'a> Firmware<'a> {
@@ -458,6 +487,12 @@ impl<'a> Firmware<'a> {
             Some(e) => Err(e),
             None => Ok(()),
         }
+    }
+
+    /// The steering engine the flow commands program: what the device half
+    /// classifies received frames with.
+    pub fn steering(&self) -> std::sync::Arc<crate::device::steer::Steering> {
+        self.objects.lock().unwrap_or_else(|p| p.into_inner()).flow.steering.clone()
     }
 
     /// How many objects of each kind the firmware holds.
