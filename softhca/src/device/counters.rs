@@ -81,8 +81,10 @@ counters! {
     /// Frames received on the port and their bytes (RoCEv2 to this instance included).
     eth_rx_frames,
     eth_rx_bytes,
-    /// Frames steering placed nowhere.
+    /// Frames steering placed nowhere (no table, or a miss at the end of the chain).
     eth_rx_unsteered,
+    /// Frames a flow entry dropped.
+    eth_rx_steer_dropped,
     /// Frames steered to a TIR whose RQ does not exist or is not ready.
     eth_rx_no_rq,
     /// Frames whose RQ had no receive WQE posted (dropped).

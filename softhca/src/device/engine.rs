@@ -187,7 +187,9 @@ pub(crate) fn spawn(shared: Arc<Shared>, pages: Arc<DevicePages>, hca: &Arc<Hca>
         let fd = sock.as_raw_fd();
         let mut dp = Datapath::new(sock, local, Tx::new(local, fault, gso, peers), capture, inbox);
         if let Some(ifname) = &eth_if {
-            match super::port::Port::open(ifname, local.ip(), eth_fanout, Arc::downgrade(&shared)) {
+            // The flow tables (taken with no engine lock held: the firmware's lock comes first).
+            let steering = weak.upgrade().map(|h| h.firmware().steering());
+            match super::port::Port::open(ifname, local.ip(), steering, eth_fanout, Arc::downgrade(&shared)) {
                 Ok(p) => dp.port = Some(p),
                 Err(e) => tracing::warn!(target: "softhca::port", ifname = %ifname, "no ethernet port: {e}"),
             }

@@ -26,6 +26,8 @@ mod raw_rq;
 mod raw_sq;
 mod socket;
 
+use crate::device::steer::{Dest, Steering, Verdict};
+use prm::cmd::flow::table::TABLE_TYPE_NIC_RX;
 use std::collections::{BTreeMap, VecDeque};
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -47,8 +49,10 @@ pub(crate) struct Port {
     thread: Option<JoinHandle<()>>,
     /// This instance's address: RoCEv2 frames to it are the UDP socket's.
     local: IpAddr,
-    /// TEST-ONLY (until flow steering is merged): deliver unsteered frames to every
-    /// receiving raw packet QP.
+    /// The NIC RX flow tables (the firmware's flow commands program them).
+    steering: Option<Arc<Steering>>,
+    /// TEST-ONLY (`DOORBELL_ETH_TEST_FANOUT`): frames steering misses go to every
+    /// receiving raw packet QP, for the port tests that install no rule.
     test_fanout: bool,
     /// Frames taken off the queue this step (reused).
     batch: VecDeque<Vec<u8>>,
@@ -62,13 +66,13 @@ impl std::fmt::Debug for Port {
 
 impl Port {
     /// Attaches to interface `name` (see the module doc).
-    pub fn open(name: &str, local: IpAddr, test_fanout: bool, shared: Weak<Shared>) -> std::io::Result<Port> {
+    pub fn open(name: &str, local: IpAddr, steering: Option<Arc<Steering>>, test_fanout: bool, shared: Weak<Shared>) -> std::io::Result<Port> {
         let sock = Arc::new(socket::PacketSocket::open(name)?);
         let queue: socket::Queue = Arc::new(Mutex::new(VecDeque::new()));
         let stop = Arc::new(AtomicBool::new(false));
         let thread = socket::spawn(sock.clone(), queue.clone(), shared, stop.clone(), format!("shca-eth-{name}"))?;
         tracing::info!(target: "softhca::port", ifname = name, ifindex = sock.ifindex, test_fanout, "ethernet port up");
-        Ok(Port { sock, queue, stop, thread: Some(thread), local, test_fanout, batch: VecDeque::new() })
+        Ok(Port { sock, queue, stop, thread: Some(thread), local, steering, test_fanout, batch: VecDeque::new() })
     }
 }
 
@@ -103,8 +107,32 @@ pub(crate) fn receive(port: &mut Port, qps: &mut BTreeMap<u32, QpCtx>, tirs: &Ti
             // The UDP socket's: the host stack delivers it to the RDMA transport.
             continue;
         }
-        // The steering hook: until the flow tables are connected, only the test-only
-        // fan-out places a frame.
+        // NIC RX steering: the flow tables' verdict places the frame.
+        let verdict = port.steering.as_ref().map_or(Verdict::Miss, |s| s.classify(TABLE_TYPE_NIC_RX, &f));
+        match verdict {
+            Verdict::Deliver { dest: Dest::Tir(tirn), flow_tag } => {
+                deliver_to_tir(qps, tirs, env, tirn, &f, &info, flow_tag);
+                continue;
+            }
+            Verdict::Deliver { dest: Dest::Qp(qpn), flow_tag } => {
+                // A rule of the kernel half's names the QP; its TIR leads to the RQ.
+                match tirs.iter().find(|(_, q)| **q == qpn).map(|(t, _)| *t) {
+                    Some(tirn) => {
+                        deliver_to_tir(qps, tirs, env, tirn, &f, &info, flow_tag);
+                    }
+                    None => {
+                        env.counters.eth_rx_no_rq.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                continue;
+            }
+            Verdict::Drop => {
+                env.counters.eth_rx_steer_dropped.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            // classify follows table forwards itself; a Table verdict cannot come back.
+            Verdict::Deliver { dest: Dest::Table(_), .. } | Verdict::Miss => {}
+        }
         if port.test_fanout {
             // TEST-ONLY: every raw packet QP whose RQ is ready gets a copy.
             let targets: Vec<u32> = tirs.keys().copied().collect();
