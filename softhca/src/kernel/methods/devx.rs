@@ -316,6 +316,9 @@ fn set_umem_valid(inb: &mut [u8]) {
 /// 16-byte destroy inbox (with the creator's uid) and the created object's number.
 /// Other creates never succeed here (the firmware answers BAD_OP), so never get here.
 fn build_destroy(inb: &[u8], out: &[u8], opcode: u16) -> (Vec<u8>, u32) {
+    if let Some(flow) = build_flow_destroy(inb, out, opcode) {
+        return flow;
+    }
     let mut d = vec![0u8; 16];
     d[2..4].copy_from_slice(&inb[2..4]);
     let (dop, id) = match opcode {
@@ -336,6 +339,10 @@ fn build_destroy(inb: &[u8], out: &[u8], opcode: u16) -> (Vec<u8>, u32) {
                 op::CREATE_SRQ => op::DESTROY_SRQ,
                 op::CREATE_XRC_SRQ => op::DESTROY_XRC_SRQ,
                 op::ALLOC_XRCD => op::DEALLOC_XRCD,
+                op::CREATE_TIS => op::DESTROY_TIS,
+                op::CREATE_SQ => op::DESTROY_SQ,
+                op::CREATE_RQ => op::DESTROY_RQ,
+                op::CREATE_TIR => op::DESTROY_TIR,
                 _ => 0,
             };
             d[9..12].copy_from_slice(&id.to_be_bytes()[1..]);
@@ -344,6 +351,72 @@ fn build_destroy(inb: &[u8], out: &[u8], opcode: u16) -> (Vec<u8>, u32) {
     };
     d[0..2].copy_from_slice(&dop.to_be_bytes());
     (d, id)
+}
+
+/// `devx_obj_build_destroy_cmd`'s flow steering cases: the destroy names the table (its
+/// type and id, and the vport as the create did) and the group, entry or counter; the
+/// object's number is the table id, group id, flow index or counter id.
+fn build_flow_destroy(inb: &[u8], out: &[u8], opcode: u16) -> Option<(Vec<u8>, u32)> {
+    use prm::cmd::flow::{counter as fc, entry as fe, group as fg, table as ft};
+    macro_rules! din {
+        ($T:ty, $op:expr, |$v:ident| $fill:block) => {{
+            let mut d = vec![0u8; <$T>::BYTES];
+            let mut $v = ViewMut::<$T>::new(&mut d).ok()?;
+            $v.set(<$T>::opcode, $op as _);
+            $fill
+            d
+        }};
+    }
+    Some(match opcode {
+        op::CREATE_FLOW_TABLE => {
+            let i = View::<ft::CreateFlowTableIn>::new(inb).ok()?;
+            let id = View::<ft::CreateFlowTableOut>::new(out).ok()?.get(ft::CreateFlowTableOut::table_id) as u32;
+            let d = din!(ft::DestroyFlowTableIn, op::DESTROY_FLOW_TABLE, |v| {
+                v.set(ft::DestroyFlowTableIn::uid, i.get(ft::CreateFlowTableIn::uid));
+                v.set(ft::DestroyFlowTableIn::other_vport, i.get(ft::CreateFlowTableIn::other_vport));
+                v.set(ft::DestroyFlowTableIn::vport_number, i.get(ft::CreateFlowTableIn::vport_number));
+                v.set(ft::DestroyFlowTableIn::table_type, i.get(ft::CreateFlowTableIn::table_type));
+                v.set(ft::DestroyFlowTableIn::table_id, id as _);
+            });
+            (d, id)
+        }
+        op::CREATE_FLOW_GROUP => {
+            let i = View::<fg::CreateFlowGroupIn>::new(inb).ok()?;
+            let id = View::<fg::CreateFlowGroupOut>::new(out).ok()?.get(fg::CreateFlowGroupOut::group_id) as u32;
+            let d = din!(fg::DestroyFlowGroupIn, op::DESTROY_FLOW_GROUP, |v| {
+                v.set(fg::DestroyFlowGroupIn::uid, i.get(fg::CreateFlowGroupIn::uid));
+                v.set(fg::DestroyFlowGroupIn::other_vport, i.get(fg::CreateFlowGroupIn::other_vport));
+                v.set(fg::DestroyFlowGroupIn::vport_number, i.get(fg::CreateFlowGroupIn::vport_number));
+                v.set(fg::DestroyFlowGroupIn::table_type, i.get(fg::CreateFlowGroupIn::table_type));
+                v.set(fg::DestroyFlowGroupIn::table_id, i.get(fg::CreateFlowGroupIn::table_id));
+                v.set(fg::DestroyFlowGroupIn::group_id, id as _);
+            });
+            (d, id)
+        }
+        op::SET_FLOW_TABLE_ENTRY => {
+            let i = View::<fe::SetFteIn>::new(inb).ok()?;
+            let id = i.get(fe::SetFteIn::flow_index) as u32;
+            let d = din!(fe::DeleteFteIn, op::DELETE_FLOW_TABLE_ENTRY, |v| {
+                v.set(fe::DeleteFteIn::uid, i.get(fe::SetFteIn::uid));
+                v.set(fe::DeleteFteIn::other_vport, i.get(fe::SetFteIn::other_vport));
+                v.set(fe::DeleteFteIn::vport_number, i.get(fe::SetFteIn::vport_number));
+                v.set(fe::DeleteFteIn::table_type, i.get(fe::SetFteIn::table_type));
+                v.set(fe::DeleteFteIn::table_id, i.get(fe::SetFteIn::table_id));
+                v.set(fe::DeleteFteIn::flow_index, id as _);
+            });
+            (d, id)
+        }
+        op::ALLOC_FLOW_COUNTER => {
+            let i = View::<fc::AllocFlowCounterIn>::new(inb).ok()?;
+            let id = View::<fc::AllocFlowCounterOut>::new(out).ok()?.get(fc::AllocFlowCounterOut::flow_counter_id) as u32;
+            let d = din!(fc::DeallocFlowCounterIn, op::DEALLOC_FLOW_COUNTER, |v| {
+                v.set(fc::DeallocFlowCounterIn::uid, i.get(fc::AllocFlowCounterIn::uid));
+                v.set(fc::DeallocFlowCounterIn::flow_counter_id, id as _);
+            });
+            (d, id)
+        }
+        _ => return None,
+    })
 }
 
 /// `MLX5_IB_METHOD_DEVX_OTHER`.
