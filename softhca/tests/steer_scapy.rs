@@ -32,14 +32,14 @@ for f in fs:
   print(raw(f).hex(), ver, proto, ttl, vid, prio, l4.sport, l4.dport, l4t)
 "#;
 
-fn scapy() -> Option<Vec<(Vec<u8>, Vec<u64>)>> {
-    let out = Command::new("python3").args(["-c", SCRIPT]).output().ok()?;
+/// The frames scapy builds and its dissection of each; Err says why scapy did not run.
+fn scapy() -> Result<Vec<(Vec<u8>, Vec<u64>)>, String> {
+    let out = Command::new("python3").args(["-c", SCRIPT]).output().map_err(|e| format!("python3: {e}"))?;
     if !out.status.success() {
-        eprintln!("SKIP steer_scapy: scapy did not run: {}", String::from_utf8_lossy(&out.stderr));
-        return None;
+        return Err(format!("scapy did not run: {}", String::from_utf8_lossy(&out.stderr)));
     }
-    let text = String::from_utf8(out.stdout).ok()?;
-    Some(
+    let text = String::from_utf8(out.stdout).map_err(|e| e.to_string())?;
+    Ok(
         text.lines()
             .map(|l| {
                 let mut w = l.split_whitespace();
@@ -53,9 +53,9 @@ fn scapy() -> Option<Vec<(Vec<u8>, Vec<u64>)>> {
 
 #[test]
 fn parse_agrees_with_scapy_and_rules_deliver() {
-    let Some(frames) = scapy() else {
-        eprintln!("SKIP steer_scapy: python3 with scapy not available");
-        return;
+    let frames = match scapy() {
+        Ok(f) => f,
+        Err(why) => return testkit::skip(testkit::Need::Tool, format!("python3 with scapy: {why}")),
     };
     assert_eq!(frames.len(), 4);
     for (f, want) in &frames {
