@@ -815,4 +815,5 @@ fn srq_commands_and_errnos() {
     drop(f);
     assert_eq!(h.firmware().counts().srq, 0);
     assert_eq!(h.live().get(crate::objects::Kind::Srq), 0);
+    assert_eq!(h.live().get(crate::objects::Kind::Cq), 0, "every CQ gone with the file (an XRC SRQ held one)");
 }
