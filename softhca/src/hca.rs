@@ -163,6 +163,8 @@ pub struct Hca {
     firmware: Mutex<crate::firmware::Objects>,
     /// The shared XRC domains by inode (the uverbs device's `xrcd_tree`).
     xrcds: Mutex<BTreeMap<(u64, u64), Arc<crate::kernel::methods::xrcd::Xrcd>>>,
+    /// The IOMMU domain of the device, when one is set ([`Hca::confine_dma`]).
+    dma_window: std::sync::OnceLock<std::ops::Range<u64>>,
 }
 
 /// The capability number of CAP_NET_RAW (linux/capability.h).
@@ -194,6 +196,26 @@ impl Hca {
     pub fn new_default() -> io::Result<Arc<Hca>> {
         let (addr, socket) = config::bind_default()?;
         Hca::with_socket(Config::for_addr(addr), socket)
+    }
+
+    /// Confines the queues the firmware places to `window`, as an IOMMU domain confines a
+    /// device's DMA: a ring or doorbell record outside it is BAD_ADDRESS at create. A
+    /// kernel-owned (uid 0) command names raw addresses the firmware must trust, as a
+    /// ConnectX trusts mlx5_core's; a test that fuzzes such commands sets the window to
+    /// the memory it owns, so that no mutated address makes the device half read memory
+    /// the test never promised to keep (another thread's heap, trimmed under it).
+    /// Set once; later calls are ignored.
+    #[cfg(test)]
+    pub(crate) fn confine_dma(&self, window: std::ops::Range<u64>) {
+        let _ = self.dma_window.set(window);
+    }
+
+    /// Whether `[addr, addr + len)` lies in the device's DMA window (always, without one).
+    pub(crate) fn dma_reachable(&self, addr: u64, len: u64) -> bool {
+        match self.dma_window.get() {
+            None => true,
+            Some(w) => addr >= w.start && addr.checked_add(len).is_some_and(|end| end <= w.end),
+        }
     }
 
     /// An HCA with the default configuration on a socket of its own at an ephemeral
@@ -232,6 +254,7 @@ impl Hca {
             dump_fill_mkey,
             firmware: Mutex::default(),
             xrcds: Mutex::default(),
+            dma_window: std::sync::OnceLock::new(),
         };
         hca.init_clock();
         tracing::debug!(target: "softhca", addr = %hca.config.addr, name = %hca.config.name, "hca up");

@@ -148,7 +148,8 @@ pub(super) struct QueueMemory<'a> {
 /// appending the UMEMs it names to `umems` (the queue then uses them): BAD_PARAM for a
 /// missing or foreign UMEM, a misaligned ring (64 bytes) or record (8 bytes), or
 /// memory that is not mapped (the kernel's page pinning would have refused it; a real
-/// device's DMA would fault instead); BAD_INP_LEN for a page list shorter than the ring.
+/// device's DMA would fault instead) or outside the device's DMA window
+/// ([`crate::Hca::confine_dma`]); BAD_INP_LEN for a page list shorter than the ring.
 pub(super) fn place_queue(c: &Cmd<'_>, q: &QueueMemory<'_>, umems: &mut Vec<u32>) -> R<(u64, u64)> {
     let buf_addr = match q.ring_umem {
         Some((id, offset)) => {
@@ -167,7 +168,11 @@ pub(super) fn place_queue(c: &Cmd<'_>, q: &QueueMemory<'_>, umems: &mut Vec<u32>
     if buf_addr == 0 || buf_addr % 64 != 0 || db_addr == 0 || db_addr % 8 != 0 {
         return Err(bad_param(syndrome::BAD_ADDRESS));
     }
-    if pin(buf_addr, q.ring_len.max(1), q.ring_written).is_err() || pin(db_addr & !0xfff, 4096, false).is_err() {
+    let ring_len = q.ring_len.max(1);
+    if !c.hca.dma_reachable(buf_addr, ring_len) || !c.hca.dma_reachable(db_addr, 8) {
+        return Err(bad_param(syndrome::BAD_ADDRESS));
+    }
+    if pin(buf_addr, ring_len, q.ring_written).is_err() || pin(db_addr & !0xfff, 4096, false).is_err() {
         return Err(bad_param(syndrome::BAD_ADDRESS));
     }
     Ok((buf_addr, db_addr))

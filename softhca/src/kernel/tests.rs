@@ -25,8 +25,14 @@ const M: u16 = UVERBS_ATTR_F_MANDATORY;
 #[repr(C, align(4096))]
 struct Page([u8; 4096]);
 
-fn page() -> Box<Page> {
-    Box::new(Page([0; 4096]))
+/// A page that is never freed. The device half keeps reading (and, for a CQ's arm
+/// mailbox, swapping) a ring or doorbell record until the object's destroy, and a test's
+/// objects are destroyed when its `File` closes, which may be after a local page has
+/// gone out of scope (locals drop in reverse order; on a panic, in any case): a freed
+/// page there was a use after free in the engine thread (the SIGSEGV of parallel lib
+/// runs). On a real machine the kernel's pin keeps such memory alive the same way.
+fn page() -> &'static mut Page {
+    Box::leak(Box::new(Page([0; 4096])))
 }
 
 fn a(id: u16, len: u16, flags: u16, data: u64) -> IoctlAttr {
