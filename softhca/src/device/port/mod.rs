@@ -2,24 +2,24 @@
 //! plane of raw packet QPs.
 //!
 //! `DOORBELL_ETH_IF=veth0` ([`crate::config::ETH_IF_ENV`]) attaches the port to that
-//! interface through an AF_PACKET socket ([`socket`]); without it there is no port
+//! interface through an AF_PACKET socket (`socket.rs`); without it there is no port
 //! (raw packet QPs then send into nothing: their WQEs complete, the frames are
 //! counted as `eth_tx_dropped`).
 //!
-//! Transmit ([`raw_sq`]): a raw packet QP's send WQE (control segment, Ethernet
+//! Transmit (`raw_sq.rs`): a raw packet QP's send WQE (control segment, Ethernet
 //! segment with the inline L2 headers, data segments or inline data) becomes one
 //! frame written to the socket.
 //!
-//! Receive: every frame from the socket goes to [`receive`], the steering hook. A
+//! Receive: every frame from the socket goes to `receive`, the steering hook. A
 //! RoCEv2 frame (UDP 4791) addressed to this instance is left alone: the host's UDP
 //! stack already hands it to the RDMA transport through the instance's UDP socket,
 //! which is the "UDP 4791 to the RDMA transport" rule of a ConnectX. Everything else
 //! is steering's to place; steering's verdict "deliver to TIR n" is
-//! [`deliver_to_tir`], which fills a receive WQE of the RQ behind the TIR and writes
-//! the CQE ([`raw_rq`]). Until flow steering is connected, a test-only fan-out
-//! (`DOORBELL_ETH_TEST_FANOUT=1`, [`crate::config::ETH_TEST_FANOUT_ENV`]) delivers
-//! each such frame to every raw packet QP that can receive; without it they are
-//! counted as `eth_rx_unsteered` and dropped.
+//! `deliver_to_tir`, which fills a receive WQE of the RQ behind the TIR and writes
+//! the CQE (`raw_rq.rs`). A frame no rule takes (a miss of the NIC RX root table)
+//! goes, in tests only, to a fan-out (`DOORBELL_ETH_TEST_FANOUT=1`,
+//! [`crate::config::ETH_TEST_FANOUT_ENV`]) that delivers it to every raw packet QP
+//! that can receive; without it it is counted as `eth_rx_unsteered` and dropped.
 
 pub mod frame;
 mod raw_rq;
