@@ -7,6 +7,7 @@
 #[macro_use]
 pub mod layout;
 pub mod ids;
+pub mod names;
 pub mod ioctl;
 pub mod mlx5;
 pub mod verbs;
