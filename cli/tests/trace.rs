@@ -297,3 +297,31 @@ fn rxe_guest_passthrough_decodes_the_kernels_answers() {
     assert_eq!(a, b, "the kernel's QPNs are the ones ibv_rc_pingpong prints");
     assert_eq!(peers, [created[1], created[0]], "each side's RTR names the other's QPN");
 }
+
+/// docs/trace-driver-path.md's excerpts are cut from real runs by
+/// docs/gen/trace-excerpts.sh; `--check` makes the runs again and fails when an excerpt
+/// no longer matches what the code records (numbers aside). Without the rxe VM the
+/// guest's excerpt is left out of the check (and the test says so through testkit).
+#[test]
+fn driver_path_doc_excerpts_match_the_code() {
+    let Some(pp) = stock::tool("ibv_rc_pingpong") else { return };
+    if std::process::Command::new("python3").arg("--version").output().is_err() {
+        testkit::skip(testkit::Need::Tool, "python3 not installed (apt-get install python3): docs/gen/trace-excerpts.sh needs it");
+        return;
+    }
+    let lib = stock::preload();
+    let vm = testkit::vm::available();
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+    let mut cmd = std::process::Command::new(format!("{root}/docs/gen/trace-excerpts.sh"));
+    cmd.arg("--check").env("DOORBELL", common::bin()).env("PRELOAD", &lib).env("IBV_RC_PINGPONG", &pp)
+        .env("PORT", common::free_port().to_string());
+    if vm.is_err() {
+        cmd.arg("--no-vm");
+    }
+    let out = cmd.output().expect("run docs/gen/trace-excerpts.sh");
+    assert!(out.status.success(), "docs/gen/trace-excerpts.sh --check ({:?}); regenerate with docs/gen/trace-excerpts.sh:\n{}{}",
+            out.status, String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    if let Err(reason) = vm {
+        testkit::skip(testkit::Need::Vm, format!("rxe VM unavailable: {reason}: the rxe excerpt was not checked (run tests/vm/rxe-vm.sh --setup)"));
+    }
+}

@@ -188,18 +188,14 @@ impl<'a> Ioctl<'a> {
         }
         // Names, not ids (`ioctl QP.CREATE`), the way the preload library decodes a stock
         // program's calls, so both kinds of trace read alike; built only when recorded.
-        tracing::trace!(target: "uverbs::ioctl", object = %names::object_name(self.buf.hdr.object_id),
-                        method = %names::method_name(self.buf.hdr.object_id, self.buf.hdr.method_id),
-                        attrs = %self.attr_names(), "ioctl {}", self.what());
+        tracing::trace!(target: "uverbs::ioctl", attrs = %self.attr_names(), "ioctl {}", self.what());
         // SAFETY: the buffer holds `length` bytes of header and attributes; every
         // pointer attribute was made from a slice borrowed for 'a with its exact
         // length and direction (shared for inputs, exclusive for outputs), and 'a
         // outlives this call.
         let r = unsafe { dev.ioctl_raw(&mut self.buf.hdr) };
         if let Err(e) = r {
-            tracing::debug!(target: "uverbs::ioctl", object = %names::object_name(self.buf.hdr.object_id),
-                            method = %names::method_name(self.buf.hdr.object_id, self.buf.hdr.method_id),
-                            errno = %e, "ioctl {} failed", self.what());
+            tracing::debug!(target: "uverbs::ioctl", errno = %e, "ioctl {} failed", self.what());
         }
         r
     }

@@ -86,8 +86,9 @@ impl<'a> WriteCmd<'a> {
         let mut resp = vec![0u8; core_room + drv_room];
         let bytes = if extended { self.encode_ex(resp.as_mut_ptr() as u64) }
                     else { self.encode_legacy(resp.as_mut_ptr() as u64) };
-        tracing::trace!(target: "uverbs::write", command = %names::write_cmd_name(self.command), extended,
-                        len = bytes.len(), "write {}", names::write_cmd_name(self.command));
+        // The command's name (`EX_` for an extended one), as the preload library decodes it.
+        let name = || names::write_cmd_name(self.command | if extended { CMD_FLAG_EXTENDED } else { 0 });
+        tracing::trace!(target: "uverbs::write", len = bytes.len(), "write {}", name());
         // SAFETY: the response pointer inside `bytes` is `resp`, which is alive, ours,
         // and as large as the header announces.
         let r = unsafe { dev.write_raw(&bytes) };
@@ -100,8 +101,7 @@ impl<'a> WriteCmd<'a> {
                 Ok(())
             }
             Err(e) => {
-                tracing::debug!(target: "uverbs::write", command = %names::write_cmd_name(self.command), errno = %e,
-                                "write {} failed", names::write_cmd_name(self.command));
+                tracing::debug!(target: "uverbs::write", errno = %e, "write {} failed", name());
                 Err(e)
             }
         }
