@@ -272,6 +272,10 @@ fn rxe_guest_passthrough_decodes_the_kernels_answers() {
         assert!(ctx < qp, "the context comes first");
         let qpn = answer(lines[qp].1, "RESP_QP_NUM").unwrap_or_else(|| panic!("no QPN answered: {}", lines[qp].1));
         assert!(answer(lines[qp].1, "HANDLE").is_some(), "{}", lines[qp].1);
+        // The PD the QP is made on is the handle the kernel answered ALLOC_PD with.
+        let pd = find("ALLOC_PD");
+        let pd_handle = answer(lines[pd].1, "pd_handle").unwrap_or_else(|| panic!("no pd_handle answered: {}", lines[pd].1));
+        assert!(pd < qp && lines[qp].1.contains(&format!("[PD={pd_handle},")), "{}\n{}", lines[pd].1, lines[qp].1);
         created.push(qpn);
         // INIT, RTR (naming the peer's QPN), RTS, each answered ok, after the create.
         let mut last = qp;

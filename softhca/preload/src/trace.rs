@@ -141,6 +141,48 @@ fn describe_core_in(cmd: u32, ptr: u64, len: usize) -> String {
     }
 }
 
+/// Legacy commands whose answer [`describe_core_out`] decodes; each one's core request
+/// starts with the `response` pointer.
+fn answers(cmd: u32) -> bool {
+    use uverbs::sys::write as w;
+    matches!(cmd, w::CMD_GET_CONTEXT | w::CMD_ALLOC_PD | w::CMD_REG_MR | w::CMD_CREATE_COMP_CHANNEL
+                  | w::CMD_CREATE_CQ | w::CMD_CREATE_QP | POST_SEND)
+}
+
+/// `IB_USER_VERBS_CMD_POST_SEND`: rxe's kick of its requester (`struct ib_uverbs_post_send`,
+/// answered with `bad_wr`).
+const POST_SEND: u32 = 28;
+
+/// The kernel's answer to a legacy command, from the core response it wrote at `ptr`
+/// (`len` bytes of room): the handles, keys and numbers that later calls use. Empty
+/// for commands not decoded here.
+fn describe_core_out(cmd: u32, ptr: u64, len: usize) -> String {
+    use uverbs::sys::verbs as v;
+    use uverbs::sys::write as w;
+    fn get<T: zerocopy::FromBytes + zerocopy::IntoBytes>(ptr: u64, len: usize) -> Option<T> {
+        if len < std::mem::size_of::<T>() {
+            return None;
+        }
+        read_struct(ptr).ok()
+    }
+    let t = match cmd {
+        w::CMD_GET_CONTEXT => get::<v::GetContextResp>(ptr, len)
+            .map(|r| format!("async_fd={} num_comp_vectors={}", r.async_fd, r.num_comp_vectors)),
+        w::CMD_ALLOC_PD => get::<v::AllocPdResp>(ptr, len).map(|r| format!("pd_handle={}", r.pd_handle)),
+        w::CMD_REG_MR => get::<v::RegMrResp>(ptr, len)
+            .map(|r| format!("mr_handle={} lkey={:#x} rkey={:#x}", r.mr_handle, r.lkey, r.rkey)),
+        w::CMD_CREATE_COMP_CHANNEL => get::<v::CreateCompChannelResp>(ptr, len).map(|r| format!("fd={}", r.fd)),
+        w::CMD_CREATE_CQ => get::<v::CreateCqResp>(ptr, len).map(|r| format!("cq_handle={} cqe={}", r.cq_handle, r.cqe)),
+        w::CMD_CREATE_QP => get::<v::CreateQpResp>(ptr, len).map(|r| {
+            format!("qp_handle={} qpn={:#x} max_send_wr={} max_recv_wr={} max_inline_data={}",
+                    r.qp_handle, r.qpn, r.max_send_wr, r.max_recv_wr, r.max_inline_data)
+        }),
+        POST_SEND => get::<u32>(ptr, len).map(|bad_wr| format!("bad_wr={bad_wr}")),
+        _ => None,
+    };
+    t.unwrap_or_default()
+}
+
 // ---- ioctl ------------------------------------------------------------------------------
 
 /// The decoded request, kept across the call.
@@ -172,6 +214,14 @@ fn read_value(ptr: u64, len: u16) -> Option<u64> {
     let n = (len as usize).min(8);
     copy_from_user(&mut b[..n], ptr).ok()?;
     Some(u64::from_le_bytes(b))
+}
+
+/// The legacy command an `INVOKE_WRITE` carries, if this is one.
+fn invoke_write_cmd(o: u16, m: u16, attrs: &[IoctlAttr]) -> Option<u32> {
+    if o != object::DEVICE || m != ids::device::INVOKE_WRITE {
+        return None;
+    }
+    attrs.iter().find(|a| a.attr_id == ids::device::ATTR_WRITE_CMD).map(|a| a.data as u32)
 }
 
 pub fn ioctl_after(fd: i32, pre: Option<IoctlPre>, r: Result<(), Errno>) {
@@ -209,6 +259,15 @@ pub fn ioctl_after(fd: i32, pre: Option<IoctlPre>, r: Result<(), Errno>) {
             }
         } else if written || is_out(o, m, a.attr_id) {
             let _ = write!(req, "{name}{opt} out {} B", a.len);
+            let cmd = invoke_write_cmd(o, m, &p.attrs);
+            if let Some(cmd) = cmd.filter(|&c| a.attr_id == ids::device::ATTR_CORE_OUT && answers(c) && r.is_ok()) {
+                // A legacy command's response struct, decoded as for write().
+                let d = describe_core_out(cmd, post.data, a.len as usize);
+                if !d.is_empty() {
+                    let _ = write!(out, " {d}");
+                    continue;
+                }
+            }
             if written && a.len <= 8 {
                 if let Some(v) = read_value(post.data, a.len) {
                     let _ = write!(out, " {name}={v:#x}");
@@ -248,6 +307,8 @@ pub struct WritePre {
     hdr: CmdHdr,
     len: usize,
     detail: String,
+    /// Where the kernel writes a decoded command's response.
+    resp: Option<u64>,
 }
 
 pub fn write_before(buf: u64, len: usize) -> Option<WritePre> {
@@ -256,15 +317,20 @@ pub fn write_before(buf: u64, len: usize) -> Option<WritePre> {
     }
     let hdr: CmdHdr = read_struct(buf).ok()?;
     let detail = if hdr.command & CMD_FLAG_EXTENDED == 0 { describe_core_in(hdr.command, buf + 8, len - 8) } else { String::new() };
-    Some(WritePre { hdr, len, detail })
+    let resp = if answers(hdr.command) && len >= 16 { read_value(buf + 8, 8) } else { None };
+    Some(WritePre { hdr, len, detail, resp })
 }
 
 pub fn write_after(fd: i32, pre: Option<WritePre>, r: &Result<usize, Errno>) {
     let Some(p) = pre else { return };
     let c = p.hdr.command;
-    let res = match r {
-        Ok(n) => format!("{n}"),
-        Err(e) => errno_text(*e),
+    let res = match (r, p.resp) {
+        (Ok(n), Some(resp)) => match describe_core_out(c, resp, p.hdr.out_words as usize * 4) {
+            d if d.is_empty() => format!("{n}"),
+            d => format!("{n} {{{d}}}"),
+        },
+        (Ok(n), None) => format!("{n}"),
+        (Err(e), _) => errno_text(*e),
     };
     let (unit, what) = if c & CMD_FLAG_EXTENDED != 0 { (8, "core words of 8 B") } else { (4, "words of 4 B") };
     tracing::trace!(target: "doorbell_preload",
