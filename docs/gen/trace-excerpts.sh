@@ -27,9 +27,13 @@ for a in "$@"; do
     *) echo "usage: $0 [--check] [--no-vm]" >&2; exit 2 ;;
   esac
 done
+for f in "${DOORBELL:-target/release/doorbell}" "${PRELOAD:-target/release/libdoorbell_preload.so}"; do
+  [ -f "$f" ] || { echo "trace-excerpts: $f missing (cargo build --release -p doorbell -p softhca-preload)" >&2; exit 2; }
+done
 DOORBELL=$(realpath "${DOORBELL:-target/release/doorbell}")
 PRELOAD=$(realpath "${PRELOAD:-target/release/libdoorbell_preload.so}")
-PP=${IBV_RC_PINGPONG:-$(command -v ibv_rc_pingpong)}
+PP=${IBV_RC_PINGPONG:-$(command -v ibv_rc_pingpong || true)}
+[ -n "$PP" ] || { echo "trace-excerpts: ibv_rc_pingpong missing (apt-get install ibverbs-utils)" >&2; exit 2; }
 PORT=${PORT:-18611}
 DOC=docs/trace-driver-path.md
 SVG=docs/plots/trace-driver-path.svg

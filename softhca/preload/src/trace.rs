@@ -146,12 +146,8 @@ fn describe_core_in(cmd: u32, ptr: u64, len: usize) -> String {
 fn answers(cmd: u32) -> bool {
     use uverbs::sys::write as w;
     matches!(cmd, w::CMD_GET_CONTEXT | w::CMD_ALLOC_PD | w::CMD_REG_MR | w::CMD_CREATE_COMP_CHANNEL
-                  | w::CMD_CREATE_CQ | w::CMD_CREATE_QP | POST_SEND)
+                  | w::CMD_CREATE_CQ | w::CMD_CREATE_QP | w::CMD_POST_SEND)
 }
-
-/// `IB_USER_VERBS_CMD_POST_SEND`: rxe's kick of its requester (`struct ib_uverbs_post_send`,
-/// answered with `bad_wr`).
-const POST_SEND: u32 = 28;
 
 /// The kernel's answer to a legacy command, from the core response it wrote at `ptr`
 /// (`len` bytes of room): the handles, keys and numbers that later calls use. Empty
@@ -177,7 +173,7 @@ fn describe_core_out(cmd: u32, ptr: u64, len: usize) -> String {
             format!("qp_handle={} qpn={:#x} max_send_wr={} max_recv_wr={} max_inline_data={}",
                     r.qp_handle, r.qpn, r.max_send_wr, r.max_recv_wr, r.max_inline_data)
         }),
-        POST_SEND => get::<u32>(ptr, len).map(|bad_wr| format!("bad_wr={bad_wr}")),
+        w::CMD_POST_SEND => get::<v::PostSendResp>(ptr, len).map(|r| format!("bad_wr={}", r.bad_wr)),
         _ => None,
     };
     t.unwrap_or_default()

@@ -41,6 +41,7 @@ pub fn layouts() -> Vec<Layout> {
         mlx5::ClockInfo::LAYOUT, CreateSrq::LAYOUT, CreateXsrq::LAYOUT, CreateSrqResp::LAYOUT, ModifySrq::LAYOUT, QuerySrq::LAYOUT,
         QuerySrqResp::LAYOUT, DestroySrq::LAYOUT, DestroySrqResp::LAYOUT, mlx5::CreateSrq::LAYOUT,
         mlx5::CreateSrqResp::LAYOUT, OpenXrcd::LAYOUT, OpenXrcdResp::LAYOUT, CloseXrcd::LAYOUT,
+        PostSendResp::LAYOUT,
     ]
 }
 
