@@ -34,6 +34,12 @@ pub struct Args {
     /// arguments (a launcher: `mpirun -np 4 doorbell allreduce`).
     #[arg(long)]
     no_preload: bool,
+    /// Run CMD on the machine's real uverbs device (the rxe guest of tests/vm/rxe-vm.sh,
+    /// a host with an HCA) with the preload library only recording: every ioctl, write()
+    /// and mmap stock libibverbs makes on /dev/infiniband/uverbsN is decoded with the
+    /// kernel's answer (DOORBELL_PRELOAD_PASSTHROUGH=1).
+    #[arg(long, conflicts_with = "no_preload")]
+    passthrough: bool,
     /// The preload library to use (default: next to this executable).
     #[arg(long, value_name = "PATH")]
     preload: Option<PathBuf>,
@@ -64,9 +70,12 @@ pub fn run(a: &Args) -> Result<()> {
     // `mpirun ... doorbell allreduce`: a launcher of doorbell programs needs no preload
     // either (the ranks would inherit it).
     let runs_doorbell = a.cmd.iter().any(|c| is_doorbell(Path::new(c)));
-    if !a.no_preload && !runs_doorbell {
+    if a.passthrough || (!a.no_preload && !runs_doorbell) {
         let lib = find_preload(a.preload.as_deref())?;
         cmd.env("LD_PRELOAD", ld_preload_value(std::env::var_os("LD_PRELOAD").as_deref(), &lib));
+    }
+    if a.passthrough {
+        cmd.env("DOORBELL_PRELOAD_PASSTHROUGH", "1");
     }
     // Ctrl-C is for CMD: this process lives on to merge what was recorded. A handler
     // (not SIG_IGN, which exec would pass on to CMD) that does nothing.

@@ -186,3 +186,146 @@ fn mpirun_children_are_traced_without_the_preload() {
     check_ranks(&json, 2);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The QPN of each `local address:` line ibv_rc_pingpong prints (`QPN 0x000012`).
+fn printed_qpns(out: &str) -> Vec<u64> {
+    out.lines()
+        .filter(|l| l.trim_start().starts_with("local address:"))
+        .filter_map(|l| l.split("QPN ").nth(1)?.split(',').next().and_then(|q| u64::from_str_radix(q.trim().trim_start_matches("0x"), 16).ok()))
+        .collect()
+}
+
+/// `KEY=0xHEX` or `KEY=DEC` after `-> ok {` in a decoded line.
+fn answer(line: &str, key: &str) -> Option<u64> {
+    let ans = line.split("-> ok {").nth(1)?;
+    let v = ans.split([' ', '}']).find_map(|w| w.strip_prefix(&format!("{key}=")))?;
+    match v.strip_prefix("0x") {
+        Some(h) => u64::from_str_radix(h, 16).ok(),
+        None => v.parse().ok(),
+    }
+}
+
+/// The rxe guest (tests/vm/rxe-vm.sh, the real Linux kernel with Soft-RoCE): `doorbell
+/// trace --passthrough` around a stock ibv_rc_pingpong pair records the uverbs calls
+/// that libibverbs and librxe make on the real /dev/infiniband/uverbs0 with the kernel's
+/// answers. Checked against what the kernel and the programs say themselves: the QPN the
+/// kernel returned for QP.CREATE is the one each ibv_rc_pingpong prints as its local
+/// address, the RTR transition names the peer's, and GET_CONTEXT's completion vector
+/// count is the guest's possible CPUs (rxe's `num_comp_vectors`).
+#[test]
+fn rxe_guest_passthrough_decodes_the_kernels_answers() {
+    if let Err(reason) = testkit::vm::available() {
+        testkit::skip(testkit::Need::Vm, format!("rxe VM unavailable: {reason} (run tests/vm/rxe-vm.sh --setup)"));
+        return;
+    }
+    let Some(pp) = stock::tool("ibv_rc_pingpong") else { return };
+    let lib = stock::preload();
+    // The guest's /tmp is its own: the trace comes back on stdout after a marker.
+    let inner = format!(
+        "{pp} -d rxe0 -g 1 -n 4 -p 18515 & \
+         while ! grep -qi ':4853 [0-9A-F:]* 0A' /proc/net/tcp /proc/net/tcp6 2>/dev/null; do sleep 0.05; done; \
+         {pp} -d rxe0 -g 1 -n 4 -p 18515 10.1.1.1 && wait",
+        pp = pp.display()
+    );
+    let script = "cpus=$(cat /sys/devices/system/cpu/possible); echo \"POSSIBLE $cpus\"; \
+                  \"$1\" trace --passthrough --preload \"$2\" -o /tmp/t.json -- sh -c \"$3\"; rc=$?; \
+                  echo ===JSON; cat /tmp/t.json; exit $rc";
+    let out = std::process::Command::new(testkit::vm::script())
+        .args(["--", "sh", "-c", script, "sh", common::bin(), lib.to_str().unwrap(), &inner])
+        .output().expect("run rxe-vm.sh");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let report = format!("--- stdout ---\n{}\n--- stderr ---\n{}", stdout.split("===JSON").next().unwrap_or(""), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "the traced pair in the guest failed ({:?})\n{report}", out.status);
+    let (text, json) = stdout.split_once("===JSON\n").unwrap_or_else(|| panic!("no trace printed\n{report}"));
+    let doc: Value = serde_json::from_str(json).expect("trace is JSON");
+    format::check(&doc).unwrap_or_else(|e| panic!("not a valid Chrome trace: {e}"));
+    let evs = doc["traceEvents"].as_array().unwrap();
+    // `0-1`: two possible CPUs.
+    let possible = text.lines().find_map(|l| l.strip_prefix("POSSIBLE ")).expect("POSSIBLE line");
+    let ncpu: u64 = possible.trim().split(',').map(|r| match r.split_once('-') {
+        Some((a, b)) => b.parse::<u64>().unwrap() - a.parse::<u64>().unwrap() + 1,
+        None => 1,
+    }).sum();
+    let printed = printed_qpns(text);
+    assert_eq!(printed.len(), 2, "two local address lines\n{report}");
+    let pids: Vec<u64> = evs.iter()
+        .filter(|e| e["ph"] == "M" && e["name"] == "process_name" && e["args"]["name"].as_str().unwrap().contains("ibv_rc_pingpong"))
+        .map(|e| e["pid"].as_u64().unwrap()).collect();
+    assert_eq!(pids.len(), 2, "server and client tracks: {pids:?}");
+    let mut created = Vec::new();
+    let mut peers = Vec::new();
+    for &pid in &pids {
+        // The decoded lines of this process, in time order.
+        let mut lines: Vec<(f64, &str)> = evs.iter()
+            .filter(|e| e["pid"] == pid && e["cat"] == "doorbell_preload")
+            .filter_map(|e| Some((e["ts"].as_f64()?, e["args"]["message"].as_str()?)))
+            .collect();
+        lines.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let find = |what: &str| lines.iter().position(|(_, l)| l.contains(what))
+            .unwrap_or_else(|| panic!("pid {pid}: no {what} line in\n{:#?}", lines.iter().map(|l| l.1).collect::<Vec<_>>()));
+        assert!(lines.iter().any(|(_, l)| l.starts_with("open /dev/infiniband/uverbs0")), "pid {pid}: the real device opened");
+        let ctx = find("DEVICE.GET_CONTEXT");
+        assert_eq!(answer(lines[ctx].1, "NUM_COMP_VECTORS"), Some(ncpu), "{}", lines[ctx].1);
+        // rdma_driver_id RDMA_DRIVER_RXE (rdma/ib_user_ioctl_verbs.h).
+        assert!(lines[ctx].1.contains(" driver=14 "), "{}", lines[ctx].1);
+        let qp = find("QP.CREATE");
+        assert!(ctx < qp, "the context comes first");
+        let qpn = answer(lines[qp].1, "RESP_QP_NUM").unwrap_or_else(|| panic!("no QPN answered: {}", lines[qp].1));
+        assert!(answer(lines[qp].1, "HANDLE").is_some(), "{}", lines[qp].1);
+        // The PD the QP is made on is the handle the kernel answered ALLOC_PD with.
+        let pd = find("ALLOC_PD");
+        let pd_handle = answer(lines[pd].1, "pd_handle").unwrap_or_else(|| panic!("no pd_handle answered: {}", lines[pd].1));
+        assert!(pd < qp && lines[qp].1.contains(&format!("[PD={pd_handle},")), "{}\n{}", lines[pd].1, lines[qp].1);
+        created.push(qpn);
+        // INIT, RTR (naming the peer's QPN), RTS, each answered ok, after the create.
+        let mut last = qp;
+        for to in ["-> INIT", "-> RTR", "-> RTS"] {
+            // Through the ioctl (INVOKE_WRITE) or, on a kernel without it, write().
+            let i = lines.iter().position(|(_, l)| (l.contains("INVOKE_WRITE(MODIFY_QP)") || l.starts_with("write ") && l.contains(" MODIFY_QP "))
+                                                   && (l.contains(&format!("{to}]")) || l.contains(&format!("{to} "))))
+                .unwrap_or_else(|| panic!("pid {pid}: no MODIFY_QP {to}"));
+            assert!(i > last, "pid {pid}: MODIFY_QP {to} out of order");
+            let res = lines[i].1.rsplit("-> ").next().unwrap();
+            assert!(res == "ok" || res.parse::<usize>().is_ok(), "pid {pid}: the kernel refused: {}", lines[i].1);
+            if to == "-> RTR" {
+                let d = lines[i].1.split("dest_qpn=0x").nth(1).and_then(|v| u64::from_str_radix(v.split([' ', ']']).next()?, 16).ok());
+                peers.push(d.unwrap_or_else(|| panic!("no dest_qpn: {}", lines[i].1)));
+            }
+            last = i;
+        }
+    }
+    let mut a = created.clone();
+    let mut b = printed.clone();
+    a.sort();
+    b.sort();
+    assert_eq!(a, b, "the kernel's QPNs are the ones ibv_rc_pingpong prints");
+    assert_eq!(peers, [created[1], created[0]], "each side's RTR names the other's QPN");
+}
+
+/// docs/trace-driver-path.md's excerpts are cut from real runs by
+/// docs/gen/trace-excerpts.sh; `--check` makes the runs again and fails when an excerpt
+/// no longer matches what the code records (numbers aside). Without the rxe VM the
+/// guest's excerpt is left out of the check (and the test says so through testkit).
+#[test]
+fn driver_path_doc_excerpts_match_the_code() {
+    let Some(pp) = stock::tool("ibv_rc_pingpong") else { return };
+    if std::process::Command::new("python3").arg("--version").output().is_err() {
+        testkit::skip(testkit::Need::Tool, "python3 not installed (apt-get install python3): docs/gen/trace-excerpts.sh needs it");
+        return;
+    }
+    let lib = stock::preload();
+    let vm = testkit::vm::available();
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+    let mut cmd = std::process::Command::new(format!("{root}/docs/gen/trace-excerpts.sh"));
+    cmd.arg("--check").env("DOORBELL", common::bin()).env("PRELOAD", &lib).env("IBV_RC_PINGPONG", &pp)
+        .env("PORT", common::free_port().to_string());
+    if vm.is_err() {
+        cmd.arg("--no-vm");
+    }
+    let out = cmd.output().expect("run docs/gen/trace-excerpts.sh");
+    assert!(out.status.success(), "docs/gen/trace-excerpts.sh --check ({:?}); regenerate with docs/gen/trace-excerpts.sh:\n{}{}",
+            out.status, String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    if let Err(reason) = vm {
+        testkit::skip(testkit::Need::Vm, format!("rxe VM unavailable: {reason}: the rxe excerpt was not checked (run tests/vm/rxe-vm.sh --setup)"));
+    }
+}

@@ -11,6 +11,7 @@ use std::marker::PhantomData;
 use zerocopy::{FromBytes, Immutable, IntoBytes};
 
 use crate::device::Device;
+use crate::sys::{ids, names};
 use crate::sys::ioctl::{INLINE_MAX, UVERBS_ATTR_F_MANDATORY, UVERBS_ATTR_F_VALID_OUTPUT};
 use crate::sys::{IoctlAttr, IoctlHdr};
 use crate::Result;
@@ -160,22 +161,41 @@ impl<'a> Ioctl<'a> {
         &self.buf.as_bytes()[..self.buf.hdr.length.max(24) as usize]
     }
 
+    /// `OBJECT.METHOD`, or `INVOKE_WRITE(COMMAND)` for a legacy command carried by ioctl.
+    fn what(&self) -> String {
+        let (o, m) = (self.buf.hdr.object_id, self.buf.hdr.method_id);
+        if o == ids::object::DEVICE && m == ids::device::INVOKE_WRITE {
+            let attrs = &self.buf.attrs[..self.buf.hdr.num_attrs as usize];
+            if let Some(c) = attrs.iter().find(|a| a.attr_id == ids::device::ATTR_WRITE_CMD) {
+                return format!("INVOKE_WRITE({})", names::write_cmd_name(c.data as u32));
+            }
+        }
+        format!("{}.{}", names::object_name(o), names::method_name(o, m))
+    }
+
+    /// The attributes' names in call order (`HANDLE,PD,SEND_CQ,...`).
+    fn attr_names(&self) -> String {
+        let (o, m) = (self.buf.hdr.object_id, self.buf.hdr.method_id);
+        let attrs = &self.buf.attrs[..self.buf.hdr.num_attrs as usize];
+        attrs.iter().map(|a| names::attr_name(o, m, a.attr_id)).collect::<Vec<_>>().join(",")
+    }
+
     /// Runs the call on `dev` with the device's driver id.
     pub fn run(&mut self, dev: &Device) -> Result<()> {
         self.buf.hdr.driver_id = dev.driver_id();
         if self.buf.hdr.length == 0 {
             self.buf.hdr.length = std::mem::size_of::<IoctlHdr>() as u16;
         }
-        tracing::trace!(target: "uverbs::ioctl", object = self.buf.hdr.object_id,
-                        method = self.buf.hdr.method_id, attrs = self.buf.hdr.num_attrs, "ioctl");
+        // Names, not ids (`ioctl QP.CREATE`), the way the preload library decodes a stock
+        // program's calls, so both kinds of trace read alike; built only when recorded.
+        tracing::trace!(target: "uverbs::ioctl", attrs = %self.attr_names(), "ioctl {}", self.what());
         // SAFETY: the buffer holds `length` bytes of header and attributes; every
         // pointer attribute was made from a slice borrowed for 'a with its exact
         // length and direction (shared for inputs, exclusive for outputs), and 'a
         // outlives this call.
         let r = unsafe { dev.ioctl_raw(&mut self.buf.hdr) };
         if let Err(e) = r {
-            tracing::debug!(target: "uverbs::ioctl", object = self.buf.hdr.object_id,
-                            method = self.buf.hdr.method_id, errno = %e, "ioctl failed");
+            tracing::debug!(target: "uverbs::ioctl", errno = %e, "ioctl {} failed", self.what());
         }
         r
     }

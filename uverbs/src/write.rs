@@ -8,7 +8,7 @@ use zerocopy::{FromBytes, Immutable, IntoBytes};
 
 use crate::device::Device;
 use crate::sys::write::{CMD_FLAG_EXTENDED};
-use crate::sys::{CmdHdr, ExCmdHdr};
+use crate::sys::{names, CmdHdr, ExCmdHdr};
 use crate::Result;
 
 /// One write() command: core input/output and driver (udata) input/output.
@@ -86,7 +86,9 @@ impl<'a> WriteCmd<'a> {
         let mut resp = vec![0u8; core_room + drv_room];
         let bytes = if extended { self.encode_ex(resp.as_mut_ptr() as u64) }
                     else { self.encode_legacy(resp.as_mut_ptr() as u64) };
-        tracing::trace!(target: "uverbs::write", command = self.command, extended, len = bytes.len(), "write");
+        // The command's name (`EX_` for an extended one), as the preload library decodes it.
+        let name = || names::write_cmd_name(self.command | if extended { CMD_FLAG_EXTENDED } else { 0 });
+        tracing::trace!(target: "uverbs::write", len = bytes.len(), "write {}", name());
         // SAFETY: the response pointer inside `bytes` is `resp`, which is alive, ours,
         // and as large as the header announces.
         let r = unsafe { dev.write_raw(&bytes) };
@@ -99,7 +101,7 @@ impl<'a> WriteCmd<'a> {
                 Ok(())
             }
             Err(e) => {
-                tracing::debug!(target: "uverbs::write", command = self.command, errno = %e, "write failed");
+                tracing::debug!(target: "uverbs::write", errno = %e, "write {} failed", name());
                 Err(e)
             }
         }

@@ -15,7 +15,7 @@ use std::ffi::{c_char, c_int, c_uint, c_ulong, c_void, CStr};
 
 use libc::{mode_t, off_t, size_t, ssize_t};
 
-use crate::{fdtable, guard, real, shim, stat};
+use crate::{fdtable, guard, passthrough, real, shim, stat};
 
 /// The bytes of a C path, or None for null.
 ///
@@ -47,7 +47,8 @@ enum PathKind {
 /// # Safety
 /// As [`bytes`].
 unsafe fn classify(path: *const c_char) -> PathKind {
-    if guard::busy() {
+    // Passthrough: the real device, sysfs and stat answers are the machine's own.
+    if guard::busy() || passthrough::on() {
         return PathKind::Other;
     }
     // SAFETY: forwarded contract.
@@ -102,7 +103,7 @@ pub unsafe extern "C" fn open(path: *const c_char, flags: c_int, mode: mode_t) -
         match classify(path) {
             PathKind::Dev => open_dev(flags),
             PathKind::Sys => in_tree(path, |p| real::open(p, flags, mode)),
-            PathKind::Other => real::open(path, flags, mode),
+            PathKind::Other => passthrough::opened(path, flags, real::open(path, flags, mode)),
         }
     }
 }
@@ -115,7 +116,7 @@ pub unsafe extern "C" fn open64(path: *const c_char, flags: c_int, mode: mode_t)
         match classify(path) {
             PathKind::Dev => open_dev(flags),
             PathKind::Sys => in_tree(path, |p| real::open64(p, flags, mode)),
-            PathKind::Other => real::open64(path, flags, mode),
+            PathKind::Other => passthrough::opened(path, flags, real::open64(path, flags, mode)),
         }
     }
 }
@@ -128,7 +129,7 @@ pub unsafe extern "C" fn __open_2(path: *const c_char, flags: c_int) -> c_int {
         match classify(path) {
             PathKind::Dev => open_dev(flags),
             PathKind::Sys => in_tree(path, |p| real::open_2(p, flags)),
-            PathKind::Other => real::open_2(path, flags),
+            PathKind::Other => passthrough::opened(path, flags, real::open_2(path, flags)),
         }
     }
 }
@@ -141,7 +142,7 @@ pub unsafe extern "C" fn __open64_2(path: *const c_char, flags: c_int) -> c_int 
         match classify(path) {
             PathKind::Dev => open_dev(flags),
             PathKind::Sys => in_tree(path, |p| real::open64_2(p, flags)),
-            PathKind::Other => real::open64_2(path, flags),
+            PathKind::Other => passthrough::opened(path, flags, real::open64_2(path, flags)),
         }
     }
 }
@@ -154,7 +155,7 @@ pub unsafe extern "C" fn openat(dirfd: c_int, path: *const c_char, flags: c_int,
         match classify(path) {
             PathKind::Dev => open_dev(flags),
             PathKind::Sys => in_tree(path, |p| real::openat(dirfd, p, flags, mode)),
-            PathKind::Other => real::openat(dirfd, path, flags, mode),
+            PathKind::Other => passthrough::opened(path, flags, real::openat(dirfd, path, flags, mode)),
         }
     }
 }
@@ -167,7 +168,7 @@ pub unsafe extern "C" fn openat64(dirfd: c_int, path: *const c_char, flags: c_in
         match classify(path) {
             PathKind::Dev => open_dev(flags),
             PathKind::Sys => in_tree(path, |p| real::openat64(dirfd, p, flags, mode)),
-            PathKind::Other => real::openat64(dirfd, path, flags, mode),
+            PathKind::Other => passthrough::opened(path, flags, real::openat64(dirfd, path, flags, mode)),
         }
     }
 }
@@ -180,7 +181,7 @@ pub unsafe extern "C" fn __openat_2(dirfd: c_int, path: *const c_char, flags: c_
         match classify(path) {
             PathKind::Dev => open_dev(flags),
             PathKind::Sys => in_tree(path, |p| real::openat_2(dirfd, p, flags)),
-            PathKind::Other => real::openat_2(dirfd, path, flags),
+            PathKind::Other => passthrough::opened(path, flags, real::openat_2(dirfd, path, flags)),
         }
     }
 }
@@ -193,7 +194,7 @@ pub unsafe extern "C" fn __openat64_2(dirfd: c_int, path: *const c_char, flags: 
         match classify(path) {
             PathKind::Dev => open_dev(flags),
             PathKind::Sys => in_tree(path, |p| real::openat64_2(dirfd, p, flags)),
-            PathKind::Other => real::openat64_2(dirfd, path, flags),
+            PathKind::Other => passthrough::opened(path, flags, real::openat64_2(dirfd, path, flags)),
         }
     }
 }
@@ -403,6 +404,9 @@ pub unsafe extern "C" fn scandir(path: *const c_char, list: *mut *mut *mut libc:
 
 #[no_mangle]
 pub unsafe extern "C" fn close(fd: c_int) -> c_int {
+    if passthrough::is(fd) {
+        return passthrough::close(fd);
+    }
     if fdtable::maybe_ours(fd) && !guard::busy() {
         return guard::run(-1, || shim::close_uverbs(fd));
     }
@@ -421,6 +425,7 @@ pub unsafe extern "C" fn close_range(first: c_uint, last: c_uint, flags: c_int) 
         let last = last.min(c_int::MAX as c_uint) as c_int;
         let first = first.min(c_int::MAX as c_uint) as c_int;
         guard::run_quiet((), || drop(fdtable::remove_range(first, last)));
+        passthrough::forget_range(first, last);
     }
     r
 }
@@ -431,6 +436,7 @@ pub unsafe extern "C" fn closefrom(lowfd: c_int) {
     unsafe { real::closefrom(lowfd) };
     if !guard::busy() {
         guard::run_quiet((), || drop(fdtable::remove_range(lowfd, c_int::MAX)));
+        passthrough::forget_range(lowfd, c_int::MAX);
     }
 }
 
@@ -448,6 +454,9 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssiz
     if let Some(e) = ours(fd) {
         return guard::run(-1, || shim::write_uverbs(&e, fd, buf, n));
     }
+    if passthrough::is(fd) {
+        return passthrough::write(fd, buf, n);
+    }
     // SAFETY: forwarding.
     unsafe { real::write(fd, buf, n) }
 }
@@ -456,6 +465,9 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssiz
 pub unsafe extern "C" fn ioctl(fd: c_int, req: c_ulong, arg: *mut c_void) -> c_int {
     if let Some(e) = ours(fd) {
         return guard::run(-1, || shim::ioctl_uverbs(&e, fd, req, arg));
+    }
+    if passthrough::is(fd) {
+        return passthrough::ioctl(fd, req, arg);
     }
     // SAFETY: forwarding.
     unsafe { real::ioctl(fd, req, arg) }
@@ -467,6 +479,9 @@ pub unsafe extern "C" fn mmap(addr: *mut c_void, len: size_t, prot: c_int, flags
     if let Some(e) = ours(fd) {
         return guard::run(libc::MAP_FAILED, || shim::mmap_uverbs(&e, fd, addr, len, prot, flags, off));
     }
+    if passthrough::is(fd) {
+        return passthrough::mmap(addr, len, prot, flags, fd, off);
+    }
     // SAFETY: forwarding.
     unsafe { real::mmap(addr, len, prot, flags, fd, off) }
 }
@@ -476,6 +491,9 @@ pub unsafe extern "C" fn mmap64(addr: *mut c_void, len: size_t, prot: c_int, fla
                                 -> *mut c_void {
     if let Some(e) = ours(fd) {
         return guard::run(libc::MAP_FAILED, || shim::mmap_uverbs(&e, fd, addr, len, prot, flags, off));
+    }
+    if passthrough::is(fd) {
+        return passthrough::mmap(addr, len, prot, flags, fd, off);
     }
     // SAFETY: forwarding.
     unsafe { real::mmap64(addr, len, prot, flags, fd, off) }
@@ -488,7 +506,7 @@ const NETLINK_RDMA: c_int = 20;
 
 #[no_mangle]
 pub unsafe extern "C" fn socket(domain: c_int, ty: c_int, protocol: c_int) -> c_int {
-    if domain == libc::AF_NETLINK && protocol == NETLINK_RDMA && !guard::busy() {
+    if domain == libc::AF_NETLINK && protocol == NETLINK_RDMA && !guard::busy() && !passthrough::on() {
         // libibverbs is about to list devices: make the sysfs tree, then answer as a host
         // without ib_core so that it reads sysfs.
         guard::run_quiet((), || {

@@ -37,6 +37,9 @@
 //!   only mode libmlx5 can use without ioctl.
 //! - `DOORBELL_PRELOAD_STATIC_UARS=1` configures static UARs but keeps ioctl.
 //! - `DOORBELL_SOFTHCA_ADDR=IP` (softhca's own) forces the instance's address.
+//! - `DOORBELL_PRELOAD_PASSTHROUGH=1` stands in for nothing: the program uses the
+//!   machine's real uverbs device, and the library only decodes its ioctl/write/mmap
+//!   calls and the kernel's answers (`passthrough`; `doorbell trace --passthrough`).
 //!
 //! ## Rules the hooks follow
 //! The hooks run inside arbitrary programs, possibly before `main`, in signal handlers
@@ -54,6 +57,7 @@
 mod fdtable;
 mod guard;
 mod hooks;
+mod passthrough;
 mod real;
 mod shim;
 mod stat;

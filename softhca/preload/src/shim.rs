@@ -68,6 +68,11 @@ const DIR_PREFIX: &str = "doorbell-softhca.";
 pub fn on_load() {
     real::warm();
     crate::stat::set_load_time();
+    crate::passthrough::init_from_env();
+    if crate::passthrough::on() {
+        // The real device: no tree, libibverbs reads the machine's sysfs.
+        return;
+    }
     let root = base_dir().join(format!("{DIR_PREFIX}{}.{:016x}", std::process::id(), nonce()));
     let Ok(c) = CString::new(root.as_os_str().as_bytes()) else { return };
     // SAFETY: setenv with two NUL-terminated strings; the constructor runs before the
@@ -358,7 +363,7 @@ pub fn ioctl_uverbs(e: &Entry, fd: c_int, req: c_ulong, arg: *mut c_void) -> c_i
 pub fn mmap_uverbs(e: &Entry, fd: c_int, addr: *mut c_void, len: usize, prot: c_int, mflags: c_int, off: i64)
                    -> *mut c_void {
     let r = uverbs::Endpoint::mmap(&*e.file, addr as u64, len, prot, mflags, off);
-    trace::mmap(fd, len, prot, mflags, off, &r);
+    trace::mmap(fd, len, prot, mflags, off, &r, true);
     match r {
         Ok(a) => a as *mut c_void,
         Err(err) => {

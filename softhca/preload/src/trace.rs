@@ -17,6 +17,7 @@ use std::sync::Once;
 use nix::errno::Errno;
 use softhca::uaccess::{copy_from_user, read_struct};
 use uverbs::sys::ids::{self, object};
+use uverbs::sys::names::{attr_name, method_name, object_name, write_cmd_name};
 use uverbs::sys::ioctl::{IoctlAttr, IoctlHdr, RDMA_VERBS_IOCTL, UVERBS_ATTR_F_VALID_OUTPUT};
 use uverbs::sys::write::{CmdHdr, CMD_FLAG_EXTENDED};
 
@@ -60,71 +61,6 @@ fn errno_text(e: Errno) -> String {
 }
 
 // ---- names ------------------------------------------------------------------------------
-
-fn object_name(o: u16) -> String {
-    match o {
-        object::DEVICE => "DEVICE".into(),
-        object::PD => "PD".into(),
-        object::COMP_CHANNEL => "COMP_CHANNEL".into(),
-        object::CQ => "CQ".into(),
-        object::QP => "QP".into(),
-        object::SRQ => "SRQ".into(),
-        object::AH => "AH".into(),
-        object::MR => "MR".into(),
-        object::MW => "MW".into(),
-        object::FLOW => "FLOW".into(),
-        object::XRCD => "XRCD".into(),
-        object::WQ => "WQ".into(),
-        object::FLOW_ACTION => "FLOW_ACTION".into(),
-        object::DM => "DM".into(),
-        object::COUNTERS => "COUNTERS".into(),
-        object::ASYNC_EVENT => "ASYNC_EVENT".into(),
-        object::MLX5_DEVX => "MLX5_DEVX".into(),
-        object::MLX5_DEVX_OBJ => "MLX5_DEVX_OBJ".into(),
-        object::MLX5_DEVX_UMEM => "MLX5_DEVX_UMEM".into(),
-        object::MLX5_DEVX_ASYNC_CMD_FD => "MLX5_DEVX_ASYNC_CMD_FD".into(),
-        object::MLX5_UAR => "MLX5_UAR".into(),
-        _ => format!("OBJ_{o:#x}"),
-    }
-}
-
-fn method_name(o: u16, m: u16) -> String {
-    use ids::{async_event, cq, device, mlx5, mr, qp, srq};
-    let s = match (o, m) {
-        (object::DEVICE, device::INVOKE_WRITE) => "INVOKE_WRITE",
-        (object::DEVICE, device::INFO_HANDLES) => "INFO_HANDLES",
-        (object::DEVICE, device::QUERY_PORT) => "QUERY_PORT",
-        (object::DEVICE, device::GET_CONTEXT) => "GET_CONTEXT",
-        (object::DEVICE, device::QUERY_CONTEXT) => "QUERY_CONTEXT",
-        (object::DEVICE, device::QUERY_GID_TABLE) => "QUERY_GID_TABLE",
-        (object::DEVICE, device::QUERY_GID_ENTRY) => "QUERY_GID_ENTRY",
-        (object::PD, 0) | (object::AH, 0) | (object::MW, 0) | (object::XRCD, 0) | (object::FLOW, 0) => "DESTROY",
-        (object::CQ, cq::CREATE) | (object::QP, qp::CREATE) | (object::SRQ, srq::CREATE) => "CREATE",
-        (object::CQ, cq::DESTROY) | (object::QP, qp::DESTROY) | (object::MR, mr::DESTROY)
-        | (object::SRQ, 1) | (object::WQ, 1) => "DESTROY",
-        (object::MR, mr::DM_MR_REG) => "DM_MR_REG",
-        (object::MR, mr::ADVISE) => "ADVISE",
-        (object::MR, mr::QUERY) => "QUERY",
-        (object::MR, mr::REG_DMABUF_MR) => "REG_DMABUF_MR",
-        (object::ASYNC_EVENT, async_event::ALLOC) => "ALLOC",
-        (object::COMP_CHANNEL, 0) => "ALLOC",
-        (object::MLX5_DEVX, mlx5::DEVX_OTHER) => "DEVX_OTHER",
-        (object::MLX5_DEVX, mlx5::DEVX_QUERY_UAR) => "DEVX_QUERY_UAR",
-        (object::MLX5_DEVX, mlx5::DEVX_QUERY_EQN) => "DEVX_QUERY_EQN",
-        (object::MLX5_DEVX_OBJ, mlx5::DEVX_OBJ_CREATE) => "DEVX_OBJ_CREATE",
-        (object::MLX5_DEVX_OBJ, mlx5::DEVX_OBJ_DESTROY) => "DEVX_OBJ_DESTROY",
-        (object::MLX5_DEVX_OBJ, mlx5::DEVX_OBJ_MODIFY) => "DEVX_OBJ_MODIFY",
-        (object::MLX5_DEVX_OBJ, mlx5::DEVX_OBJ_QUERY) => "DEVX_OBJ_QUERY",
-        (object::MLX5_DEVX_OBJ, mlx5::DEVX_OBJ_ASYNC_QUERY) => "DEVX_OBJ_ASYNC_QUERY",
-        (object::MLX5_DEVX_UMEM, mlx5::DEVX_UMEM_REG) => "DEVX_UMEM_REG",
-        (object::MLX5_DEVX_UMEM, mlx5::DEVX_UMEM_DEREG) => "DEVX_UMEM_DEREG",
-        (object::MLX5_DEVX_ASYNC_CMD_FD, mlx5::DEVX_ASYNC_CMD_FD_ALLOC) => "ALLOC",
-        (object::MLX5_UAR, mlx5::UAR_OBJ_ALLOC) => "UAR_OBJ_ALLOC",
-        (object::MLX5_UAR, mlx5::UAR_OBJ_DESTROY) => "UAR_OBJ_DESTROY",
-        _ => return format!("METHOD_{m:#x}"),
-    };
-    s.into()
-}
 
 /// Attributes through which the kernel returns a new object's handle or fd (written
 /// into the attribute's `data`).
@@ -176,210 +112,6 @@ fn is_out(o: u16, m: u16, a: u16) -> bool {
         && !(o == object::DEVICE && (m == d::GET_CONTEXT || m == d::QUERY_CONTEXT) && a == ids::UVERBS_ATTR_UHW_IN)
 }
 
-fn attr_name(o: u16, m: u16, a: u16) -> String {
-    use ids::{cq, device as d, mlx5, qp};
-    // Core objects' driver-namespace attributes are the driver's udata; driver objects
-    // (namespace bit set) name their own.
-    if o & ids::UVERBS_ID_DRIVER_NS == 0 {
-        if a == ids::UVERBS_ATTR_UHW_IN {
-            return "UHW_IN".into();
-        }
-        if a == ids::UVERBS_ATTR_UHW_OUT {
-            return "UHW_OUT".into();
-        }
-    }
-    let s = match (o, m) {
-        (object::DEVICE, d::INVOKE_WRITE) => match a {
-            d::ATTR_CORE_IN => "CORE_IN",
-            d::ATTR_CORE_OUT => "CORE_OUT",
-            d::ATTR_WRITE_CMD => "WRITE_CMD",
-            _ => "",
-        },
-        (object::DEVICE, d::QUERY_PORT) => match a {
-            d::ATTR_QUERY_PORT_PORT_NUM => "PORT_NUM",
-            d::ATTR_QUERY_PORT_RESP => "RESP",
-            _ => "",
-        },
-        (object::DEVICE, d::GET_CONTEXT) | (object::DEVICE, d::QUERY_CONTEXT) => match a {
-            0 => "NUM_COMP_VECTORS",
-            1 => "CORE_SUPPORT",
-            _ => "",
-        },
-        (object::DEVICE, d::QUERY_GID_ENTRY) => match a {
-            d::ATTR_QUERY_GID_ENTRY_PORT => "PORT",
-            d::ATTR_QUERY_GID_ENTRY_GID_INDEX => "GID_INDEX",
-            d::ATTR_QUERY_GID_ENTRY_FLAGS => "FLAGS",
-            d::ATTR_QUERY_GID_ENTRY_RESP_ENTRY => "RESP_ENTRY",
-            _ => "",
-        },
-        (object::DEVICE, d::QUERY_GID_TABLE) => match a {
-            d::ATTR_QUERY_GID_TABLE_ENTRY_SIZE => "ENTRY_SIZE",
-            d::ATTR_QUERY_GID_TABLE_FLAGS => "FLAGS",
-            d::ATTR_QUERY_GID_TABLE_RESP_ENTRIES => "RESP_ENTRIES",
-            d::ATTR_QUERY_GID_TABLE_RESP_NUM_ENTRIES => "RESP_NUM_ENTRIES",
-            _ => "",
-        },
-        (object::CQ, cq::CREATE) => match a {
-            cq::ATTR_CREATE_HANDLE => "HANDLE",
-            cq::ATTR_CREATE_CQE => "CQE",
-            cq::ATTR_CREATE_USER_HANDLE => "USER_HANDLE",
-            cq::ATTR_CREATE_COMP_CHANNEL => "COMP_CHANNEL",
-            cq::ATTR_CREATE_COMP_VECTOR => "COMP_VECTOR",
-            cq::ATTR_CREATE_FLAGS => "FLAGS",
-            cq::ATTR_CREATE_RESP_CQE => "RESP_CQE",
-            cq::ATTR_CREATE_EVENT_FD => "EVENT_FD",
-            _ => "",
-        },
-        (object::QP, qp::CREATE) => match a {
-            qp::ATTR_CREATE_HANDLE => "HANDLE",
-            qp::ATTR_CREATE_XRCD_HANDLE => "XRCD",
-            qp::ATTR_CREATE_PD_HANDLE => "PD",
-            qp::ATTR_CREATE_SRQ_HANDLE => "SRQ",
-            qp::ATTR_CREATE_SEND_CQ_HANDLE => "SEND_CQ",
-            qp::ATTR_CREATE_RECV_CQ_HANDLE => "RECV_CQ",
-            qp::ATTR_CREATE_IND_TABLE_HANDLE => "IND_TABLE",
-            qp::ATTR_CREATE_USER_HANDLE => "USER_HANDLE",
-            qp::ATTR_CREATE_CAP => "CAP",
-            qp::ATTR_CREATE_TYPE => "TYPE",
-            qp::ATTR_CREATE_FLAGS => "FLAGS",
-            qp::ATTR_CREATE_SOURCE_QPN => "SOURCE_QPN",
-            qp::ATTR_CREATE_EVENT_FD => "EVENT_FD",
-            qp::ATTR_CREATE_RESP_CAP => "RESP_CAP",
-            qp::ATTR_CREATE_RESP_QP_NUM => "RESP_QP_NUM",
-            _ => "",
-        },
-        (object::CQ, cq::DESTROY) | (object::QP, qp::DESTROY) | (object::SRQ, 1) | (object::WQ, 1) => match a {
-            0 => "HANDLE",
-            1 => "RESP",
-            _ => "",
-        },
-        (object::PD, 0) | (object::MR, 1) | (object::AH, 0) | (object::MW, 0) | (object::XRCD, 0) => match a {
-            0 => "HANDLE",
-            _ => "",
-        },
-        (object::ASYNC_EVENT, 0) => match a {
-            0 => "FD_HANDLE",
-            _ => "",
-        },
-        (object::MLX5_DEVX, mlx5::DEVX_OTHER) => match a {
-            mlx5::ATTR_DEVX_OTHER_CMD_IN => "CMD_IN",
-            mlx5::ATTR_DEVX_OTHER_CMD_OUT => "CMD_OUT",
-            _ => "",
-        },
-        (object::MLX5_DEVX, mlx5::DEVX_QUERY_UAR) => match a {
-            mlx5::ATTR_DEVX_QUERY_UAR_USER_IDX => "USER_IDX",
-            mlx5::ATTR_DEVX_QUERY_UAR_DEV_IDX => "DEV_IDX",
-            _ => "",
-        },
-        (object::MLX5_DEVX, mlx5::DEVX_QUERY_EQN) => match a {
-            mlx5::ATTR_DEVX_QUERY_EQN_USER_VEC => "USER_VEC",
-            mlx5::ATTR_DEVX_QUERY_EQN_DEV_EQN => "DEV_EQN",
-            _ => "",
-        },
-        (object::MLX5_DEVX_OBJ, mlx5::DEVX_OBJ_CREATE | mlx5::DEVX_OBJ_MODIFY | mlx5::DEVX_OBJ_QUERY) => match a {
-            // The three methods number their handle, inbox and outbox alike.
-            mlx5::ATTR_DEVX_OBJ_CREATE_HANDLE => "HANDLE",
-            mlx5::ATTR_DEVX_OBJ_CREATE_CMD_IN => "CMD_IN",
-            mlx5::ATTR_DEVX_OBJ_CREATE_CMD_OUT => "CMD_OUT",
-            _ => "",
-        },
-        (object::MLX5_DEVX_OBJ, mlx5::DEVX_OBJ_ASYNC_QUERY) => match a {
-            mlx5::ATTR_DEVX_OBJ_QUERY_ASYNC_HANDLE => "HANDLE",
-            mlx5::ATTR_DEVX_OBJ_QUERY_ASYNC_CMD_IN => "CMD_IN",
-            mlx5::ATTR_DEVX_OBJ_QUERY_ASYNC_FD => "FD",
-            mlx5::ATTR_DEVX_OBJ_QUERY_ASYNC_WR_ID => "WR_ID",
-            mlx5::ATTR_DEVX_OBJ_QUERY_ASYNC_OUT_LEN => "OUT_LEN",
-            _ => "",
-        },
-        (object::MLX5_DEVX_OBJ, mlx5::DEVX_OBJ_DESTROY) | (object::MLX5_DEVX_UMEM, mlx5::DEVX_UMEM_DEREG)
-        | (object::MLX5_DEVX_ASYNC_CMD_FD, mlx5::DEVX_ASYNC_CMD_FD_ALLOC) => match a {
-            0x1000 => "HANDLE",
-            _ => "",
-        },
-        (object::MLX5_DEVX_UMEM, mlx5::DEVX_UMEM_REG) => match a {
-            mlx5::ATTR_DEVX_UMEM_REG_HANDLE => "HANDLE",
-            mlx5::ATTR_DEVX_UMEM_REG_ADDR => "ADDR",
-            mlx5::ATTR_DEVX_UMEM_REG_LEN => "LEN",
-            mlx5::ATTR_DEVX_UMEM_REG_ACCESS => "ACCESS",
-            mlx5::ATTR_DEVX_UMEM_REG_OUT_ID => "OUT_ID",
-            mlx5::ATTR_DEVX_UMEM_REG_PGSZ_BITMAP => "PGSZ_BITMAP",
-            mlx5::ATTR_DEVX_UMEM_REG_DMABUF_FD => "DMABUF_FD",
-            _ => "",
-        },
-        (object::MLX5_UAR, mlx5::UAR_OBJ_ALLOC) => match a {
-            mlx5::ATTR_UAR_OBJ_ALLOC_HANDLE => "HANDLE",
-            mlx5::ATTR_UAR_OBJ_ALLOC_TYPE => "TYPE",
-            mlx5::ATTR_UAR_OBJ_ALLOC_MMAP_OFFSET => "MMAP_OFFSET",
-            mlx5::ATTR_UAR_OBJ_ALLOC_MMAP_LENGTH => "MMAP_LENGTH",
-            mlx5::ATTR_UAR_OBJ_ALLOC_PAGE_ID => "PAGE_ID",
-            _ => "",
-        },
-        (object::MLX5_UAR, mlx5::UAR_OBJ_DESTROY) => match a {
-            mlx5::ATTR_UAR_OBJ_DESTROY_HANDLE => "HANDLE",
-            _ => "",
-        },
-        _ => "",
-    };
-    if s.is_empty() {
-        format!("{a:#x}")
-    } else {
-        s.into()
-    }
-}
-
-/// Names of the legacy write() commands (`IB_USER_VERBS_CMD_*`, EX with bit 31).
-pub fn write_cmd_name(cmd: u32) -> String {
-    let base = match cmd & !CMD_FLAG_EXTENDED {
-        0 => "GET_CONTEXT",
-        1 => "QUERY_DEVICE",
-        2 => "QUERY_PORT",
-        3 => "ALLOC_PD",
-        4 => "DEALLOC_PD",
-        5 => "CREATE_AH",
-        6 => "MODIFY_AH",
-        7 => "QUERY_AH",
-        8 => "DESTROY_AH",
-        9 => "REG_MR",
-        10 => "REG_SMR",
-        11 => "REREG_MR",
-        12 => "QUERY_MR",
-        13 => "DEREG_MR",
-        14 => "ALLOC_MW",
-        15 => "BIND_MW",
-        16 => "DEALLOC_MW",
-        17 => "CREATE_COMP_CHANNEL",
-        18 => "CREATE_CQ",
-        19 => "RESIZE_CQ",
-        20 => "DESTROY_CQ",
-        21 => "POLL_CQ",
-        22 => "PEEK_CQ",
-        23 => "REQ_NOTIFY_CQ",
-        24 => "CREATE_QP",
-        25 => "QUERY_QP",
-        26 => "MODIFY_QP",
-        27 => "DESTROY_QP",
-        28 => "POST_SEND",
-        29 => "POST_RECV",
-        30 => "ATTACH_MCAST",
-        31 => "DETACH_MCAST",
-        32 => "CREATE_SRQ",
-        33 => "MODIFY_SRQ",
-        34 => "QUERY_SRQ",
-        35 => "DESTROY_SRQ",
-        36 => "POST_SRQ_RECV",
-        37 => "OPEN_XRCD",
-        38 => "CLOSE_XRCD",
-        39 => "CREATE_XSRQ",
-        40 => "OPEN_QP",
-        _ => return format!("CMD_{cmd:#x}"),
-    };
-    if cmd & CMD_FLAG_EXTENDED != 0 {
-        format!("EX_{base}")
-    } else {
-        base.to_string()
-    }
-}
-
 /// A few words about a legacy command's core request at `ptr` (the struct after the
 /// command header): the QP transition of MODIFY_QP, the range and access of REG_MR.
 fn describe_core_in(cmd: u32, ptr: u64, len: usize) -> String {
@@ -407,6 +139,44 @@ fn describe_core_in(cmd: u32, ptr: u64, len: usize) -> String {
         9 if n >= 40 => format!(" start={:#x} length={:#x} pd_handle={} access={:#x}", u64_at(8), u64_at(16), u32_at(32), u32_at(36)),
         _ => String::new(),
     }
+}
+
+/// Legacy commands whose answer [`describe_core_out`] decodes; each one's core request
+/// starts with the `response` pointer.
+fn answers(cmd: u32) -> bool {
+    use uverbs::sys::write as w;
+    matches!(cmd, w::CMD_GET_CONTEXT | w::CMD_ALLOC_PD | w::CMD_REG_MR | w::CMD_CREATE_COMP_CHANNEL
+                  | w::CMD_CREATE_CQ | w::CMD_CREATE_QP | w::CMD_POST_SEND)
+}
+
+/// The kernel's answer to a legacy command, from the core response it wrote at `ptr`
+/// (`len` bytes of room): the handles, keys and numbers that later calls use. Empty
+/// for commands not decoded here.
+fn describe_core_out(cmd: u32, ptr: u64, len: usize) -> String {
+    use uverbs::sys::verbs as v;
+    use uverbs::sys::write as w;
+    fn get<T: zerocopy::FromBytes + zerocopy::IntoBytes>(ptr: u64, len: usize) -> Option<T> {
+        if len < std::mem::size_of::<T>() {
+            return None;
+        }
+        read_struct(ptr).ok()
+    }
+    let t = match cmd {
+        w::CMD_GET_CONTEXT => get::<v::GetContextResp>(ptr, len)
+            .map(|r| format!("async_fd={} num_comp_vectors={}", r.async_fd, r.num_comp_vectors)),
+        w::CMD_ALLOC_PD => get::<v::AllocPdResp>(ptr, len).map(|r| format!("pd_handle={}", r.pd_handle)),
+        w::CMD_REG_MR => get::<v::RegMrResp>(ptr, len)
+            .map(|r| format!("mr_handle={} lkey={:#x} rkey={:#x}", r.mr_handle, r.lkey, r.rkey)),
+        w::CMD_CREATE_COMP_CHANNEL => get::<v::CreateCompChannelResp>(ptr, len).map(|r| format!("fd={}", r.fd)),
+        w::CMD_CREATE_CQ => get::<v::CreateCqResp>(ptr, len).map(|r| format!("cq_handle={} cqe={}", r.cq_handle, r.cqe)),
+        w::CMD_CREATE_QP => get::<v::CreateQpResp>(ptr, len).map(|r| {
+            format!("qp_handle={} qpn={:#x} max_send_wr={} max_recv_wr={} max_inline_data={}",
+                    r.qp_handle, r.qpn, r.max_send_wr, r.max_recv_wr, r.max_inline_data)
+        }),
+        w::CMD_POST_SEND => get::<v::PostSendResp>(ptr, len).map(|r| format!("bad_wr={}", r.bad_wr)),
+        _ => None,
+    };
+    t.unwrap_or_default()
 }
 
 // ---- ioctl ------------------------------------------------------------------------------
@@ -440,6 +210,14 @@ fn read_value(ptr: u64, len: u16) -> Option<u64> {
     let n = (len as usize).min(8);
     copy_from_user(&mut b[..n], ptr).ok()?;
     Some(u64::from_le_bytes(b))
+}
+
+/// The legacy command an `INVOKE_WRITE` carries, if this is one.
+fn invoke_write_cmd(o: u16, m: u16, attrs: &[IoctlAttr]) -> Option<u32> {
+    if o != object::DEVICE || m != ids::device::INVOKE_WRITE {
+        return None;
+    }
+    attrs.iter().find(|a| a.attr_id == ids::device::ATTR_WRITE_CMD).map(|a| a.data as u32)
 }
 
 pub fn ioctl_after(fd: i32, pre: Option<IoctlPre>, r: Result<(), Errno>) {
@@ -477,6 +255,15 @@ pub fn ioctl_after(fd: i32, pre: Option<IoctlPre>, r: Result<(), Errno>) {
             }
         } else if written || is_out(o, m, a.attr_id) {
             let _ = write!(req, "{name}{opt} out {} B", a.len);
+            let cmd = invoke_write_cmd(o, m, &p.attrs);
+            if let Some(cmd) = cmd.filter(|&c| a.attr_id == ids::device::ATTR_CORE_OUT && answers(c) && r.is_ok()) {
+                // A legacy command's response struct, decoded as for write().
+                let d = describe_core_out(cmd, post.data, a.len as usize);
+                if !d.is_empty() {
+                    let _ = write!(out, " {d}");
+                    continue;
+                }
+            }
             if written && a.len <= 8 {
                 if let Some(v) = read_value(post.data, a.len) {
                     let _ = write!(out, " {name}={v:#x}");
@@ -516,6 +303,8 @@ pub struct WritePre {
     hdr: CmdHdr,
     len: usize,
     detail: String,
+    /// Where the kernel writes a decoded command's response.
+    resp: Option<u64>,
 }
 
 pub fn write_before(buf: u64, len: usize) -> Option<WritePre> {
@@ -524,15 +313,20 @@ pub fn write_before(buf: u64, len: usize) -> Option<WritePre> {
     }
     let hdr: CmdHdr = read_struct(buf).ok()?;
     let detail = if hdr.command & CMD_FLAG_EXTENDED == 0 { describe_core_in(hdr.command, buf + 8, len - 8) } else { String::new() };
-    Some(WritePre { hdr, len, detail })
+    let resp = if answers(hdr.command) && len >= 16 { read_value(buf + 8, 8) } else { None };
+    Some(WritePre { hdr, len, detail, resp })
 }
 
 pub fn write_after(fd: i32, pre: Option<WritePre>, r: &Result<usize, Errno>) {
     let Some(p) = pre else { return };
     let c = p.hdr.command;
-    let res = match r {
-        Ok(n) => format!("{n}"),
-        Err(e) => errno_text(*e),
+    let res = match (r, p.resp) {
+        (Ok(n), Some(resp)) => match describe_core_out(c, resp, p.hdr.out_words as usize * 4) {
+            d if d.is_empty() => format!("{n}"),
+            d => format!("{n} {{{d}}}"),
+        },
+        (Ok(n), None) => format!("{n}"),
+        (Err(e), _) => errno_text(*e),
     };
     let (unit, what) = if c & CMD_FLAG_EXTENDED != 0 { (8, "core words of 8 B") } else { (4, "words of 4 B") };
     tracing::trace!(target: "doorbell_preload",
@@ -543,7 +337,9 @@ pub fn write_after(fd: i32, pre: Option<WritePre>, r: &Result<usize, Errno>) {
 
 // ---- mmap -------------------------------------------------------------------------------
 
-pub fn mmap(fd: i32, len: usize, prot: i32, flags: i32, off: i64, r: &Result<u64, Errno>) {
+/// `mlx5`: the offset is one of mlx5_ib's (softhca's device); a real device of another
+/// driver (passthrough) has its own offsets, printed as they are.
+pub fn mmap(fd: i32, len: usize, prot: i32, flags: i32, off: i64, r: &Result<u64, Errno>, mlx5: bool) {
     if !on() {
         return;
     }
@@ -573,6 +369,10 @@ pub fn mmap(fd: i32, len: usize, prot: i32, flags: i32, off: i64, r: &Result<u64
         Ok(a) => format!("{a:#x}"),
         Err(e) => errno_text(*e),
     };
+    if !mlx5 {
+        tracing::trace!(target: "doorbell_preload", "mmap fd={fd} len={len:#x} prot={p} {kind} offset={off:#x} -> {res}");
+        return;
+    }
     tracing::trace!(target: "doorbell_preload",
         "mmap fd={fd} len={len:#x} prot={p} {kind} offset={off:#x} (cmd {cmd} {cmd_name}, index {index}) -> {res}");
 }

@@ -7,6 +7,7 @@
 #[macro_use]
 pub mod layout;
 pub mod ids;
+pub mod names;
 pub mod ioctl;
 pub mod mlx5;
 pub mod verbs;
@@ -40,6 +41,7 @@ pub fn layouts() -> Vec<Layout> {
         mlx5::ClockInfo::LAYOUT, CreateSrq::LAYOUT, CreateXsrq::LAYOUT, CreateSrqResp::LAYOUT, ModifySrq::LAYOUT, QuerySrq::LAYOUT,
         QuerySrqResp::LAYOUT, DestroySrq::LAYOUT, DestroySrqResp::LAYOUT, mlx5::CreateSrq::LAYOUT,
         mlx5::CreateSrqResp::LAYOUT, OpenXrcd::LAYOUT, OpenXrcdResp::LAYOUT, CloseXrcd::LAYOUT,
+        PostSendResp::LAYOUT,
     ]
 }
 

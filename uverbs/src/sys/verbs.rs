@@ -477,6 +477,11 @@ abi_struct! {
     /// `struct ib_uverbs_destroy_qp_resp`.
     pub struct DestroyQpResp = "struct ib_uverbs_destroy_qp_resp" { events_reported: u32 }
 }
+abi_struct! {
+    /// `struct ib_uverbs_post_send_resp`: the index of the first work request the kernel
+    /// refused (what a software device such as rxe answers to `POST_SEND`).
+    pub struct PostSendResp = "struct ib_uverbs_post_send_resp" { bad_wr: u32 }
+}
 
 abi_struct! {
     /// `struct ib_uverbs_create_srq` (CREATE_SRQ, write 32); mlx5 appends its SRQ request.

@@ -29,6 +29,8 @@ abi_consts! {
     pub const CMD_QUERY_QP: u32 = 25 => "IB_USER_VERBS_CMD_QUERY_QP";
     pub const CMD_MODIFY_QP: u32 = 26 => "IB_USER_VERBS_CMD_MODIFY_QP";
     pub const CMD_DESTROY_QP: u32 = 27 => "IB_USER_VERBS_CMD_DESTROY_QP";
+    /// Software devices' (rxe's) kick of the kernel's requester after a post.
+    pub const CMD_POST_SEND: u32 = 28 => "IB_USER_VERBS_CMD_POST_SEND";
     pub const CMD_CREATE_SRQ: u32 = 32 => "IB_USER_VERBS_CMD_CREATE_SRQ";
     pub const CMD_MODIFY_SRQ: u32 = 33 => "IB_USER_VERBS_CMD_MODIFY_SRQ";
     pub const CMD_QUERY_SRQ: u32 = 34 => "IB_USER_VERBS_CMD_QUERY_SRQ";
