@@ -14,6 +14,8 @@ const HEADERS: &[&str] = &[
     "rdma/mlx5-abi.h",
     "rdma/mlx5_user_ioctl_cmds.h",
     "rdma/mlx5_user_ioctl_verbs.h",
+    // rdma-core's: the flow spec and attribute numbers have no uapi names.
+    "infiniband/verbs.h",
 ];
 
 fn c_program() -> (String, Vec<String>) {

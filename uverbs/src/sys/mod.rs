@@ -6,6 +6,7 @@
 
 #[macro_use]
 pub mod layout;
+pub mod flow;
 pub mod ids;
 pub mod names;
 pub mod ioctl;
@@ -42,6 +43,14 @@ pub fn layouts() -> Vec<Layout> {
         QuerySrqResp::LAYOUT, DestroySrq::LAYOUT, DestroySrqResp::LAYOUT, mlx5::CreateSrq::LAYOUT,
         mlx5::CreateSrqResp::LAYOUT, OpenXrcd::LAYOUT, OpenXrcdResp::LAYOUT, CloseXrcd::LAYOUT,
         PostSendResp::LAYOUT,
+        flow::FlowAttr::LAYOUT, flow::CreateFlow::LAYOUT, flow::CreateFlowResp::LAYOUT,
+        flow::DestroyFlow::LAYOUT, flow::FlowSpecHdr::LAYOUT, flow::EthFilter::LAYOUT,
+        flow::Ipv4Filter::LAYOUT, flow::Ipv6Filter::LAYOUT, flow::TcpUdpFilter::LAYOUT,
+        flow::TunnelFilter::LAYOUT, flow::EspFilter::LAYOUT, flow::GreFilter::LAYOUT,
+        flow::MplsFilter::LAYOUT, flow::FlowSpecEth::LAYOUT, flow::FlowSpecIpv4::LAYOUT,
+        flow::FlowSpecIpv6::LAYOUT, flow::FlowSpecTcpUdp::LAYOUT, flow::FlowSpecActionTag::LAYOUT,
+        flow::FlowSpecActionDrop::LAYOUT, flow::FlowSpecActionHandle::LAYOUT,
+        flow::FlowSpecActionCount::LAYOUT,
     ]
 }
 
@@ -52,5 +61,6 @@ pub fn consts() -> Vec<Const> {
     v.extend(ids::id_consts());
     v.extend(verbs::verbs_consts());
     v.extend(mlx5::mlx5_consts());
+    v.extend(flow::flow_consts());
     v
 }
