@@ -71,6 +71,47 @@ layout! {
 }
 
 layout! {
+    /// `fte_match_set_misc`: the misc set's fields through the IPv6 flow labels, the
+    /// rest reserved here. softhca's firmware refuses criteria in this set; the kernel
+    /// half's mlx5_ib translation (GRE, VXLAN, IPv6 flow label) writes them where a
+    /// ConnectX reads them, so that refusal is the firmware's.
+    pub struct FteMatchSetMisc = fte_match_set_misc {
+        gre_c_present: 0x1,
+        reserved_at_1: [0x1],
+        gre_k_present: 0x1,
+        gre_s_present: 0x1,
+        source_vhca_port: 0x4,
+        source_sqn: 0x18,
+        source_eswitch_owner_vhca_id: 0x10,
+        source_port: 0x10,
+        outer_second_prio: 0x3,
+        outer_second_cfi: 0x1,
+        outer_second_vid: 0xc,
+        inner_second_prio: 0x3,
+        inner_second_cfi: 0x1,
+        inner_second_vid: 0xc,
+        outer_second_cvlan_tag: 0x1,
+        inner_second_cvlan_tag: 0x1,
+        outer_second_svlan_tag: 0x1,
+        inner_second_svlan_tag: 0x1,
+        reserved_at_64: [0xc],
+        gre_protocol: 0x10,
+        /// `gre_key` (the union of `nvgre.hi`/`nvgre.lo` and `key`).
+        gre_key: 0x20,
+        vxlan_vni: 0x18,
+        bth_opcode: 0x8,
+        geneve_vni: 0x18,
+        reserved_at_d8: [0x7],
+        geneve_oam: 0x1,
+        reserved_at_e0: [0xc],
+        outer_ipv6_flow_label: 0x14,
+        reserved_at_100: [0xc],
+        inner_ipv6_flow_label: 0x14,
+        reserved_at_120: [0xe0],
+    }
+}
+
+layout! {
     /// `fte_match_param`: every match set a flow group may use, in the order of the
     /// `match_criteria_enable` bits ([`criteria`]).
     pub struct FteMatchParam = fte_match_param {

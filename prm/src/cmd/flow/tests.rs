@@ -76,6 +76,12 @@ fn match_layouts_match_kernel() {
         ("udp_sport", 0xe0, 0x10), ("udp_dport", 0xf0, 0x10),
         ("src_ipv4_src_ipv6", 0x100, 0x80), ("dst_ipv4_dst_ipv6", 0x180, 0x80),
     ]);
+    // struct mlx5_ifc_fte_match_set_misc_bits, 0x200 bits
+    check::<FteMatchSetMisc>(0x200, &[
+        ("source_sqn", 0x8, 0x18), ("source_port", 0x30, 0x10), ("gre_protocol", 0x70, 0x10),
+        ("gre_key", 0x80, 0x20), ("vxlan_vni", 0xa0, 0x18), ("bth_opcode", 0xb8, 0x8),
+        ("outer_ipv6_flow_label", 0xec, 0x14), ("inner_ipv6_flow_label", 0x10c, 0x14),
+    ]);
     // struct mlx5_ifc_fte_match_param_bits, 0x1000 bits
     check::<FteMatchParam>(0x1000, &[
         ("outer_headers", 0x0, 0x200), ("misc_parameters", 0x200, 0x200),
