@@ -165,6 +165,8 @@ pub struct Hca {
     xrcds: Mutex<BTreeMap<(u64, u64), Arc<crate::kernel::methods::xrcd::Xrcd>>>,
     /// The IOMMU domain of the device, when one is set ([`Hca::confine_dma`]).
     dma_window: std::sync::OnceLock<std::ops::Range<u64>>,
+    /// The kernel's steering tables (mlx5_ib's `flow_db`, [`Hca::flow_db`]).
+    flow_db: Mutex<crate::kernel::methods::flow_fs::FlowDb>,
 }
 
 /// The capability number of CAP_NET_RAW (linux/capability.h).
@@ -255,6 +257,7 @@ impl Hca {
             firmware: Mutex::default(),
             xrcds: Mutex::default(),
             dma_window: std::sync::OnceLock::new(),
+            flow_db: Mutex::default(),
         };
         hca.init_clock();
         tracing::debug!(target: "softhca", addr = %hca.config.addr, name = %hca.config.name, "hca up");
@@ -269,6 +272,12 @@ impl Hca {
     }
 
     /// The HCA's firmware: PRM commands on firmware objects ([`crate::firmware`]).
+    /// The kernel's steering tables, shared by every file of the HCA (`dev->flow_db`
+    /// under its lock).
+    pub(crate) fn flow_db(&self) -> std::sync::MutexGuard<'_, crate::kernel::methods::flow_fs::FlowDb> {
+        lock(&self.flow_db)
+    }
+
     pub fn firmware(&self) -> crate::firmware::Firmware<'_> {
         crate::firmware::Firmware::new(self, &self.firmware)
     }

@@ -92,6 +92,7 @@ pub(crate) enum Uobj {
     Devx(Arc<DevxObj>),
     Umem(Arc<DevxUmem>),
     Xrcd(Arc<super::methods::xrcd::UXrcd>),
+    Flow(Arc<super::methods::flow::UFlow>),
 }
 
 /// A DevX object (`struct devx_obj`): the firmware object a DEVX_OBJ_CREATE made, its
@@ -292,6 +293,10 @@ impl FileState {
                 }
             }
             Uobj::Qp(qp) => {
+                // ib_destroy_qp_user: EBUSY while flows steer to it (`qp->usecnt`).
+                if busy(self.flows_on(qp.qpn)) {
+                    return Err(Errno::EBUSY);
+                }
                 // mlx5_ib_destroy_qp: 2RST and DESTROY_QP in the firmware (nothing
                 // the firmware refuses for the QP's own uid).
                 let uid = self.ctx.as_ref().map_or(0, |c| c.devx_uid);
@@ -347,12 +352,21 @@ impl FileState {
             // errno mlx5_cmd_exec makes of the status.
             Uobj::Devx(o) => fw_destroy(hca, &o.dinbox, why)?,
             Uobj::Umem(u) => fw_destroy(hca, &u.dinbox, why)?,
+            Uobj::Flow(fl) => match super::methods::flow::destroy(hca, fl) {
+                Err(e) if why != Why::Abort => return Err(e),
+                _ => {}
+            },
             Uobj::Xrcd(u) => {
                 let uid = self.ctx.as_ref().map_or(0, |c| c.devx_uid);
                 super::methods::xrcd::release(hca, u, uid, why == Why::Abort)?;
             }
         }
         Ok(())
+    }
+
+    /// Live flows steering to QP `qpn`.
+    fn flows_on(&self, qpn: u32) -> u32 {
+        self.table.live().iter().filter(|(_, _, o)| matches!(o, Uobj::Flow(f) if f.qpn == qpn)).count() as u32
     }
 
     /// Destroys the live object at `handle` of type `ty` (a destroy command): ENOENT or

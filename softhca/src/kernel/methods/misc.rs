@@ -64,11 +64,6 @@ fn ex_destroy(c: &mut WCall<'_>, ty: ObjType) -> Result<()> {
     c.st.table.lookup(cmd.handle as i64, ty).map(|_| ())
 }
 
-/// EX_DESTROY_FLOW: `struct ib_uverbs_destroy_flow`.
-pub(crate) fn destroy_flow(c: &mut WCall<'_>) -> Result<()> {
-    ex_destroy(c, ObjType::Flow)
-}
-
 /// EX_DESTROY_WQ: `struct ib_uverbs_ex_destroy_wq`.
 pub(crate) fn destroy_wq(c: &mut WCall<'_>) -> Result<()> {
     ex_destroy(c, ObjType::Wq)

@@ -8,6 +8,8 @@ pub(crate) mod context;
 pub(crate) mod cq;
 pub(crate) mod device;
 pub(crate) mod devx;
+pub(crate) mod flow;
+pub(crate) mod flow_fs;
 pub(crate) mod misc;
 pub(crate) mod mr;
 pub(crate) mod pd;
@@ -346,7 +348,8 @@ pub(crate) fn write_ex_def(idx: u32) -> Option<&'static WriteDef> {
     static CREATE_QP: WriteDef = wx(qp::create_qp_ex);
     static MODIFY_QP: WriteDef = wx(qp::modify_qp_ex);
     static NOT_SUPPORTED: WriteDef = wx(misc::write_not_supported);
-    static DESTROY_FLOW: WriteDef = wx(misc::destroy_flow);
+    static CREATE_FLOW: WriteDef = wx(flow::create_flow);
+    static DESTROY_FLOW: WriteDef = wx(flow::destroy_flow);
     static DESTROY_WQ: WriteDef = wx(misc::destroy_wq);
     static DESTROY_RWQ_IND_TBL: WriteDef = wx(misc::destroy_rwq_ind_tbl);
     Some(match idx {
@@ -354,7 +357,8 @@ pub(crate) fn write_ex_def(idx: u32) -> Option<&'static WriteDef> {
         18 => &CREATE_CQ,
         24 => &CREATE_QP,
         26 => &MODIFY_QP,
-        50 | 52 | 53 | 55 | 57 => &NOT_SUPPORTED,
+        50 => &CREATE_FLOW,
+        52 | 53 | 55 | 57 => &NOT_SUPPORTED,
         51 => &DESTROY_FLOW,
         54 => &DESTROY_WQ,
         56 => &DESTROY_RWQ_IND_TBL,
