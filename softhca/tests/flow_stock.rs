@@ -1,0 +1,166 @@
+//! Flow steering end to end with stock libibverbs + libmlx5 (`preload/tests/c/flow_qp.c`
+//! under libdoorbell_preload.so): a RAW_PACKET QP in one network namespace, softhca's
+//! port on a veth there (`DOORBELL_ETH_IF`, the test-only fan-out off), the Linux stack
+//! sending UDP datagrams from the other namespace:
+//! - (a) `ibv_create_flow` for a UDP destination port with a flow tag: the QP receives
+//!   exactly the datagrams to that port (the ones to the next port reach no QP), each
+//!   CQE with the tag; the QP's destroy is EBUSY while the flow lives; destroying the
+//!   flow, then the QP, succeeds.
+//!
+//! SKIP when not root, or when ip, cc, the rdma-core headers or python3 are missing.
+
+#[path = "../preload/tests/common/mod.rs"]
+mod pcommon;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use testkit::Need;
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+fn sh(cmd: &str) -> bool {
+    Command::new("sh").arg("-c").arg(cmd).status().is_ok_and(|s| s.success())
+}
+
+/// Root, ip, python3 and the test program; None (with a SKIP line) otherwise.
+fn prerequisites() -> Option<PathBuf> {
+    if !is_root() {
+        testkit::skip(Need::Root, "network namespaces and RAW_PACKET QPs need root");
+        return None;
+    }
+    if !sh("command -v ip >/dev/null") {
+        testkit::skip(Need::Tool, "ip missing (apt-get install iproute2)");
+        return None;
+    }
+    if !sh("command -v python3 >/dev/null") {
+        testkit::skip(Need::Tool, "python3 missing");
+        return None;
+    }
+    if !Path::new("/usr/include/infiniband/mlx5dv.h").exists() {
+        testkit::skip(Need::Tool, "infiniband/mlx5dv.h missing (apt-get install libibverbs-dev)");
+        return None;
+    }
+    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("preload/tests/c/flow_qp.c");
+    let exe = Path::new(env!("CARGO_TARGET_TMPDIR")).join("flow_stock_qp");
+    testkit::cc(&src, [
+        std::ffi::OsStr::new("-Wall"), "-Wextra".as_ref(), "-Werror".as_ref(), "-Wno-unused-function".as_ref(),
+        "-O1".as_ref(), "-o".as_ref(), exe.as_os_str(), src.as_os_str(), "-libverbs".as_ref(), "-lmlx5".as_ref(),
+    ])?;
+    Some(exe)
+}
+
+/// Two namespaces joined by a veth pair: softhca's end (`a`, 10.79.N.1) and the Linux
+/// stack's (`b`, 10.79.N.2); removed on drop.
+struct Link {
+    ns_a: String,
+    ns_b: String,
+    if_a: String,
+    ip_a: String,
+}
+
+impl Link {
+    fn new(n: u8) -> Link {
+        let tag = format!("{}{n}", std::process::id() % 10000);
+        let (ns_a, ns_b) = (format!("fsa{tag}"), format!("fsb{tag}"));
+        let (if_a, if_b) = (ns_a.clone(), ns_b.clone());
+        let (ip_a, ip_b) = (format!("10.79.{n}.1"), format!("10.79.{n}.2"));
+        let ok = sh(&format!(
+            "set -e; ip netns add {ns_a}; ip netns add {ns_b}; \
+             ip link add {if_a} address 02:00:00:79:{n:02x}:01 type veth peer name {if_b} address 02:00:00:79:{n:02x}:02; \
+             ip link set {if_a} netns {ns_a}; ip link set {if_b} netns {ns_b}; \
+             ip -n {ns_a} addr add {ip_a}/24 dev {if_a}; ip -n {ns_b} addr add {ip_b}/24 dev {if_b}; \
+             ip -n {ns_a} link set {if_a} up; ip -n {ns_b} link set {if_b} up; \
+             ip -n {ns_a} link set lo up; ip -n {ns_b} link set lo up"
+        ));
+        assert!(ok, "setting up the namespaces failed");
+        Link { ns_a, ns_b, if_a, ip_a }
+    }
+
+    /// The test program in namespace a, softhca's port on the veth there, no fan-out.
+    fn softhca(&self, exe: &Path, args: &[&str]) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.ns_a, "env"])
+            .arg(format!("LD_PRELOAD={}", pcommon::preload().display()))
+            .arg(format!("DOORBELL_ETH_IF={}", self.if_a))
+            .arg(format!("DOORBELL_SOFTHCA_ADDR={}", self.ip_a))
+            .arg("DOORBELL_ETH_TEST_FANOUT=0")
+            .arg(exe)
+            .args(args)
+            .env_remove("RUST_LOG");
+        c
+    }
+
+    fn python(&self, script: &str, args: &[&str]) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.ns_b, "python3", "-c", script]).args(args);
+        c
+    }
+}
+
+impl Drop for Link {
+    fn drop(&mut self) {
+        sh(&format!("ip netns del {} 2>/dev/null; ip netns del {} 2>/dev/null", self.ns_a, self.ns_b));
+    }
+}
+
+/// Waits (up to a generous deadline that only turns a hang into a failure) until
+/// `p`'s output satisfies `done`.
+fn wait_output(p: &pcommon::Proc, what: &str, mut done: impl FnMut(&str) -> bool) -> String {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let out = p.stdout_so_far();
+        if done(&out) {
+            return out;
+        }
+        assert!(Instant::now() < deadline, "{what}: not seen; output so far:\n{out}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// From namespace b through the Linux stack: `hit-i` to argv[2] and `miss-i` to
+/// argv[2]+1, interleaved, three each, then `...end` to argv[2].
+const SENDERS: &str = r#"
+import socket, sys
+ip, port = sys.argv[1], int(sys.argv[2])
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+for i in range(3):
+    s.sendto(b"hit-%d" % i, (ip, port))
+    s.sendto(b"miss-%d" % i, (ip, port + 1))
+s.sendto(b"marker-end", (ip, port))
+"#;
+
+fn hex(s: &str) -> String {
+    s.bytes().map(|b| format!("{b:02x}")).collect()
+}
+
+#[test]
+fn ibv_create_flow_steers_one_udp_port_into_the_raw_qp() {
+    let Some(exe) = prerequisites() else { return };
+    let l = Link::new(1);
+    let (port, tag) = (4242u16, 0xabcdeu32);
+    let rx = pcommon::spawn(l.softhca(&exe, &["udp", &port.to_string(), &tag.to_string()]), "flow_qp udp");
+    wait_output(&rx, "receiver READY", |o| o.contains("READY") || o.contains("FAIL"));
+    let senders = pcommon::spawn(l.python(SENDERS, &[&l.ip_a, &port.to_string()]), "senders")
+        .wait_until(Instant::now() + Duration::from_secs(60));
+    assert!(senders.ok(), "{}", senders.report());
+    let done = rx.wait_until(Instant::now() + Duration::from_secs(60));
+    assert!(done.ok(), "{}", done.report());
+    assert!(done.stdout.contains("CHECK destroy_qp_with_flow_busy PASS"), "{}", done.report());
+    let frames: Vec<(String, u32, String)> = done.stdout.lines().filter_map(|l| l.strip_prefix("FRAME ")).map(|l| {
+        let f: Vec<&str> = l.split(' ').collect();
+        (f[0].to_string(), u32::from_str_radix(f[2], 16).unwrap(), f.get(3).unwrap_or(&"").to_string())
+    }).collect();
+    let payloads = ["hit-0", "hit-1", "hit-2", "marker-end"];
+    assert_eq!(frames.len(), payloads.len(), "exactly the datagrams to port {port}: {frames:?}");
+    for ((status, t, bytes), p) in frames.iter().zip(payloads) {
+        assert_eq!((status.as_str(), *t), ("success", tag), "{frames:?}");
+        // UDP destination port after the 14-byte Ethernet and 20-byte IPv4 headers.
+        assert_eq!(&bytes[(14 + 20 + 2) * 2..(14 + 20 + 4) * 2], format!("{port:04x}"), "{bytes}");
+        assert!(bytes.ends_with(&hex(p)), "{p}: {bytes}");
+    }
+}
