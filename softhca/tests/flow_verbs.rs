@@ -44,6 +44,7 @@ fn open(h: &Arc<Hca>) -> Device {
 fn setup(h: &Arc<Hca>, dev: &Device) -> Qps {
     let req = AllocUcontextReqV2 {
         total_num_bfregs: 16, num_low_latency_bfregs: 4, max_cqe_version: 1, lib_caps: mlx5::LIB_CAP_4K_UAR,
+        flags: mlx5::ALLOC_UCTX_DEVX,
         ..Default::default()
     };
     let mut resp = AllocUcontextResp::default();
@@ -328,4 +329,166 @@ fn flows_steer_frames_to_the_raw_qps_tir() {
     drop(dev);
     drop(q);
     assert!(nothing_installed(&h), "close destroys the flows");
+}
+
+/// An outer-headers match set (the first 64 bytes of `fte_match_param`) with the
+/// ethertype (bits 0x30..0x40), IP protocol (0x80..0x88) and UDP destination port
+/// (0xf0..0x100) of `mlx5_ifc_fte_match_set_lyr_2_4_bits`.
+fn outer(ethertype: u16, proto: u8, dport: u16) -> Vec<u8> {
+    let mut b = vec![0u8; 64];
+    b[6..8].copy_from_slice(&ethertype.to_be_bytes());
+    b[16] = proto;
+    b[30..32].copy_from_slice(&dport.to_be_bytes());
+    b
+}
+
+use uverbs::ioctl::Ioctl;
+use uverbs::sys::ids::mlx5 as m5;
+
+struct Matcher<'a> {
+    mask: Vec<u8>,
+    enable: u8,
+    ty: u8,
+    prio: u16,
+    ft_type: Option<u64>,
+    flags: Option<u32>,
+    _p: std::marker::PhantomData<&'a ()>,
+}
+
+impl Matcher<'_> {
+    fn new(mask: Vec<u8>) -> Self {
+        Matcher { mask, enable: 1, ty: m5::FLOW_TYPE_NORMAL, prio: 0, ft_type: None, flags: None, _p: Default::default() }
+    }
+
+    fn create(&self, dev: &Device) -> Result<u32, Errno> {
+        let prio = self.prio.to_ne_bytes();
+        let mut c = Ioctl::new(object::MLX5_FLOW_MATCHER, m5::FLOW_MATCHER_CREATE);
+        let h = c.new_handle(m5::ATTR_FLOW_MATCHER_CREATE_HANDLE);
+        c.in_bytes(m5::ATTR_FLOW_MATCHER_MATCH_MASK, &self.mask);
+        c.in_enum(m5::ATTR_FLOW_MATCHER_FLOW_TYPE, self.ty, if self.ty == m5::FLOW_TYPE_NORMAL { &prio } else { &[] });
+        c.in_value(m5::ATTR_FLOW_MATCHER_MATCH_CRITERIA, self.enable);
+        if let Some(t) = self.ft_type {
+            c.in_const(m5::ATTR_FLOW_MATCHER_FT_TYPE, t);
+        }
+        if let Some(f) = self.flags {
+            c.in_value(m5::ATTR_FLOW_MATCHER_FLOW_FLAGS, f as u64);
+        }
+        c.run(dev)?;
+        Ok(c.handle_out(h))
+    }
+}
+
+#[derive(Default)]
+struct DvFlow {
+    value: Vec<u8>,
+    qp: Option<u32>,
+    devx: Option<u32>,
+    tag: Option<u32>,
+    flags: Option<u32>,
+    actions: Option<Vec<u8>>,
+    counters: Option<Vec<u8>>,
+}
+
+impl DvFlow {
+    fn create(&self, dev: &Device, matcher: u32) -> Result<u32, Errno> {
+        let mut c = Ioctl::new(object::FLOW, m5::CREATE_FLOW);
+        let h = c.new_handle(m5::ATTR_CREATE_FLOW_HANDLE);
+        c.in_bytes(m5::ATTR_CREATE_FLOW_MATCH_VALUE, &self.value);
+        c.handle(m5::ATTR_CREATE_FLOW_MATCHER, matcher);
+        if let Some(q) = self.qp {
+            c.handle(m5::ATTR_CREATE_FLOW_DEST_QP, q);
+        }
+        if let Some(d) = self.devx {
+            c.handle(m5::ATTR_CREATE_FLOW_DEST_DEVX, d);
+        }
+        if let Some(t) = self.tag {
+            c.in_value(m5::ATTR_CREATE_FLOW_TAG, t);
+        }
+        if let Some(f) = self.flags {
+            c.in_value(m5::ATTR_CREATE_FLOW_FLAGS, f as u64);
+        }
+        if let Some(a) = &self.actions {
+            c.in_bytes(m5::ATTR_CREATE_FLOW_ARR_FLOW_ACTIONS, a);
+        }
+        if let Some(a) = &self.counters {
+            c.in_bytes(m5::ATTR_CREATE_FLOW_ARR_COUNTERS_DEVX, a);
+        }
+        c.run(dev)?;
+        Ok(c.handle_out(h))
+    }
+}
+
+fn destroy_matcher(dev: &Device, h: u32) -> Result<(), Errno> {
+    let mut c = Ioctl::new(object::MLX5_FLOW_MATCHER, m5::FLOW_MATCHER_DESTROY);
+    c.handle(m5::ATTR_FLOW_MATCHER_DESTROY_HANDLE, h);
+    c.run(dev)
+}
+
+#[test]
+fn mlx5dv_matchers_and_flows() {
+    let h = hca();
+    let dev = open(&h);
+    let q = setup(&h, &dev);
+    let Some((raw, _)) = q.raw else {
+        testkit::skip(testkit::Need::Root, "RAW_PACKET QPs need CAP_NET_RAW");
+        return;
+    };
+    let steer = h.firmware().steering();
+    let mask = outer(0xffff, 0xff, 0xffff);
+    let mt = Matcher::new(mask.clone()).create(&dev).unwrap();
+    let value = outer(0x0800, 17, 5000);
+    // Matcher refusals.
+    let mcases: Vec<(&str, Matcher, Errno)> = vec![
+        ("FT_TYPE with FLOW_FLAGS", Matcher { ft_type: Some(0), flags: Some(0), ..Matcher::new(mask.clone()) }, Errno::EINVAL),
+        ("FT_TYPE 5", Matcher { ft_type: Some(5), ..Matcher::new(mask.clone()) }, Errno::EINVAL),
+        ("FDB without switchdev", Matcher { ft_type: Some(m5::FLOW_TABLE_TYPE_FDB), ..Matcher::new(mask.clone()) }, Errno::EINVAL),
+        ("flow type 4", Matcher { ty: 4, ..Matcher::new(mask.clone()) }, Errno::EOPNOTSUPP),
+        ("FLOW_FLAGS beyond EGRESS", Matcher { flags: Some(1), ..Matcher::new(mask.clone()) }, Errno::EINVAL),
+        ("mask longer than mlx5_ib_match_params", Matcher::new(vec![0; 641]), Errno::EINVAL),
+    ];
+    for (what, m, want) in &mcases {
+        assert_eq!(m.create(&dev), Err(*want), "{what}");
+    }
+    let sniffer = Matcher { ty: m5::FLOW_TYPE_SNIFFER, ..Matcher::new(mask.clone()) }.create(&dev).unwrap();
+    let egress = Matcher { flags: Some(f::ATTR_FLAGS_EGRESS), ..Matcher::new(mask.clone()) }.create(&dev).unwrap();
+    let prio16 = Matcher { prio: 16, ..Matcher::new(mask.clone()) }.create(&dev).unwrap();
+    let drop_flag = Some(m5::CREATE_FLOW_FLAGS_DROP);
+    let fcases: Vec<(&str, u32, DvFlow, Errno)> = vec![
+        ("QP and DROP", mt, DvFlow { value: value.clone(), qp: Some(raw), flags: drop_flag, ..Default::default() }, Errno::EINVAL),
+        ("DROP and DEFAULT_MISS", mt, DvFlow { value: value.clone(), flags: Some(3), ..Default::default() }, Errno::EINVAL),
+        ("an RC QP", mt, DvFlow { value: value.clone(), qp: Some(q.rc), ..Default::default() }, Errno::EINVAL),
+        ("DEFAULT_MISS", mt, DvFlow { value: value.clone(), flags: Some(m5::CREATE_FLOW_FLAGS_DEFAULT_MISS), ..Default::default() }, Errno::EOPNOTSUPP),
+        ("a PD as flow action", mt, DvFlow { value: value.clone(), qp: Some(raw), actions: Some(0u32.to_ne_bytes().to_vec()), ..Default::default() }, Errno::EINVAL),
+        ("a PD as DevX counter", mt, DvFlow { value: value.clone(), qp: Some(raw), counters: Some(0u32.to_ne_bytes().to_vec()), ..Default::default() }, Errno::EINVAL),
+        ("two DevX counters", mt, DvFlow { value: value.clone(), qp: Some(raw), counters: Some(vec![0; 8]), ..Default::default() }, Errno::EINVAL),
+        ("tag of 25 bits", mt, DvFlow { value: value.clone(), qp: Some(raw), tag: Some(1 << 24), ..Default::default() }, Errno::EINVAL),
+        ("sniffer matcher", sniffer, DvFlow { value: value.clone(), qp: Some(raw), ..Default::default() }, Errno::EOPNOTSUPP),
+        ("priority 16", prio16, DvFlow { value: value.clone(), qp: Some(raw), ..Default::default() }, Errno::ENOMEM),
+        ("QP into NIC TX", egress, DvFlow { value: value.clone(), qp: Some(raw), ..Default::default() }, Errno::EINVAL),
+        ("no NIC TX namespace", egress, DvFlow { value: value.clone(), flags: drop_flag, ..Default::default() }, Errno::EOPNOTSUPP),
+        ("value outside the mask", mt, DvFlow { value: outer(0x0800, 17, 5000).into_iter().chain([1]).collect(), qp: Some(raw), ..Default::default() }, Errno::EINVAL),
+    ];
+    for (what, matcher, fl, want) in &fcases {
+        assert_eq!(fl.create(&dev, *matcher), Err(*want), "{what}");
+        assert!(nothing_installed(&h), "{what}: steering objects left");
+    }
+    // A flow to the QP with a tag; another port drops.
+    let fq = DvFlow { value: value.clone(), qp: Some(raw), tag: Some(0x77), ..Default::default() }.create(&dev, mt).unwrap();
+    let fd = DvFlow { value: outer(0x0800, 17, 5001), flags: drop_flag, ..Default::default() }.create(&dev, mt).unwrap();
+    let mac = [0x02, 0, 0, 0, 0, 0x11];
+    let Verdict::Deliver { dest: Dest::Tir(_), flow_tag: 0x77 } = steer.classify(0, &udp_frame(mac, [10, 0, 0, 1], 5000))
+        else { panic!("{:?}", steer.classify(0, &udp_frame(mac, [10, 0, 0, 1], 5000))) };
+    assert_eq!(steer.classify(0, &udp_frame(mac, [10, 0, 0, 1], 5001)), Verdict::Drop);
+    assert_eq!(steer.classify(0, &udp_frame(mac, [10, 0, 0, 1], 5002)), Verdict::Miss);
+    assert_eq!(steer.counts().1, 1, "one matcher, one group");
+    assert_eq!(destroy_matcher(&dev, mt), Err(Errno::EBUSY), "flows use it");
+    assert_eq!(qp::destroy_qp_write(&dev, raw), Err(Errno::EBUSY));
+    let mut c = Ioctl::new(object::FLOW, m5::DESTROY_FLOW);
+    c.handle(m5::ATTR_CREATE_FLOW_HANDLE, fq);
+    c.run(&dev).unwrap();
+    destroy_flow(&dev, fd).unwrap();
+    assert!(nothing_installed(&h));
+    destroy_matcher(&dev, mt).unwrap();
+    drop(dev);
+    drop(q);
 }

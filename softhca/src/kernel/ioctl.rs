@@ -64,6 +64,12 @@ pub(crate) enum Spec {
     PtrOut { min: u16, len: u16, zero_trailing: bool },
     Idr { ty: ObjType, access: Access },
     Fd { ty: FdType, access: Access },
+    /// `UVERBS_ATTR_ENUM_IN`: `attr_data.enum_data.elem_id` picks one of `elems`
+    /// (`PtrIn` specs), against which the data is checked.
+    EnumIn { elems: &'static [Spec] },
+    /// `UVERBS_ATTR_IDRS_ARR`: `min..=max` u32 handles of `ty`, each looked up for
+    /// reading.
+    IdrsArr { ty: ObjType, min: u16, max: u16 },
 }
 
 /// `UVERBS_ATTR_TYPE(T)` input: exactly `n` bytes.
@@ -103,6 +109,17 @@ pub(crate) const fn idr(ty: ObjType, access: Access) -> Spec {
 }
 pub(crate) const fn fd(ty: FdType, access: Access) -> Spec {
     Spec::Fd { ty, access }
+}
+
+/// `UVERBS_ATTR_NO_DATA()` input (an enum element without data).
+pub(crate) const NO_DATA: Spec = in_type(0);
+/// `UVERBS_ATTR_ENUM_IN` of `elems`.
+pub(crate) const fn enum_in(elems: &'static [Spec]) -> Spec {
+    Spec::EnumIn { elems }
+}
+/// `UVERBS_ATTR_IDRS_ARR` of `min..=max` handles of `ty` (read access).
+pub(crate) const fn idrs_arr(ty: ObjType, min: u16, max: u16) -> Spec {
+    Spec::IdrsArr { ty, min, max }
 }
 
 /// One attribute of a method.
@@ -161,6 +178,7 @@ pub(crate) struct NewFd {
 #[derive(Debug)]
 pub(crate) enum Resolved {
     Obj(Uobj),
+    Objs(Vec<Uobj>),
     Destroy(u32),
     NewIdr(u32),
     Fd(FdObj),
@@ -186,6 +204,19 @@ pub(crate) struct Bundle {
 impl Bundle {
     pub(crate) fn is_valid(&self, id: u16) -> bool {
         self.attrs.contains_key(&id)
+    }
+
+    /// The element an enum attribute chose (`uverbs_attr_get_enum_id`).
+    pub(crate) fn enum_id(&self, id: u16) -> Option<u8> {
+        self.attrs.get(&id).map(|a| a.uattr.elem_id)
+    }
+
+    /// The objects of an IDRS_ARR attribute (`uverbs_attr_get_uobjs_arr`); none when absent.
+    pub(crate) fn objs(&self, id: u16) -> &[Uobj] {
+        match self.attrs.get(&id).and_then(|a| a.res.as_ref()) {
+            Some(Resolved::Objs(v)) => v,
+            _ => &[],
+        }
     }
 
     /// The input of a pointer attribute.
@@ -367,6 +398,44 @@ fn process_attr(hca: &Hca, st: &mut FileState, b: &Bundle, def: &AttrDef, ua: &I
                 copy_from_user(&mut copy, ua.data)?;
             }
             Ok(None)
+        }
+        Spec::EnumIn { elems } => {
+            let e = elems.get(ua.elem_id as usize).ok_or(Errno::EOPNOTSUPP)?;
+            if ua.elem_reserved != 0 {
+                return Err(Errno::EINVAL);
+            }
+            let Spec::PtrIn { min, len, zero_trailing } = *e else { return Err(Errno::EOPNOTSUPP) };
+            if ua.len > len && zero_trailing {
+                let buf = if ua.len <= 8 {
+                    InBuf::Inline { bytes: ua.data.to_ne_bytes(), len: ua.len as usize }
+                } else {
+                    InBuf::User { addr: ua.data, len: ua.len as usize }
+                };
+                if !buf.is_cleared(len as usize) {
+                    return Err(Errno::EOPNOTSUPP);
+                }
+            }
+            if ua.len < min || (!zero_trailing && ua.len > len) {
+                return Err(Errno::EINVAL);
+            }
+            Ok(None)
+        }
+        Spec::IdrsArr { ty, min, max } => {
+            // uverbs_process_idrs_array
+            let n = ua.len as usize / 4;
+            if reserved != 0 || ua.len % 4 != 0 || n < min as usize || n > max as usize {
+                return Err(Errno::EINVAL);
+            }
+            let mut ids = vec![0u8; ua.len as usize];
+            if ua.len as usize > 8 {
+                copy_from_user(&mut ids, ua.data)?;
+            } else {
+                ids.copy_from_slice(&ua.data.to_ne_bytes()[..ua.len as usize]);
+            }
+            let objs = ids.chunks_exact(4)
+                .map(|c| st.table.lookup(u32::from_ne_bytes(c.try_into().unwrap()) as i64, ty))
+                .collect::<Result<Vec<_>>>()?;
+            Ok(Some(Resolved::Objs(objs)))
         }
         Spec::Idr { ty, access } => {
             if reserved != 0 || ua.len != 0 {

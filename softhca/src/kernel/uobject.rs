@@ -46,6 +46,7 @@ pub(crate) enum ObjType {
     Mlx5Uar,
     Mlx5DevxObj,
     Mlx5DevxUmem,
+    Mlx5FlowMatcher,
     /// `UVERBS_IDR_ANY_OBJECT`: a lookup that takes a handle of any type (DevX's
     /// MODIFY/QUERY, which then check the object against the command).
     Any,
@@ -74,6 +75,7 @@ impl ObjType {
             object::MLX5_UAR => ObjType::Mlx5Uar,
             object::MLX5_DEVX_OBJ => ObjType::Mlx5DevxObj,
             object::MLX5_DEVX_UMEM => ObjType::Mlx5DevxUmem,
+            object::MLX5_FLOW_MATCHER => ObjType::Mlx5FlowMatcher,
             _ => return None,
         })
     }
@@ -93,6 +95,7 @@ pub(crate) enum Uobj {
     Umem(Arc<DevxUmem>),
     Xrcd(Arc<super::methods::xrcd::UXrcd>),
     Flow(Arc<super::methods::flow::UFlow>),
+    FlowMatcher(Arc<super::methods::flow_matcher::FlowMatcher>),
 }
 
 /// A DevX object (`struct devx_obj`): the firmware object a DEVX_OBJ_CREATE made, its
@@ -352,10 +355,21 @@ impl FileState {
             // errno mlx5_cmd_exec makes of the status.
             Uobj::Devx(o) => fw_destroy(hca, &o.dinbox, why)?,
             Uobj::Umem(u) => fw_destroy(hca, &u.dinbox, why)?,
-            Uobj::Flow(fl) => match super::methods::flow::destroy(hca, fl) {
-                Err(e) if why != Why::Abort => return Err(e),
-                _ => {}
-            },
+            Uobj::Flow(fl) => {
+                match super::methods::flow::destroy(hca, fl) {
+                    Err(e) if why != Why::Abort => return Err(e),
+                    _ => {}
+                }
+                if let Some(m) = &fl.matcher {
+                    m.usecnt.fetch_sub(1, Ordering::SeqCst);
+                }
+            }
+            // flow_matcher_cleanup: EBUSY while flows use it.
+            Uobj::FlowMatcher(m) => {
+                if busy(m.usecnt.load(Ordering::SeqCst)) {
+                    return Err(Errno::EBUSY);
+                }
+            }
             Uobj::Xrcd(u) => {
                 let uid = self.ctx.as_ref().map_or(0, |c| c.devx_uid);
                 super::methods::xrcd::release(hca, u, uid, why == Why::Abort)?;
@@ -366,7 +380,7 @@ impl FileState {
 
     /// Live flows steering to QP `qpn`.
     fn flows_on(&self, qpn: u32) -> u32 {
-        self.table.live().iter().filter(|(_, _, o)| matches!(o, Uobj::Flow(f) if f.qpn == qpn)).count() as u32
+        self.table.live().iter().filter(|(_, _, o)| matches!(o, Uobj::Flow(f) if f.qpn == Some(qpn))).count() as u32
     }
 
     /// Destroys the live object at `handle` of type `ty` (a destroy command): ENOENT or

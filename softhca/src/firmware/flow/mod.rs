@@ -143,10 +143,11 @@ fn own_table(c: &Cmd<'_>, id: u32, ty: u8) -> R<()> {
     }
 }
 
-/// A table a context names (miss, destination): the issuer's, else BAD_PARAM.
+/// A table a context names (miss, destination): the issuer's, else BAD_PARAM. The
+/// kernel (uid 0) names any uid's (mlx5_ib's FTEs forward to DevX tables).
 fn named_table(c: &Cmd<'_>, id: u32) -> R<()> {
     match c.objs.flow.tables.get(&id) {
-        Some(&u) if u == c.uid => Ok(()),
+        Some(&u) if u == c.uid || c.uid == 0 => Ok(()),
         _ => Err(bad_param(fs::BAD_TABLE_DEST)),
     }
 }
@@ -301,7 +302,8 @@ fn parse_action(c: &Cmd<'_>, fc: View<'_, FlowContext>, tail: &[u8]) -> R<Action
     }
     let mut counters = Vec::with_capacity(nc);
     for id in lists.1 {
-        if c.objs.flow.counters.get(&id) != Some(&c.uid) {
+        // The kernel (uid 0) counts into any uid's counter (mlx5_ib's DevX counters).
+        if !c.objs.flow.counters.get(&id).is_some_and(|&u| u == c.uid || c.uid == 0) {
             return Err(bad_param(fs::BAD_COUNTER));
         }
         counters.push(id);

@@ -50,8 +50,11 @@ const IPPROTO_GRE: u8 = 47;
 /// A flow object (`struct ib_flow` with mlx5_ib's handler): its rules and its QP.
 #[derive(Debug)]
 pub(crate) struct UFlow {
-    pub qpn: u32,
+    /// The QP it steers to (None: a DevX destination, or a drop).
+    pub qpn: Option<u32>,
     pub rules: Vec<Rule>,
+    /// The mlx5dv matcher it was made through (its `usecnt` counts the flow).
+    pub matcher: Option<Arc<super::flow_matcher::FlowMatcher>>,
 }
 
 /// A spec after `kern_spec_to_ib_spec`: filters zero-extended to the kernel's filter
@@ -527,7 +530,7 @@ pub(crate) fn create_flow(c: &mut WCall<'_>) -> Result<()> {
         }
     };
     let rules = install(c.hca, key, &rules)?;
-    let flow = Arc::new(UFlow { qpn: qp.qpn, rules });
+    let flow = Arc::new(UFlow { qpn: Some(qp.qpn), rules, matcher: None });
     c.st.table.fill(handle, Uobj::Flow(flow));
     let resp = CreateFlowResp { comp_mask: 0, flow_handle: handle };
     c.response(resp.as_bytes())

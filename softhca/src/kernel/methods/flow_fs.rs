@@ -93,7 +93,6 @@ impl MatchSpec {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum RuleDest {
     Tir(u32),
-    #[allow(dead_code)] // mlx5dv's DevX flow table destination (flow_matcher)
     Table(u32),
 }
 

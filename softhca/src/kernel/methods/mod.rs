@@ -10,6 +10,7 @@ pub(crate) mod device;
 pub(crate) mod devx;
 pub(crate) mod flow;
 pub(crate) mod flow_fs;
+pub(crate) mod flow_matcher;
 pub(crate) mod misc;
 pub(crate) mod mr;
 pub(crate) mod pd;
@@ -23,8 +24,8 @@ pub(crate) mod xrcd;
 use uverbs::sys::ids::{self, async_event, destroy, device as dev, mlx5, object, UVERBS_ID_DRIVER_NS};
 
 use super::ioctl::{
-    fd, idr, in_min, in_min_copied, in_struct, in_type, m, o, out_min, out_struct, out_type, Access, AttrDef, FdType, MethodDef,
-    CONST_IN, FLAGS_IN,
+    enum_in, fd, idr, idrs_arr, in_min, in_min_copied, in_struct, in_type, m, o, out_min, out_struct, out_type, Access, AttrDef,
+    FdType, MethodDef, Spec, CONST_IN, FLAGS_IN, NO_DATA,
 };
 use super::uobject::ObjType;
 use super::write::WriteDef;
@@ -36,6 +37,9 @@ const fn method(object: u16, method: u16, attrs: &'static [AttrDef], udata: bool
 
 /// `sizeof(struct ib_uverbs_sge)`: ADVISE_MR's SGE list holds at least one.
 const SGE_LEN: u16 = std::mem::size_of::<uverbs::sys::verbs::Sge>() as u16;
+
+/// `UVERBS_ATTR_SIZE(1, sizeof(struct mlx5_ib_match_params))`.
+const MATCH_PARAMS: Spec = Spec::PtrIn { min: 1, len: mlx5::MATCH_PARAMS_BYTES, zero_trailing: false };
 
 /// `sizeof(struct mlx5_ib_alloc_ucontext_resp)`.
 const UCTX_RESP: u16 = 72;
@@ -181,6 +185,33 @@ pub(crate) static METHODS: &[MethodDef] = &[
     ], false, misc::destroyed),
     method(object::FLOW, destroy::FLOW_DESTROY, &[
         m(destroy::ATTR_FLOW_HANDLE, idr(ObjType::Flow, Access::Destroy)),
+    ], false, misc::destroyed),
+    // mlx5_ib's raw flow steering (fs.c): matchers, and flows made through them.
+    method(object::MLX5_FLOW_MATCHER, mlx5::FLOW_MATCHER_CREATE, &[
+        m(mlx5::ATTR_FLOW_MATCHER_CREATE_HANDLE, idr(ObjType::Mlx5FlowMatcher, Access::New)),
+        m(mlx5::ATTR_FLOW_MATCHER_MATCH_MASK, MATCH_PARAMS),
+        m(mlx5::ATTR_FLOW_MATCHER_FLOW_TYPE, enum_in(&[in_type(2), NO_DATA, NO_DATA, NO_DATA])),
+        m(mlx5::ATTR_FLOW_MATCHER_MATCH_CRITERIA, in_type(1)),
+        o(mlx5::ATTR_FLOW_MATCHER_FLOW_FLAGS, FLAGS_IN),
+        o(mlx5::ATTR_FLOW_MATCHER_FT_TYPE, CONST_IN),
+    ], false, flow_matcher::matcher_create),
+    method(object::MLX5_FLOW_MATCHER, mlx5::FLOW_MATCHER_DESTROY, &[
+        m(mlx5::ATTR_FLOW_MATCHER_DESTROY_HANDLE, idr(ObjType::Mlx5FlowMatcher, Access::Destroy)),
+    ], false, misc::destroyed),
+    method(object::FLOW, mlx5::CREATE_FLOW, &[
+        m(mlx5::ATTR_CREATE_FLOW_HANDLE, idr(ObjType::Flow, Access::New)),
+        m(mlx5::ATTR_CREATE_FLOW_MATCH_VALUE, MATCH_PARAMS),
+        m(mlx5::ATTR_CREATE_FLOW_MATCHER, idr(ObjType::Mlx5FlowMatcher, Access::Read)),
+        o(mlx5::ATTR_CREATE_FLOW_DEST_QP, idr(ObjType::Qp, Access::Read)),
+        o(mlx5::ATTR_CREATE_FLOW_DEST_DEVX, idr(ObjType::Mlx5DevxObj, Access::Read)),
+        o(mlx5::ATTR_CREATE_FLOW_ARR_FLOW_ACTIONS, idrs_arr(ObjType::FlowAction, 1, 2)),
+        o(mlx5::ATTR_CREATE_FLOW_TAG, in_type(4)),
+        o(mlx5::ATTR_CREATE_FLOW_ARR_COUNTERS_DEVX, idrs_arr(ObjType::Mlx5DevxObj, 1, 1)),
+        o(mlx5::ATTR_CREATE_FLOW_ARR_COUNTERS_DEVX_OFFSET, in_min_copied(4)),
+        o(mlx5::ATTR_CREATE_FLOW_FLAGS, FLAGS_IN),
+    ], false, flow_matcher::create_flow),
+    method(object::FLOW, mlx5::DESTROY_FLOW, &[
+        m(mlx5::ATTR_CREATE_FLOW_HANDLE, idr(ObjType::Flow, Access::Destroy)),
     ], false, misc::destroyed),
     method(object::XRCD, destroy::XRCD_DESTROY, &[
         m(destroy::ATTR_XRCD_HANDLE, idr(ObjType::Xrcd, Access::Destroy)),
