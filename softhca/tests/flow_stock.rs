@@ -6,6 +6,15 @@
 //!   exactly the datagrams to that port (the ones to the next port reach no QP), each
 //!   CQE with the tag; the QP's destroy is EBUSY while the flow lives; destroying the
 //!   flow, then the QP, succeeds.
+//! - (b) `mlx5dv_create_flow_matcher` + `mlx5dv_create_flow` to the QP with a DevX flow
+//!   counter (`preload/tests/c/flow_dv.c`): the QP gets exactly that port's
+//!   datagrams, the counter counts them, packets and bytes (the sum of the
+//!   completions' byte_len); the matcher's destroy is EBUSY while the flow lives.
+//! - (c) a DevX flow table with one drop entry counting into a DevX counter, a matcher
+//!   flow forwarding the port there at priority 0 while `ibv_create_flow` flows send
+//!   it and the next port to the QP at priority 1: the port's datagrams are dropped
+//!   (counted: packets, and bytes from the RFC 791/768 header sizes), the next port's
+//!   arrive.
 //!
 //! SKIP when not root, or when ip, cc, the rdma-core headers or python3 are missing.
 
@@ -29,6 +38,11 @@ fn sh(cmd: &str) -> bool {
 
 /// Root, ip, python3 and the test program; None (with a SKIP line) otherwise.
 fn prerequisites() -> Option<PathBuf> {
+    program("flow_qp")
+}
+
+/// Root, ip, python3 and test program `name` (preload/tests/c/NAME.c), built.
+fn program(name: &str) -> Option<PathBuf> {
     if !is_root() {
         testkit::skip(Need::Root, "network namespaces and RAW_PACKET QPs need root");
         return None;
@@ -45,8 +59,8 @@ fn prerequisites() -> Option<PathBuf> {
         testkit::skip(Need::Tool, "infiniband/mlx5dv.h missing (apt-get install libibverbs-dev)");
         return None;
     }
-    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("preload/tests/c/flow_qp.c");
-    let exe = Path::new(env!("CARGO_TARGET_TMPDIR")).join("flow_stock_qp");
+    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("preload/tests/c/{name}.c"));
+    let exe = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("flow_stock_{name}"));
     testkit::cc(&src, [
         std::ffi::OsStr::new("-Wall"), "-Wextra".as_ref(), "-Werror".as_ref(), "-Wno-unused-function".as_ref(),
         "-O1".as_ref(), "-o".as_ref(), exe.as_os_str(), src.as_os_str(), "-libverbs".as_ref(), "-lmlx5".as_ref(),
@@ -163,4 +177,66 @@ fn ibv_create_flow_steers_one_udp_port_into_the_raw_qp() {
         assert_eq!(&bytes[(14 + 20 + 2) * 2..(14 + 20 + 4) * 2], format!("{port:04x}"), "{bytes}");
         assert!(bytes.ends_with(&hex(p)), "{p}: {bytes}");
     }
+}
+
+/// From namespace b through the Linux stack: `dv-i` to argv[2] and `other-i` to
+/// argv[2]+1, interleaved, three each, then `...end` to argv[3].
+const DV_SENDERS: &str = r#"
+import socket, sys
+ip, port, last = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+for i in range(3):
+    s.sendto(b"dv-%d" % i, (ip, port))
+    s.sendto(b"other-%d" % i, (ip, port + 1))
+s.sendto(b"marker-end", (ip, last))
+"#;
+
+/// Runs flow_dv `mode` on `port`, the senders ending on `last`: (frames, counter).
+fn run_dv(n: u8, mode: &str, port: u16, last: u16) -> Option<(Vec<(String, u32, String)>, (u64, u64))> {
+    let exe = program("flow_dv")?;
+    let l = Link::new(n);
+    let rx = pcommon::spawn(l.softhca(&exe, &[mode, &port.to_string()]), "flow_dv");
+    wait_output(&rx, "receiver READY", |o| o.contains("READY") || o.contains("FAIL"));
+    let senders = pcommon::spawn(l.python(DV_SENDERS, &[&l.ip_a, &port.to_string(), &last.to_string()]), "senders")
+        .wait_until(Instant::now() + Duration::from_secs(60));
+    assert!(senders.ok(), "{}", senders.report());
+    let done = rx.wait_until(Instant::now() + Duration::from_secs(60));
+    assert!(done.ok(), "{}", done.report());
+    let frames = done.stdout.lines().filter_map(|l| l.strip_prefix("FRAME ")).map(|l| {
+        let f: Vec<&str> = l.split(' ').collect();
+        (f[0].to_string(), f[1].parse().unwrap(), f.get(2).unwrap_or(&"").to_string())
+    }).collect();
+    let c = done.stdout.lines().find_map(|l| l.strip_prefix("COUNTER ")).unwrap_or_else(|| panic!("{}", done.report()));
+    let c: Vec<u64> = c.split(' ').map(|v| v.parse().unwrap()).collect();
+    Some((frames, (c[0], c[1])))
+}
+
+#[test]
+fn mlx5dv_flow_to_the_qp_counts_into_a_devx_counter() {
+    let port = 4300u16;
+    let Some((frames, counter)) = run_dv(2, "counter", port, port) else { return };
+    let payloads = ["dv-0", "dv-1", "dv-2", "marker-end"];
+    assert_eq!(frames.len(), payloads.len(), "exactly the datagrams to port {port}: {frames:?}");
+    for ((status, _, bytes), p) in frames.iter().zip(payloads) {
+        assert_eq!(status, "success");
+        assert_eq!(&bytes[(14 + 20 + 2) * 2..(14 + 20 + 4) * 2], format!("{port:04x}"), "{bytes}");
+        assert!(bytes.ends_with(&hex(p)), "{p}: {bytes}");
+    }
+    let bytes: u64 = frames.iter().map(|f| f.1 as u64).sum();
+    assert_eq!(counter, (4, bytes), "packets and bytes of what the entry matched");
+}
+
+#[test]
+fn a_devx_flow_table_drops_what_a_matcher_forwards_to_it() {
+    let port = 4400u16;
+    let Some((frames, counter)) = run_dv(3, "drop", port, port + 1) else { return };
+    let payloads = ["other-0", "other-1", "other-2", "marker-end"];
+    assert_eq!(frames.len(), payloads.len(), "only port {}: {frames:?}", port + 1);
+    for ((status, _, bytes), p) in frames.iter().zip(payloads) {
+        assert_eq!(status, "success");
+        assert_eq!(&bytes[(14 + 20 + 2) * 2..(14 + 20 + 4) * 2], format!("{:04x}", port + 1), "{bytes}");
+        assert!(bytes.ends_with(&hex(p)), "{p}: {bytes}");
+    }
+    // Three frames of Ethernet (14) + IPv4 (20) + UDP (8) + 4 payload bytes.
+    assert_eq!(counter, (3, 3 * (14 + 20 + 8 + 4)), "the drop entry's counter");
 }

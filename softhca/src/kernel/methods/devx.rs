@@ -263,6 +263,18 @@ fn query_obj_id(inb: &[u8]) -> Option<u64> {
         op::QUERY_CQ => enc(op::CREATE_CQ as u32, id_at_0x48(inb)),
         op::QUERY_QP => enc(op::CREATE_QP as u32, id_at_0x48(inb)),
         op::QUERY_SRQ => enc(op::CREATE_SRQ as u32, id_at_0x48(inb)),
+        op::QUERY_FLOW_TABLE => {
+            use prm::cmd::flow::table::QueryFlowTableIn as Q;
+            enc(op::CREATE_FLOW_TABLE as u32, View::<Q>::new(inb).ok()?.get(Q::table_id))
+        }
+        op::QUERY_FLOW_TABLE_ENTRY => {
+            use prm::cmd::flow::entry::QueryFteIn as Q;
+            enc(op::SET_FLOW_TABLE_ENTRY as u32, View::<Q>::new(inb).ok()?.get(Q::flow_index))
+        }
+        op::QUERY_FLOW_COUNTER => {
+            use prm::cmd::flow::counter::QueryFlowCounterIn as Q;
+            enc(op::ALLOC_FLOW_COUNTER as u32, View::<Q>::new(inb).ok()?.get(Q::flow_counter_id))
+        }
         _ => return None,
     })
 }
