@@ -492,3 +492,131 @@ fn mlx5dv_matchers_and_flows() {
     drop(dev);
     drop(q);
 }
+
+/// An Ethernet frame: `dmac`, a fixed source, an optional 802.1Q tag (TCI), `ethertype`,
+/// then `l3`.
+fn eth_frame(dmac: [u8; 6], tci: Option<u16>, ethertype: u16, l3: &[u8]) -> Vec<u8> {
+    let mut b = dmac.to_vec();
+    b.extend_from_slice(&[0x02, 0, 0, 0, 0, 0x22]);
+    if let Some(t) = tci {
+        b.extend_from_slice(&[0x81, 0x00]);
+        b.extend_from_slice(&t.to_be_bytes());
+    }
+    b.extend_from_slice(&ethertype.to_be_bytes());
+    b.extend_from_slice(l3);
+    b
+}
+
+/// An IPv4 header (RFC 791, no options) with `tos` and `proto` from 10.0.0.2 to `dst`,
+/// then `l4`.
+fn ipv4(tos: u8, proto: u8, dst: [u8; 4], l4: &[u8]) -> Vec<u8> {
+    let len = (20 + l4.len()) as u16;
+    let mut b = vec![0x45, tos];
+    b.extend_from_slice(&len.to_be_bytes());
+    b.extend_from_slice(&[0, 0, 0x40, 0, 64, proto, 0, 0, 10, 0, 0, 2]);
+    b.extend_from_slice(&dst);
+    b.extend_from_slice(l4);
+    b
+}
+
+/// An IPv6 header (RFC 8200) with next header `nh` from ::2 to `dst`, then `l4`.
+fn ipv6(nh: u8, dst: [u8; 16], l4: &[u8]) -> Vec<u8> {
+    let mut b = vec![0x60, 0, 0, 0];
+    b.extend_from_slice(&(l4.len() as u16).to_be_bytes());
+    b.extend_from_slice(&[nh, 64]);
+    let mut src = [0u8; 16];
+    src[15] = 2;
+    b.extend_from_slice(&src);
+    b.extend_from_slice(&dst);
+    b.extend_from_slice(l4);
+    b
+}
+
+/// A UDP header (RFC 768) to `dport` with 4 payload bytes.
+fn udp(dport: u16) -> Vec<u8> {
+    let mut b = vec![0x30, 0x39];
+    b.extend_from_slice(&dport.to_be_bytes());
+    b.extend_from_slice(&[0, 12, 0, 0, 1, 2, 3, 4]);
+    b
+}
+
+/// A TCP header (RFC 793, no options, SYN) to `dport`.
+fn tcp(dport: u16) -> Vec<u8> {
+    let mut b = vec![0x30, 0x39];
+    b.extend_from_slice(&dport.to_be_bytes());
+    b.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 0, 0x50, 0x02, 0xff, 0xff, 0, 0, 0, 0]);
+    b
+}
+
+#[test]
+fn spec_translations_match_the_frames_they_describe() {
+    let h = hca();
+    let dev = open(&h);
+    let q = setup(&h, &dev);
+    let Some((raw, _)) = q.raw else {
+        testkit::skip(testkit::Need::Root, "RAW_PACKET QPs need CAP_NET_RAW");
+        return;
+    };
+    let steer = h.firmware().steering();
+    let mac = [0x02, 0, 0, 0, 0, 0x11];
+    let v4 = [10, 0, 0, 1];
+    let mut v6 = [0u8; 16];
+    v6[0] = 0xfd;
+    v6[15] = 1;
+    let hit = |frame: &[u8]| matches!(steer.classify(0, frame), Verdict::Deliver { .. });
+    let tcp_port = spec(f::SPEC_TCP, &TcpUdpFilter { dst_port: 80u16.to_be(), src_port: 0 },
+                        &TcpUdpFilter { dst_port: 0xffff, src_port: 0 });
+    let cases: Vec<(&str, Vec<Vec<u8>>, Vec<Vec<u8>>, Vec<Vec<u8>>)> = vec![
+        ("TCP destination port", vec![tcp_port.clone()],
+         vec![eth_frame(mac, None, 0x0800, &ipv4(0, 6, v4, &tcp(80)))],
+         vec![eth_frame(mac, None, 0x0800, &ipv4(0, 17, v4, &udp(80))), eth_frame(mac, None, 0x0800, &ipv4(0, 6, v4, &tcp(81)))]),
+        ("IPv6 destination and UDP", vec![
+            spec(f::SPEC_IPV6, &Ipv6Filter { dst_ip: v6, ..Default::default() }, &Ipv6Filter { dst_ip: [0xff; 16], ..Default::default() }),
+            udp_dport(53)],
+         vec![eth_frame(mac, None, 0x86dd, &ipv6(17, v6, &udp(53)))],
+         vec![eth_frame(mac, None, 0x86dd, &ipv6(17, [0xfd; 16], &udp(53))), eth_frame(mac, None, 0x0800, &ipv4(0, 17, v4, &udp(53)))]),
+        ("IPv4 TOS (DSCP 10, ECN 0)", vec![spec(f::SPEC_IPV4, &Ipv4Filter { tos: 0x28, ..Default::default() },
+                                            &Ipv4Filter { tos: 0xff, ..Default::default() })],
+         vec![eth_frame(mac, None, 0x0800, &ipv4(0x28, 17, v4, &udp(1)))],
+         vec![eth_frame(mac, None, 0x0800, &ipv4(0x29, 17, v4, &udp(1))), eth_frame(mac, None, 0x0800, &ipv4(0, 17, v4, &udp(1)))]),
+        ("VLAN id and destination MAC", vec![spec(f::SPEC_ETH,
+            &EthFilter { dst_mac: mac, vlan_tag: 100u16.to_be(), ..Default::default() },
+            &EthFilter { dst_mac: [0xff; 6], vlan_tag: 0x0fffu16.to_be(), ..Default::default() })],
+         vec![eth_frame(mac, Some(100), 0x0800, &ipv4(0, 17, v4, &udp(1))), eth_frame(mac, Some(0x6000 | 100), 0x0800, &ipv4(0, 17, v4, &udp(1)))],
+         vec![eth_frame(mac, Some(101), 0x0800, &ipv4(0, 17, v4, &udp(1))), eth_frame(mac, None, 0x0800, &ipv4(0, 17, v4, &udp(1)))]),
+        ("ethertype with an IPv4 spec", vec![
+            spec(f::SPEC_ETH, &EthFilter { ether_type: 0x0800u16.to_be(), ..Default::default() }, &EthFilter { ether_type: 0xffff, ..Default::default() }),
+            ipv4_dst(v4)],
+         vec![eth_frame(mac, None, 0x0800, &ipv4(0, 1, v4, &[8, 0, 0, 0]))],
+         vec![eth_frame(mac, None, 0x0800, &ipv4(0, 1, [10, 0, 0, 9], &[8, 0, 0, 0]))]),
+    ];
+    for (what, specs, yes, no) in &cases {
+        let fl = Flow::new(raw, specs).run(&dev).unwrap_or_else(|e| panic!("{what}: {e}"));
+        for fr in yes {
+            assert!(hit(fr), "{what}: {:?} for {fr:02x?}", steer.classify(0, fr));
+        }
+        for fr in no {
+            assert!(!hit(fr), "{what}: delivered {fr:02x?}");
+        }
+        destroy_flow(&dev, fl).unwrap();
+        assert!(nothing_installed(&h), "{what}");
+    }
+    // MC_DEFAULT takes multicast destinations only; ALL_DEFAULT unicast too.
+    let mc = [0x01, 0, 0x5e, 0, 0, 1];
+    let frame = |d: [u8; 6]| eth_frame(d, None, 0x0800, &ipv4(0, 17, v4, &udp(1)));
+    let f1 = Flow::new(raw, &[]).with(|f| f.cmd.flow_attr.ty = f::ATTR_MC_DEFAULT).run(&dev).unwrap();
+    assert!(hit(&frame(mc)) && !hit(&frame(mac)));
+    destroy_flow(&dev, f1).unwrap();
+    let f2 = Flow::new(raw, &[]).with(|f| f.cmd.flow_attr.ty = f::ATTR_ALL_DEFAULT).run(&dev).unwrap();
+    assert!(hit(&frame(mc)) && hit(&frame(mac)));
+    // A bypass flow comes before the leftovers: a drop of that unicast MAC wins.
+    let d = Flow::new(raw, &[spec(f::SPEC_ETH, &EthFilter { dst_mac: mac, ..Default::default() },
+                                  &EthFilter { dst_mac: [0xff; 6], ..Default::default() }),
+                             action(f::SPEC_ACTION_DROP, 8, 0)]).run(&dev).unwrap();
+    assert_eq!(steer.classify(0, &frame(mac)), Verdict::Drop);
+    destroy_flow(&dev, d).unwrap();
+    destroy_flow(&dev, f2).unwrap();
+    assert!(nothing_installed(&h));
+    drop(dev);
+    drop(q);
+}
