@@ -449,6 +449,22 @@ fn mlx5dv_matchers_and_flows() {
     for (what, m, want) in &mcases {
         assert_eq!(m.create(&dev), Err(*want), "{what}");
     }
+    // UVERBS_ATTR_ENUM_IN's rules (uverbs_process_attr): the element's data spec, and
+    // the enum's reserved byte.
+    let enum_case = |elem: u8, data: &[u8], reserved: u8| {
+        let mut c = Ioctl::new(object::MLX5_FLOW_MATCHER, m5::FLOW_MATCHER_CREATE);
+        c.new_handle(m5::ATTR_FLOW_MATCHER_CREATE_HANDLE);
+        c.in_bytes(m5::ATTR_FLOW_MATCHER_MATCH_MASK, &mask);
+        let i = c.in_enum(m5::ATTR_FLOW_MATCHER_FLOW_TYPE, elem, data);
+        c.attr_mut(i).elem_reserved = reserved;
+        c.in_value(m5::ATTR_FLOW_MATCHER_MATCH_CRITERIA, 1u8);
+        c.run(&dev)
+    };
+    assert_eq!(enum_case(0, &[0], 0), Err(Errno::EINVAL), "NORMAL's priority is a u16");
+    assert_eq!(enum_case(0, &[0, 0, 0], 0), Err(Errno::EINVAL), "no zero-trailing for a u16");
+    assert_eq!(enum_case(1, &[0, 0], 0), Err(Errno::EINVAL), "SNIFFER has no data");
+    assert_eq!(enum_case(0, &[0, 0], 1), Err(Errno::EINVAL), "enum reserved byte");
+    assert_eq!(enum_case(4, &[], 0), Err(Errno::EOPNOTSUPP), "no element 4");
     let sniffer = Matcher { ty: m5::FLOW_TYPE_SNIFFER, ..Matcher::new(mask.clone()) }.create(&dev).unwrap();
     let egress = Matcher { flags: Some(f::ATTR_FLAGS_EGRESS), ..Matcher::new(mask.clone()) }.create(&dev).unwrap();
     let prio16 = Matcher { prio: 16, ..Matcher::new(mask.clone()) }.create(&dev).unwrap();
@@ -460,6 +476,9 @@ fn mlx5dv_matchers_and_flows() {
         ("DEFAULT_MISS", mt, DvFlow { value: value.clone(), flags: Some(m5::CREATE_FLOW_FLAGS_DEFAULT_MISS), ..Default::default() }, Errno::EOPNOTSUPP),
         ("a PD as flow action", mt, DvFlow { value: value.clone(), qp: Some(raw), actions: Some(0u32.to_ne_bytes().to_vec()), ..Default::default() }, Errno::EINVAL),
         ("a PD as DevX counter", mt, DvFlow { value: value.clone(), qp: Some(raw), counters: Some(0u32.to_ne_bytes().to_vec()), ..Default::default() }, Errno::EINVAL),
+        // UVERBS_ATTR_IDRS_ARR's rules: whole u32 handles, 1..=1 of them.
+        ("a counters array of 6 bytes", mt, DvFlow { value: value.clone(), qp: Some(raw), counters: Some(vec![0; 6]), ..Default::default() }, Errno::EINVAL),
+        ("an empty counters array", mt, DvFlow { value: value.clone(), qp: Some(raw), counters: Some(vec![]), ..Default::default() }, Errno::EINVAL),
         ("two DevX counters", mt, DvFlow { value: value.clone(), qp: Some(raw), counters: Some(vec![0; 8]), ..Default::default() }, Errno::EINVAL),
         ("tag of 25 bits", mt, DvFlow { value: value.clone(), qp: Some(raw), tag: Some(1 << 24), ..Default::default() }, Errno::EINVAL),
         ("sniffer matcher", sniffer, DvFlow { value: value.clone(), qp: Some(raw), ..Default::default() }, Errno::EOPNOTSUPP),
