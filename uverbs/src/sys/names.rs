@@ -36,6 +36,7 @@ pub fn object_name(o: u16) -> Cow<'static, str> {
         object::MLX5_DEVX_UMEM => "MLX5_DEVX_UMEM".into(),
         object::MLX5_DEVX_ASYNC_CMD_FD => "MLX5_DEVX_ASYNC_CMD_FD".into(),
         object::MLX5_UAR => "MLX5_UAR".into(),
+        object::MLX5_FLOW_MATCHER => "MLX5_FLOW_MATCHER".into(),
         _ => format!("OBJ_{o:#x}").into(),
     }
 }
@@ -72,6 +73,10 @@ pub fn method_name(o: u16, m: u16) -> Cow<'static, str> {
         (object::MLX5_DEVX_UMEM, mlx5::DEVX_UMEM_REG) => "DEVX_UMEM_REG",
         (object::MLX5_DEVX_UMEM, mlx5::DEVX_UMEM_DEREG) => "DEVX_UMEM_DEREG",
         (object::MLX5_DEVX_ASYNC_CMD_FD, mlx5::DEVX_ASYNC_CMD_FD_ALLOC) => "ALLOC",
+        (object::MLX5_FLOW_MATCHER, mlx5::FLOW_MATCHER_CREATE) => "FLOW_MATCHER_CREATE",
+        (object::MLX5_FLOW_MATCHER, mlx5::FLOW_MATCHER_DESTROY) => "FLOW_MATCHER_DESTROY",
+        (object::FLOW, mlx5::CREATE_FLOW) => "CREATE_FLOW",
+        (object::FLOW, mlx5::DESTROY_FLOW) => "DESTROY_FLOW",
         (object::MLX5_UAR, mlx5::UAR_OBJ_ALLOC) => "UAR_OBJ_ALLOC",
         (object::MLX5_UAR, mlx5::UAR_OBJ_DESTROY) => "UAR_OBJ_DESTROY",
         _ => return format!("METHOD_{m:#x}").into(),
@@ -85,8 +90,9 @@ pub fn method_name(o: u16, m: u16) -> Cow<'static, str> {
 pub fn attr_name(o: u16, m: u16, a: u16) -> Cow<'static, str> {
     use ids::{cq, device as d, mlx5, qp};
     // Core objects' driver-namespace attributes are the driver's udata; driver objects
-    // (namespace bit set) name their own.
-    if o & ids::UVERBS_ID_DRIVER_NS == 0 {
+    // (namespace bit set) and driver methods of core objects (mlx5's CREATE_FLOW on
+    // FLOW) name their own.
+    if o & ids::UVERBS_ID_DRIVER_NS == 0 && m & ids::UVERBS_ID_DRIVER_NS == 0 {
         if a == ids::UVERBS_ATTR_UHW_IN {
             return "UHW_IN".into();
         }
@@ -224,6 +230,32 @@ pub fn attr_name(o: u16, m: u16, a: u16) -> Cow<'static, str> {
             mlx5::ATTR_UAR_OBJ_DESTROY_HANDLE => "HANDLE",
             _ => "",
         },
+        (object::MLX5_FLOW_MATCHER, mlx5::FLOW_MATCHER_CREATE) => match a {
+            mlx5::ATTR_FLOW_MATCHER_CREATE_HANDLE => "HANDLE",
+            mlx5::ATTR_FLOW_MATCHER_MATCH_MASK => "MATCH_MASK",
+            mlx5::ATTR_FLOW_MATCHER_FLOW_TYPE => "FLOW_TYPE",
+            mlx5::ATTR_FLOW_MATCHER_MATCH_CRITERIA => "MATCH_CRITERIA",
+            mlx5::ATTR_FLOW_MATCHER_FLOW_FLAGS => "FLOW_FLAGS",
+            mlx5::ATTR_FLOW_MATCHER_FT_TYPE => "FT_TYPE",
+            _ => "",
+        },
+        (object::MLX5_FLOW_MATCHER, mlx5::FLOW_MATCHER_DESTROY) | (object::FLOW, mlx5::DESTROY_FLOW) => match a {
+            0x1000 => "HANDLE",
+            _ => "",
+        },
+        (object::FLOW, mlx5::CREATE_FLOW) => match a {
+            mlx5::ATTR_CREATE_FLOW_HANDLE => "HANDLE",
+            mlx5::ATTR_CREATE_FLOW_MATCH_VALUE => "MATCH_VALUE",
+            mlx5::ATTR_CREATE_FLOW_DEST_QP => "DEST_QP",
+            mlx5::ATTR_CREATE_FLOW_DEST_DEVX => "DEST_DEVX",
+            mlx5::ATTR_CREATE_FLOW_MATCHER => "MATCHER",
+            mlx5::ATTR_CREATE_FLOW_ARR_FLOW_ACTIONS => "ARR_FLOW_ACTIONS",
+            mlx5::ATTR_CREATE_FLOW_TAG => "TAG",
+            mlx5::ATTR_CREATE_FLOW_ARR_COUNTERS_DEVX => "ARR_COUNTERS_DEVX",
+            mlx5::ATTR_CREATE_FLOW_ARR_COUNTERS_DEVX_OFFSET => "ARR_COUNTERS_DEVX_OFFSET",
+            mlx5::ATTR_CREATE_FLOW_FLAGS => "FLAGS",
+            _ => "",
+        },
         _ => "",
     };
     if s.is_empty() {
@@ -235,6 +267,23 @@ pub fn attr_name(o: u16, m: u16, a: u16) -> Cow<'static, str> {
 
 /// Names of the legacy write() commands (`IB_USER_VERBS_CMD_*`, EX with bit 31).
 pub fn write_cmd_name(cmd: u32) -> Cow<'static, str> {
+    // The extended-only commands (IB_USER_VERBS_EX_CMD_*) past the legacy numbers.
+    if cmd & CMD_FLAG_EXTENDED != 0 {
+        let ex = match cmd & !CMD_FLAG_EXTENDED {
+            50 => "EX_CREATE_FLOW",
+            51 => "EX_DESTROY_FLOW",
+            52 => "EX_CREATE_WQ",
+            53 => "EX_MODIFY_WQ",
+            54 => "EX_DESTROY_WQ",
+            55 => "EX_CREATE_RWQ_IND_TBL",
+            56 => "EX_DESTROY_RWQ_IND_TBL",
+            57 => "EX_MODIFY_CQ",
+            _ => "",
+        };
+        if !ex.is_empty() {
+            return ex.into();
+        }
+    }
     let base = match cmd & !CMD_FLAG_EXTENDED {
         0 => "GET_CONTEXT",
         1 => "QUERY_DEVICE",
@@ -336,7 +385,9 @@ mod tests {
         use ids::mlx5;
         for (o, m, want) in [(object::MLX5_UAR, mlx5::UAR_OBJ_ALLOC, "MLX5_IB_METHOD_UAR_OBJ_ALLOC"),
                              (object::MLX5_DEVX_OBJ, mlx5::DEVX_OBJ_CREATE, "MLX5_IB_METHOD_DEVX_OBJ_CREATE"),
-                             (object::MLX5_DEVX, mlx5::DEVX_QUERY_EQN, "MLX5_IB_METHOD_DEVX_QUERY_EQN")] {
+                             (object::MLX5_DEVX, mlx5::DEVX_QUERY_EQN, "MLX5_IB_METHOD_DEVX_QUERY_EQN"),
+                             (object::MLX5_FLOW_MATCHER, mlx5::FLOW_MATCHER_CREATE, "MLX5_IB_METHOD_FLOW_MATCHER_CREATE"),
+                             (object::FLOW, mlx5::CREATE_FLOW, "MLX5_IB_METHOD_CREATE_FLOW")] {
             assert_eq!(format!("MLX5_IB_METHOD_{}", method_name(o, m)), want);
         }
     }
@@ -351,6 +402,20 @@ mod tests {
         }
         assert_eq!(attr_name(object::QP, qp::CREATE, ids::UVERBS_ATTR_UHW_IN), "UHW_IN");
         assert_eq!(attr_name(object::QP, qp::CREATE, 0x77), "0x77");
+        // mlx5's flow attributes: MLX5_IB_ATTR_CREATE_FLOW_<name>, MLX5_IB_ATTR_FLOW_MATCHER_<name>.
+        for c in ids::mlx5::consts().iter() {
+            let (o, m, rest) = if let Some(r) = c.c_expr.strip_prefix("MLX5_IB_ATTR_CREATE_FLOW_") {
+                (object::FLOW, ids::mlx5::CREATE_FLOW, r)
+            } else if let Some(r) = c.c_expr.strip_prefix("MLX5_IB_ATTR_FLOW_MATCHER_").filter(|r| !r.starts_with("DESTROY")) {
+                (object::MLX5_FLOW_MATCHER, ids::mlx5::FLOW_MATCHER_CREATE, r.strip_prefix("CREATE_").unwrap_or(r))
+            } else {
+                continue;
+            };
+            if rest.starts_with("FLAGS_") {
+                continue; // flag values, not attributes
+            }
+            assert_eq!(attr_name(o, m, c.value as u16), rest, "{}", c.c_expr);
+        }
     }
 
     #[test]
