@@ -37,8 +37,8 @@
 //! capability, or EOPNOTSUPP where the kernel would run the command): OPEN_QP (XRC
 //! domains, XRC SRQs and XRC QPs are implemented), DC, memory
 //! windows, tag-matching SRQs (basic SRQs are implemented), WQs, flow actions (flows are implemented:
-//! docs/steering.md), device memory, counters, raw packet
-//! QPs, multicast attach, REREG_MR, RESIZE_CQ, CQ moderation, ADVISE_MR, on-demand
+//! docs/steering.md, as are raw packet QPs), device memory, counters objects,
+//! multicast attach, REREG_MR, RESIZE_CQ, CQ moderation, ADVISE_MR, on-demand
 //! paging, CQE compression and 128-byte CQE padding; of DevX, general objects, DevX
 //! mkeys over UMEMs, and DEVX_SUBSCRIBE_EVENT with its event fd (DevX CQs are polled).
 
