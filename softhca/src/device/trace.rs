@@ -21,6 +21,8 @@
 //! | `softhca::rx`       | TRACE | each packet received (`opcode`, `qpn` = dest QPN, `psn`, length) |
 //! | `softhca::responder`| TRACE | remote write / read / atomic into memory (`qpn`, `psn`) |
 //! | `softhca::ack`      | TRACE/DEBUG | ACKs (`ack sent`, `ack received`: `qpn`, `psn`), NAKs, RNR, timeouts, retransmission |
+//! | `softhca::port`     | TRACE | a frame received on the Ethernet port (length, L3/L4 types, destination) and each raw receive |
+//! | `softhca::steer`    | TRACE | steering: each flow table's hit (`table`, group, flow index, action) or miss, and the verdict |
 //! | `softhca::cqe`      | TRACE | CQE written (cqn, opcode, `qpn`, `wqe_counter`, owner)  |
 //! | `softhca::events`   | TRACE | CQ armed, completion event                              |
 //! | `softhca::qp`       | DEBUG | QP state changes seen by the device                     |

@@ -107,8 +107,11 @@ pub(crate) fn receive(port: &mut Port, qps: &mut BTreeMap<u32, QpCtx>, tirs: &Ti
             // The UDP socket's: the host stack delivers it to the RDMA transport.
             continue;
         }
+        tracing::trace!(target: "softhca::port", len = f.len(), l3 = info.l3, l4 = info.l4, dst = ?info.dst_ip,
+                        udp_dport = ?info.udp_dport, "frame received");
         // NIC RX steering: the flow tables' verdict places the frame.
         let verdict = port.steering.as_ref().map_or(Verdict::Miss, |s| s.classify(TABLE_TYPE_NIC_RX, &f));
+        tracing::trace!(target: "softhca::steer", verdict = ?verdict, "steered");
         match verdict {
             Verdict::Deliver { dest: Dest::Tir(tirn), flow_tag } => {
                 deliver_to_tir(qps, tirs, env, tirn, &f, &info, flow_tag);

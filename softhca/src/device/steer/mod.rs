@@ -419,10 +419,13 @@ impl Steering {
             let Some(t) = s.tables.get(&at) else { return Verdict::Miss };
             let hit = t.order.iter().find_map(|gid| {
                 let g = &t.groups[gid];
-                g.by_value.get(&key.masked(&g.mask)).map(|i| &g.entries[i])
+                g.by_value.get(&key.masked(&g.mask)).map(|i| (*gid, *i, &g.entries[i]))
             });
             let next = match hit {
-                Some(e) => {
+                Some((group, index, e)) => {
+                    tracing::trace!(target: "softhca::steer", table = at, level = t.level, group, index,
+                                    drop = e.action.drop, dest = ?e.action.dests.first(), flow_tag = e.action.flow_tag,
+                                    counters = e.counters.len(), "flow entry hit");
                     for c in &e.counters {
                         c.add(len);
                     }
@@ -437,10 +440,13 @@ impl Steering {
                         None => return Verdict::Miss,
                     }
                 }
-                None => match t.miss {
-                    Miss::Table(to) => Some(to),
-                    Miss::Default => next_level(&s, t.ty, t.level, at),
-                },
+                None => {
+                    tracing::trace!(target: "softhca::steer", table = at, level = t.level, miss = ?t.miss, "table miss");
+                    match t.miss {
+                        Miss::Table(to) => Some(to),
+                        Miss::Default => next_level(&s, t.ty, t.level, at),
+                    }
+                }
             };
             match next {
                 Some(n) => at = n,
