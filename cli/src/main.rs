@@ -5,6 +5,7 @@ mod allreduce;
 mod bench;
 mod devinfo;
 mod devx;
+mod flow;
 mod gdr;
 mod launch;
 mod pingpong;
@@ -28,6 +29,9 @@ enum Cmd {
     Devinfo(devinfo::Args),
     /// DevX: the firmware's capability pages (`caps`) and raw PRM commands (`cmd`).
     Devx(devx::Args),
+    /// Flow steering rules (match/action) in a session `flow serve` owns: add, del,
+    /// list, live counters.
+    Flow(flow::Args),
     /// Start N local ranks with torchrun's variables (RANK, WORLD_SIZE, ...), like torchrun.
     Launch(launch::Args),
     /// All-reduce check and nccl-tests style sweep (starts 4 local ranks when not launched).
@@ -72,6 +76,7 @@ fn main() {
     let r = match cli.cmd {
         Cmd::Devinfo(a) => devinfo::run(&a),
         Cmd::Devx(a) => devx::run(&a),
+        Cmd::Flow(a) => flow::run(&a),
         Cmd::Launch(a) => launch::run(&a),
         Cmd::Allreduce(a) => allreduce::run(&a),
         Cmd::Softhca(a) => softhca::run(&a),
