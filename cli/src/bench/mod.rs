@@ -24,6 +24,7 @@ pub(crate) mod pattern;
 mod report;
 mod resources;
 mod session;
+mod steer;
 mod wait;
 
 use anyhow::Result;
@@ -58,12 +59,19 @@ enum Kind {
     Memcpy(memcpy::Args),
     /// CPU used by an idle softhca instance, as % of one core.
     Idle(idle::Args),
+    /// Steering benchmark, sending end: UDP frames as fast as possible on an
+    /// interface (AF_PACKET sendmmsg), over a range of ports (cli/bench/steer.sh).
+    SteerSend(steer::SendArgs),
+    /// Steering benchmark, the kernel reference: AF_PACKET receive of the same frames.
+    SteerSniff(steer::SniffArgs),
 }
 
 pub fn run(a: &Args) -> Result<()> {
     let (test, o) = match &a.kind {
         Kind::Memcpy(m) => return memcpy::run(m),
         Kind::Idle(i) => return idle::run(i),
+        Kind::SteerSend(s) => return steer::send(s),
+        Kind::SteerSniff(s) => return steer::sniff(s),
         Kind::WriteBw(o) => (Test::WriteBw, o),
         Kind::WriteLat(o) => (Test::WriteLat, o),
         Kind::ReadBw(o) => (Test::ReadBw, o),

@@ -1,0 +1,234 @@
+//! The two ends of the steering benchmark (`cli/bench/steer.sh` runs them with a
+//! `doorbell flow serve` between them):
+//!
+//! * `bench steer-send`: UDP/IPv4 frames as fast as one core can write them, through an
+//!   AF_PACKET socket with `sendmmsg` (64 frames a call), destination ports cycling
+//!   over `--ports` consecutive ports so that every installed rule is hit;
+//! * `bench steer-sniff`: the kernel's own AF_PACKET receive of the same frames on the
+//!   receiving interface (`recvmmsg`), counting those of the port range: the reference
+//!   the steered RAW_PACKET QP is judged against.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context as _, Result};
+
+#[derive(clap::Args)]
+pub struct SendArgs {
+    /// Interface to send on.
+    #[arg(long = "if")]
+    ifname: String,
+    /// Destination MAC (the receiving interface's).
+    #[arg(long)]
+    dst_mac: String,
+    #[arg(long)]
+    src_ip: std::net::Ipv4Addr,
+    #[arg(long)]
+    dst_ip: std::net::Ipv4Addr,
+    /// First destination port.
+    #[arg(long, default_value_t = 9000)]
+    dport: u16,
+    /// Destination ports dport..dport+ports, in turn.
+    #[arg(long, default_value_t = 1)]
+    ports: u32,
+    /// UDP payload bytes (18: a 60-byte frame, the Ethernet minimum).
+    #[arg(long, default_value_t = 18)]
+    len: usize,
+    /// Seconds to send for.
+    #[arg(long, default_value_t = 5.0)]
+    secs: f64,
+    /// Stop after this many frames.
+    #[arg(long)]
+    count: Option<u64>,
+}
+
+#[derive(clap::Args)]
+pub struct SniffArgs {
+    #[arg(long = "if")]
+    ifname: String,
+    #[arg(long, default_value_t = 9000)]
+    dport: u16,
+    #[arg(long, default_value_t = 1)]
+    ports: u32,
+    /// Seconds to count for.
+    #[arg(long)]
+    secs: f64,
+}
+
+fn ifindex(name: &str) -> Result<i32> {
+    let c = std::ffi::CString::new(name)?;
+    // SAFETY: c is a NUL-terminated string.
+    let i = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    if i == 0 {
+        bail!("no interface {name}");
+    }
+    Ok(i as i32)
+}
+
+/// An AF_PACKET socket bound to `ifname` for every protocol.
+fn packet_socket(ifname: &str) -> Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd as _;
+    let proto = (libc::ETH_P_ALL as u16).to_be() as i32;
+    // SAFETY: plain socket(2).
+    let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW, proto) };
+    if fd < 0 {
+        bail!("AF_PACKET socket: {} (needs CAP_NET_RAW)", std::io::Error::last_os_error());
+    }
+    // SAFETY: fd is a new descriptor this function owns.
+    let fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
+    // SAFETY: sockaddr_ll is plain data; zero is a valid start.
+    let mut sa: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+    sa.sll_family = libc::AF_PACKET as u16;
+    sa.sll_protocol = proto as u16;
+    sa.sll_ifindex = ifindex(ifname)?;
+    use std::os::fd::AsRawFd as _;
+    // SAFETY: sa is a valid sockaddr_ll of the size given.
+    let r = unsafe { libc::bind(fd.as_raw_fd(), &sa as *const _ as *const libc::sockaddr, std::mem::size_of_val(&sa) as u32) };
+    if r < 0 {
+        bail!("bind to {ifname}: {}", std::io::Error::last_os_error());
+    }
+    Ok(fd)
+}
+
+fn ip_checksum(h: &[u8]) -> u16 {
+    let mut s: u32 = h.chunks(2).map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]))).sum();
+    while s > 0xffff {
+        s = (s & 0xffff) + (s >> 16);
+    }
+    !(s as u16)
+}
+
+/// One Ethernet/IPv4/UDP frame (UDP checksum 0: none, which IPv4 allows).
+pub fn udp_frame(dst: [u8; 6], src: [u8; 6], sip: std::net::Ipv4Addr, dip: std::net::Ipv4Addr, sport: u16, dport: u16, len: usize) -> Vec<u8> {
+    let mut f = Vec::with_capacity(42 + len);
+    f.extend_from_slice(&dst);
+    f.extend_from_slice(&src);
+    f.extend_from_slice(&0x0800u16.to_be_bytes());
+    let tot = (20 + 8 + len) as u16;
+    let mut ip = [0u8; 20];
+    ip[0] = 0x45;
+    ip[2..4].copy_from_slice(&tot.to_be_bytes());
+    ip[6] = 0x40; // DF
+    ip[8] = 64;
+    ip[9] = 17;
+    ip[12..16].copy_from_slice(&sip.octets());
+    ip[16..20].copy_from_slice(&dip.octets());
+    let c = ip_checksum(&ip);
+    ip[10..12].copy_from_slice(&c.to_be_bytes());
+    f.extend_from_slice(&ip);
+    f.extend_from_slice(&sport.to_be_bytes());
+    f.extend_from_slice(&dport.to_be_bytes());
+    f.extend_from_slice(&((8 + len) as u16).to_be_bytes());
+    f.extend_from_slice(&[0, 0]);
+    f.extend((0..len).map(|i| i as u8));
+    f
+}
+
+fn parse_mac(s: &str) -> Result<[u8; 6]> {
+    let v: Vec<u8> = s.split(':').map(|p| u8::from_str_radix(p, 16)).collect::<Result<_, _>>().context("MAC")?;
+    v.try_into().map_err(|_| anyhow::anyhow!("a MAC is six bytes: {s}"))
+}
+
+fn if_mac(name: &str) -> Result<[u8; 6]> {
+    parse_mac(std::fs::read_to_string(format!("/sys/class/net/{name}/address"))?.trim())
+}
+
+pub fn send(a: &SendArgs) -> Result<()> {
+    use std::os::fd::AsRawFd as _;
+    let fd = packet_socket(&a.ifname)?;
+    let (dst, src) = (parse_mac(&a.dst_mac)?, if_mac(&a.ifname)?);
+    let frames: Vec<Vec<u8>> = (0..a.ports.max(1))
+        .map(|i| udp_frame(dst, src, a.src_ip, a.dst_ip, 40000, a.dport.wrapping_add(i as u16), a.len))
+        .collect();
+    const BATCH: usize = 64;
+    let start = Instant::now();
+    let end = start + Duration::from_secs_f64(a.secs);
+    let limit = a.count.unwrap_or(u64::MAX);
+    let (mut sent, mut next, mut full) = (0u64, 0usize, 0u64);
+    while sent < limit && Instant::now() < end {
+        let n = BATCH.min((limit - sent) as usize);
+        let mut iov: Vec<libc::iovec> = (0..n)
+            .map(|k| {
+                let f = &frames[(next + k) % frames.len()];
+                libc::iovec { iov_base: f.as_ptr() as *mut _, iov_len: f.len() }
+            })
+            .collect();
+        // SAFETY: mmsghdr is plain data; zero is valid before the fields are set.
+        let mut msgs: Vec<libc::mmsghdr> = (0..n).map(|_| unsafe { std::mem::zeroed() }).collect();
+        for (m, v) in msgs.iter_mut().zip(iov.iter_mut()) {
+            m.msg_hdr.msg_iov = v;
+            m.msg_hdr.msg_iovlen = 1;
+        }
+        // SAFETY: msgs points at n headers whose iovecs point into `frames`, all alive
+        // for the call; the socket is bound, so no address is needed.
+        let r = unsafe { libc::sendmmsg(fd.as_raw_fd(), msgs.as_mut_ptr(), n as u32, 0) };
+        if r < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::ENOBUFS) || e.raw_os_error() == Some(libc::EAGAIN) {
+                full += 1;
+                std::thread::yield_now();
+                continue;
+            }
+            bail!("sendmmsg: {e}");
+        }
+        sent += r as u64;
+        next = (next + r as usize) % frames.len();
+    }
+    let dt = start.elapsed().as_secs_f64();
+    println!("sent {sent} frames in {dt:.3} s ({:.0} frames/s; {} full-queue retries)", sent as f64 / dt, full);
+    Ok(())
+}
+
+pub fn sniff(a: &SniffArgs) -> Result<()> {
+    use std::os::fd::AsRawFd as _;
+    let fd = packet_socket(&a.ifname)?;
+    // A 1 ms receive timeout so the deadline is checked while the wire is quiet.
+    let tv = libc::timeval { tv_sec: 0, tv_usec: 1000 };
+    // SAFETY: tv is a valid timeval of the size given.
+    unsafe {
+        libc::setsockopt(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVTIMEO, &tv as *const _ as *const _, std::mem::size_of_val(&tv) as u32);
+    }
+    let buf_size = 8 << 20;
+    // SAFETY: an int option of the size given.
+    unsafe {
+        libc::setsockopt(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVBUF, &buf_size as *const i32 as *const _, 4);
+    }
+    const BATCH: usize = 64;
+    let mut bufs = vec![[0u8; 128]; BATCH];
+    let (lo, hi) = (u32::from(a.dport), u32::from(a.dport) + a.ports);
+    let end = Instant::now() + Duration::from_secs_f64(a.secs);
+    let (mut matched, mut all) = (0u64, 0u64);
+    let (mut first, mut last) = (None, None);
+    println!("READY");
+    while Instant::now() < end {
+        let mut iov: Vec<libc::iovec> = bufs.iter_mut().map(|b| libc::iovec { iov_base: b.as_mut_ptr() as *mut _, iov_len: b.len() }).collect();
+        // SAFETY: as in send.
+        let mut msgs: Vec<libc::mmsghdr> = (0..BATCH).map(|_| unsafe { std::mem::zeroed() }).collect();
+        for (m, v) in msgs.iter_mut().zip(iov.iter_mut()) {
+            m.msg_hdr.msg_iov = v;
+            m.msg_hdr.msg_iovlen = 1;
+        }
+        // SAFETY: BATCH headers with iovecs into `bufs`, alive for the call; frames are
+        // truncated to 128 bytes (MSG_TRUNC not asked), enough for the headers read below.
+        let r = unsafe { libc::recvmmsg(fd.as_raw_fd(), msgs.as_mut_ptr(), BATCH as u32, 0, std::ptr::null_mut()) };
+        if r <= 0 {
+            continue;
+        }
+        let now = Instant::now();
+        for b in &bufs[..r as usize] {
+            all += 1;
+            let udp = b[12..14] == [0x08, 0x00] && b[23] == 17;
+            let dport = u32::from(u16::from_be_bytes([b[36], b[37]]));
+            if udp && (lo..hi).contains(&dport) {
+                matched += 1;
+                first.get_or_insert(now);
+                last = Some(now);
+            }
+        }
+    }
+    let span = match (first, last) {
+        (Some(f), Some(l)) => l.duration_since(f).as_secs_f64(),
+        _ => 0.0,
+    };
+    println!("received {matched} frames of the port range ({all} in all), first to last {span:.3} s");
+    Ok(())
+}

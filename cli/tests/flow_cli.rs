@@ -1,0 +1,218 @@
+//! `doorbell flow` end to end: a `flow serve` session in network namespace a (softhca's
+//! Ethernet port on the veth there, two receive QPs), frames sent from namespace b by
+//! `doorbell bench steer-send` (AF_PACKET, exact counts), and the CLI's add/list/stats/
+//! del against it:
+//! - each rule's counter, each QP's frames and the port's drop counter are the exact
+//!   numbers of frames sent to that rule's port (60-byte frames: 60 bytes each), frames
+//!   to a port no rule names are unsteered;
+//! - `del` removes only that rule: its port's frames are then unsteered, the other
+//!   rules keep counting, and a second del of it fails;
+//! - errors: a bad match is refused before any server is asked, a QP the session does
+//!   not have by the server, both with a non-zero exit and the reason.
+//!
+//! SKIP when not root or without `ip`.
+
+use std::io::{BufRead as _, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use testkit::Need;
+
+const BIN: &str = env!("CARGO_BIN_EXE_doorbell");
+
+fn sh(cmd: &str) -> bool {
+    Command::new("sh").arg("-c").arg(cmd).status().is_ok_and(|s| s.success())
+}
+
+struct Link {
+    ns_a: String,
+    ns_b: String,
+}
+
+impl Drop for Link {
+    fn drop(&mut self) {
+        sh(&format!("ip netns del {} 2>/dev/null; ip netns del {} 2>/dev/null", self.ns_a, self.ns_b));
+    }
+}
+
+const MAC_A: &str = "02:00:00:7b:00:01";
+const IP_A: &str = "10.123.0.1";
+const IP_B: &str = "10.123.0.2";
+
+fn link() -> Link {
+    let tag = std::process::id() % 100000;
+    let l = Link { ns_a: format!("fca{tag}"), ns_b: format!("fcb{tag}") };
+    let ok = sh(&format!(
+        "set -e; ip netns add {a}; ip netns add {b}; \
+         ip link add {a} address {MAC_A} type veth peer name {b} address 02:00:00:7b:00:02; \
+         ip link set {a} netns {a}; ip link set {b} netns {b}; \
+         ip -n {a} addr add {IP_A}/24 dev {a}; ip -n {b} addr add {IP_B}/24 dev {b}; \
+         ip -n {a} link set {a} up; ip -n {b} link set {b} up; ip -n {a} link set lo up; ip -n {b} link set lo up",
+        a = l.ns_a, b = l.ns_b
+    ));
+    assert!(ok, "setting up the namespaces failed");
+    l
+}
+
+struct Session {
+    child: Child,
+    sock: PathBuf,
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        let _ = Command::new(BIN).args(["flow", "--socket"]).arg(&self.sock).arg("stop").output();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Session {
+    fn flow(&self, args: &[&str]) -> Output {
+        Command::new(BIN).args(["flow", "--socket"]).arg(&self.sock).args(args).output().expect("run doorbell flow")
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let o = self.flow(args);
+        let out = String::from_utf8_lossy(&o.stdout).into_owned();
+        assert!(o.status.success(), "flow {args:?}: {}\n{out}", String::from_utf8_lossy(&o.stderr));
+        out
+    }
+
+    fn fails(&self, args: &[&str]) -> String {
+        let o = self.flow(args);
+        assert!(!o.status.success(), "flow {args:?} should fail");
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    }
+}
+
+/// The number after `key` on the line starting with `prefix` of `flow stats --once`.
+fn field(stats: &str, prefix: &str, key: &str) -> u64 {
+    let line = stats.lines().find(|l| l.starts_with(prefix)).unwrap_or_else(|| panic!("no {prefix:?} line in\n{stats}"));
+    let w: Vec<&str> = line.split_whitespace().collect();
+    let i = w.iter().position(|x| *x == key).unwrap_or_else(|| panic!("no {key} in {line}"));
+    w[i + 1].parse().unwrap_or_else(|_| panic!("{key} in {line}"))
+}
+
+/// A rule's row: (packets, bytes, match -> action).
+fn rule(stats: &str, id: u32) -> Option<(String, String, String)> {
+    stats.lines().skip(1).find_map(|l| {
+        let w: Vec<&str> = l.split_whitespace().collect();
+        (w.first() == Some(&id.to_string().as_str())).then(|| (w[3].to_string(), w[4].to_string(), w[6..].join(" ")))
+    })
+}
+
+fn send(l: &Link, dport: u16, n: u64) {
+    let o = Command::new("ip")
+        .args(["netns", "exec", &l.ns_b, BIN, "bench", "steer-send", "--if", &l.ns_b, "--dst-mac", MAC_A, "--src-ip", IP_B,
+               "--dst-ip", IP_A, "--dport", &dport.to_string(), "--count", &n.to_string(), "--secs", "30"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "steer-send: {}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stdout).starts_with(&format!("sent {n} frames")), "{}", String::from_utf8_lossy(&o.stdout));
+}
+
+/// Waits until the port took `n` more UDP frames than `since` (all of a burst arrived),
+/// up to a deadline that only turns a hang into a failure.
+fn settle(s: &Session, done: impl Fn(&str) -> bool) -> String {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let st = s.ok(&["stats", "--once"]);
+        if done(&st) {
+            // The poller may still be between CQEs and its counters: one more round.
+            std::thread::sleep(Duration::from_millis(200));
+            return s.ok(&["stats", "--once"]);
+        }
+        assert!(Instant::now() < deadline, "frames did not arrive:\n{st}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn add_send_stats_del() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        testkit::skip(Need::Root, "network namespaces, a veth and RAW_PACKET QPs need root");
+        return;
+    }
+    if !sh("command -v ip >/dev/null") {
+        testkit::skip(Need::Tool, "ip missing (apt-get install iproute2)");
+        return;
+    }
+    let l = link();
+    let sock = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("flow-{}.sock", std::process::id()));
+    let mut child = Command::new("ip")
+        .args(["netns", "exec", &l.ns_a, "env", &format!("DOORBELL_SOFTHCA_ADDR={IP_A}"), BIN, "flow", "--socket"])
+        .arg(&sock)
+        .args(["serve", "--port", &l.ns_a, "--qps", "2"])
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut head = String::new();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        head.push_str(&line);
+        head.push('\n');
+        if line.starts_with("READY") {
+            break;
+        }
+    }
+    let s = Session { child, sock };
+    assert!(head.contains("qp 0: qpn") && head.contains("qp 1: qpn") && head.contains("READY"), "serve said:\n{head}");
+
+    // Errors: the syntax locally, a QP the session lacks at the server.
+    let e = s.fails(&["add", "udp.dport=70000", "--to-qp", "0"]);
+    assert!(e.contains("udp.dport=70000: out of range"), "{e}");
+    let e = s.fails(&["add", "udp.dport=1", "--to-qp", "5"]);
+    assert!(e.contains("qp 5: this session has 2 QPs"), "{e}");
+    assert!(s.fails(&["add", "udp.dport=1"]).contains("no action"));
+
+    assert_eq!(s.ok(&["add", "--prio", "1", &format!("ipv4.dst={IP_A} udp.dport=9000"), "--to-qp", "0", "--count"]), "rule 1\n");
+    assert_eq!(s.ok(&["add", "--prio", "1", "udp.dport=9001", "--to-qp", "1", "--count", "--tag", "7"]), "rule 2\n");
+    assert_eq!(s.ok(&["add", "--prio", "2", "udp.dport=9002", "--drop", "--count"]), "rule 3\n");
+    let list = s.ok(&["list"]);
+    assert_eq!(rule(&list, 1).unwrap(), ("0".into(), "0".into(), format!("ipv4.dst={IP_A} udp.dport=9000 -> --to-qp 0 --count")));
+    assert_eq!(rule(&list, 2).unwrap().2, "udp.dport=9001 -> --to-qp 1 --count --tag 7");
+    assert_eq!(rule(&list, 3).unwrap().2, "udp.dport=9002 -> --drop --count");
+
+    let before = s.ok(&["stats", "--once"]);
+    let unsteered0 = field(&before, "port:", "unsteered");
+    let rx0 = field(&before, "port:", "rx");
+    for (port, n) in [(9000, 25), (9001, 13), (9002, 7), (9003, 5)] {
+        send(&l, port, n);
+    }
+    let st = settle(&s, |st| field(st, "port:", "rx") >= rx0 + 50 && field(st, "qp 0 ", "frames") + field(st, "qp 1 ", "frames") >= 38);
+    // 60-byte frames (18 bytes of UDP payload): bytes = 60 * packets.
+    assert_eq!(rule(&st, 1).map(|r| (r.0, r.1)), Some(("25".into(), "1500".into())), "{st}");
+    assert_eq!(rule(&st, 2).map(|r| (r.0, r.1)), Some(("13".into(), "780".into())), "{st}");
+    assert_eq!(rule(&st, 3).map(|r| (r.0, r.1)), Some(("7".into(), "420".into())), "{st}");
+    assert_eq!(field(&st, "qp 0 ", "frames"), 25, "{st}");
+    assert_eq!(field(&st, "qp 0 ", "bytes"), 1500, "{st}");
+    assert_eq!(field(&st, "qp 1 ", "frames"), 13, "{st}");
+    assert_eq!(field(&st, "port:", "steer_dropped"), 7, "{st}");
+    assert!(field(&st, "port:", "unsteered") >= unsteered0 + 5, "the 5 frames to 9003 match no rule:\n{st}");
+
+    // del removes only rule 2.
+    assert_eq!(s.ok(&["del", "2"]), "deleted rule 2\n");
+    let list = s.ok(&["list"]);
+    assert!(rule(&list, 2).is_none() && rule(&list, 1).is_some() && rule(&list, 3).is_some(), "{list}");
+    assert!(s.fails(&["del", "2"]).contains("no rule 2"));
+    let unsteered1 = field(&st, "port:", "unsteered");
+    send(&l, 9001, 4);
+    send(&l, 9000, 3);
+    let st = settle(&s, |st| field(st, "qp 0 ", "frames") >= 28 && field(st, "port:", "unsteered") >= unsteered1 + 4);
+    assert_eq!(rule(&st, 1).map(|r| r.0), Some("28".into()), "{st}");
+    assert_eq!(field(&st, "qp 1 ", "frames"), 13, "rule 2 is gone: its QP gets nothing more\n{st}");
+    assert_eq!(rule(&st, 3).map(|r| r.0), Some("7".into()), "{st}");
+    assert_eq!(field(&st, "port:", "steer_dropped"), 7, "{st}");
+}
