@@ -14,6 +14,8 @@
 # (through softhca's own AF_PACKET socket, its engine and the flow table); their ratio
 # (QP / kernel); and QP / port (frames the QP got of those softhca's port took off the
 # socket: the steering + delivery share, where a growing rule cost would show).
+# Then `doorbell bench steer-classify`: the steering engine alone, ns per frame, with the
+# frames hitting all N rules and only one of them.
 # Needs root, ip and network namespaces: prints SKIP and exits 0 otherwise.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -61,7 +63,7 @@ rows=()
 for n in $counts; do
   rules=$out/rules-$n.txt
   awk -v n="$n" -v a="$ipa" 'BEGIN{for(i=0;i<n;i++) printf "--prio 1 \x27ipv4.dst=%s udp.dport=%d\x27 --to-qp 0\n", a, 9000+i}' > "$rules"
-  ip netns exec "$na" env DOORBELL_SOFTHCA_ADDR=$ipa "$bin" flow --socket "$sock" serve --port "$ia" --rules "$rules" \
+  ip netns exec "$na" env DOORBELL_SOFTHCA_ADDR=$ipa "$bin" flow --socket "$sock" serve --port "$ia" --rq-size 16384 --rules "$rules" \
     > "$out/serve-$n.txt" 2>&1 &
   spid=$!
   for _ in $(seq 200); do grep -q READY "$out/serve-$n.txt" 2>/dev/null && break; sleep 0.1; done
@@ -75,11 +77,12 @@ for n in $counts; do
     --ports "$n" --secs "$secs" > "$out/send-$n.txt"
   wait $kpid
   q1=$(qp_frames) p1=$(port_rx)
+  "$bin" flow --socket "$sock" stats --once | grep -E '^(qp|port)' > "$out/stats-$n.txt"
   "$bin" flow --socket "$sock" stop
   wait $spid || true
   sent=$(awk '{print $2}' "$out/send-$n.txt")
   kern=$(awk '/^received/{print $2}' "$out/sniff-$n.txt")
-  { echo "== $n rules"; cat "$out/send-$n.txt" "$out/sniff-$n.txt"; echo "qp frames $q0 -> $q1, port rx $p0 -> $p1"; } >> "$raw"
+  { echo "== $n rules"; cat "$out/send-$n.txt" "$out/sniff-$n.txt"; echo "qp frames $q0 -> $q1, port rx $p0 -> $p1"; cat "$out/stats-$n.txt"; } >> "$raw"
   rows+=("$(awk -v n="$n" -v s="$secs" -v sent="$sent" -v k="$kern" -v q=$((q1 - q0)) -v p=$((p1 - p0)) \
     'BEGIN{printf "| %6d | %10.0f | %10.0f | %10.0f | %6.3f | %6.3f |", n, sent/s, k/s, q/s, (k>0?q/k:0), (p>0?q/p:0)}')")
 done
@@ -88,4 +91,11 @@ echo
 echo "| rules  | sent/s     | kernel/s   | QP/s       | QP/krn | QP/port |"
 echo "|-------:|-----------:|-----------:|-----------:|-------:|--------:|"
 printf '%s\n' "${rows[@]}"
+echo
+# The engine alone (no wire, no sockets): the lookup's own cost per frame, with the
+# frames hitting every rule and then only one of them (cache footprint vs lookup).
+rl=$(echo $counts | tr ' ' ',')
+echo "steering engine alone (Steering::classify, one core):"
+"$bin" bench steer-classify --rules "$rl" | tee -a "$raw"
+"$bin" bench steer-classify --rules "$rl" --hot 1 | tail -n +3 | tee -a "$raw"
 echo "(raw output: $raw)"

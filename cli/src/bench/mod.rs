@@ -64,6 +64,8 @@ enum Kind {
     SteerSend(steer::SendArgs),
     /// Steering benchmark, the kernel reference: AF_PACKET receive of the same frames.
     SteerSniff(steer::SniffArgs),
+    /// Steering engine alone: ns per classified frame with 1/100/10,000 exact-match rules.
+    SteerClassify(steer::ClassifyArgs),
 }
 
 pub fn run(a: &Args) -> Result<()> {
@@ -72,6 +74,7 @@ pub fn run(a: &Args) -> Result<()> {
         Kind::Idle(i) => return idle::run(i),
         Kind::SteerSend(s) => return steer::send(s),
         Kind::SteerSniff(s) => return steer::sniff(s),
+        Kind::SteerClassify(s) => return steer::classify(s),
         Kind::WriteBw(o) => (Test::WriteBw, o),
         Kind::WriteLat(o) => (Test::WriteLat, o),
         Kind::ReadBw(o) => (Test::ReadBw, o),

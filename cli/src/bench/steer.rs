@@ -232,3 +232,60 @@ pub fn sniff(a: &SniffArgs) -> Result<()> {
     println!("received {matched} frames of the port range ({all} in all), first to last {span:.3} s");
     Ok(())
 }
+
+#[derive(clap::Args)]
+pub struct ClassifyArgs {
+    /// Rule counts to measure.
+    #[arg(long, value_delimiter = ',', default_value = "1,100,10000")]
+    rules: Vec<u32>,
+    /// Frames classified per rule count.
+    #[arg(long, default_value_t = 2_000_000)]
+    frames: u64,
+    /// Frames hit only this many of the rules (default: all of them), to tell the
+    /// lookup's cost from the cache misses of touching many entries.
+    #[arg(long)]
+    hot: Option<u32>,
+}
+
+/// softhca's steering engine alone, in this process, no wire: N exact-match rules
+/// (`ipv4.dst udp.dport`, one group, as steer.sh installs them through DevX) and the
+/// time `Steering::classify` takes per frame (parse + lookup + counter), frames cycling
+/// over the N ports so every rule is hit. The cost of the lookup should not grow with N.
+pub fn classify(a: &ClassifyArgs) -> Result<()> {
+    use devx::flow::Match;
+    use softhca::device::steer::{Action, Dest, Key, Miss, Steering, Verdict};
+    let (sip, dip) = ("10.0.0.2".parse()?, "10.0.0.1".parse()?);
+    println!("| rules  | rules hit | ns/frame | frames/s (one core) |");
+    println!("|-------:|----------:|---------:|--------------------:|");
+    for &n in &a.rules {
+        let st = Steering::new();
+        let t = st.create_table(0, 0, 20, Miss::Default).map_err(|e| anyhow::anyhow!("{e:?}"))?;
+        let m0 = Match::new().dst_ip(std::net::IpAddr::V4(dip)).udp_dport(9000);
+        let g = st.create_group(t, 0, (1 << 20) - 1, Key::from_bytes(&m0.mask()).expect("a set")).map_err(|e| anyhow::anyhow!("{e:?}"))?;
+        let c = st.alloc_counter();
+        for i in 0..n {
+            let m = Match::new().dst_ip(std::net::IpAddr::V4(dip)).udp_dport(9000 + i as u16);
+            let act = Action { dests: vec![Dest::Tir(1)], counters: vec![c], ..Default::default() };
+            st.set_entry(t, i, Some(g), Key::from_bytes(&m.value()).expect("a set"), act, false).map_err(|e| anyhow::anyhow!("{e:?}"))?;
+        }
+        let hot = a.hot.unwrap_or(n).clamp(1, n);
+        let frames: Vec<Vec<u8>> = (0..hot.min(4096)).map(|i| {
+            // Spread over the `hot` ports even when only 4096 frames are kept.
+            let p = (u64::from(i) * u64::from(hot) / u64::from(hot.min(4096))) as u16;
+            udp_frame([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2], sip, dip, 40000, 9000 + p, 18)
+        }).collect();
+        let t0 = Instant::now();
+        let mut hits = 0u64;
+        for k in 0..a.frames {
+            if let Verdict::Deliver { .. } = st.classify(0, &frames[k as usize % frames.len()]) {
+                hits += 1;
+            }
+        }
+        let dt = t0.elapsed().as_secs_f64();
+        if hits != a.frames {
+            bail!("{n} rules: only {hits} of {} frames matched", a.frames);
+        }
+        println!("| {n:>6} | {hot:>9} | {:>8.1} | {:>19.0} |", dt * 1e9 / a.frames as f64, a.frames as f64 / dt);
+    }
+    Ok(())
+}
