@@ -258,3 +258,21 @@ fn error_table_objects() {
     let r = uverbs::cmd::devx::obj_query(d.device(), last, &q, &mut out);
     assert_eq!(r, Err(Errno::ENOENT), "handle {last} of another file");
 }
+
+/// A flow counter is read through DEVX_OBJ_QUERY on its own object, as DPDK's
+/// `mlx5_devx_cmd_flow_counter_query` does (devx.c maps QUERY_FLOW_COUNTER's
+/// `flow_counter_id` to the ALLOC_FLOW_COUNTER object): a new counter reads (0, 0); the
+/// query through another counter's handle is EINVAL (devx_is_valid_obj_id).
+#[test]
+fn flow_counter_query_through_its_object() {
+    let h = Host::new([127, 61, 0, 10]);
+    let d = devx_on(&h);
+    let a = devx::flow::FlowCounter::new(&d).unwrap();
+    let b = devx::flow::FlowCounter::new(&d).unwrap();
+    assert_ne!(a.id, b.id);
+    assert_eq!(a.query(false).unwrap(), (0, 0));
+    assert_eq!(b.query(true).unwrap(), (0, 0));
+    let mut out = vec![0u8; 0x10 + 0x10];
+    let r = a.obj.query(&devx::flow::query_counter_in(b.id, false), &mut out);
+    assert_eq!(os_errno(r), Errno::EINVAL, "a counter's handle does not read another counter");
+}

@@ -678,4 +678,23 @@ mod tests {
         assert_eq!(&d[..4], &[0x04, 0x01, 0, 7], "DESTROY_CQ with the creator's uid");
         assert_eq!(id_at_0x48(&d), 0x401);
     }
+
+    #[test]
+    fn flow_counter_query_names_its_alloc_object() {
+        // mlx5_ifc.h: alloc_flow_counter_out.flow_counter_id at bit 0x40,
+        // query_flow_counter_in.flow_counter_id at bit 0xe0.
+        let mut inb = vec![0u8; 16];
+        inb[0..2].copy_from_slice(&op::ALLOC_FLOW_COUNTER.to_be_bytes());
+        let mut out = vec![0u8; 16];
+        out[8..12].copy_from_slice(&0x1234u32.to_be_bytes());
+        let (_, id) = build_destroy(&inb, &out, op::ALLOC_FLOW_COUNTER);
+        let created = enc(op::ALLOC_FLOW_COUNTER as u32, id);
+        let mut q = vec![0u8; 32];
+        q[0..2].copy_from_slice(&op::QUERY_FLOW_COUNTER.to_be_bytes());
+        q[0x1c..0x20].copy_from_slice(&0x1234u32.to_be_bytes());
+        assert_eq!(query_obj_id(&q), Some(created));
+        q[0x1f] = 0x35;
+        assert_ne!(query_obj_id(&q), Some(created), "another counter's id");
+        assert_eq!(query_obj_id(&q[..0x1e]), None, "a short inbox names nothing");
+    }
 }
