@@ -266,10 +266,16 @@ fn serve(s: &ServeArgs, path: &std::path::Path) -> Result<()> {
         })
     };
     let poller = server::spawn_poller(srv.sinks(), stop.clone());
-    let r = server::serve(&mut srv, path, &stop);
+    let srv = Arc::new(std::sync::Mutex::new(srv));
+    let r = server::serve(srv.clone(), path, &stop);
     stop.store(true, Ordering::Release);
     let _ = poller.join();
     let _ = watcher.join();
+    // Connection threads may still hold a clone; the session ends with this process
+    // either way, but destroy in order (rules, groups, tables) when we can.
+    if let Ok(m) = Arc::try_unwrap(srv) {
+        drop(m.into_inner().unwrap_or_else(|p| p.into_inner()));
+    }
     r
 }
 

@@ -170,6 +170,11 @@ fn add_send_stats_del() {
     let s = Session { child, sock };
     assert!(head.contains("qp 0: qpn") && head.contains("qp 1: qpn") && head.contains("READY"), "serve said:\n{head}");
 
+    // A refreshing `stats` holds its connection for the whole test: the other
+    // commands must still be answered (one thread per connection).
+    let mut watcher = Command::new(BIN).args(["flow", "--socket"]).arg(&s.sock).args(["stats", "--interval", "0.2"])
+        .stdout(Stdio::null()).spawn().unwrap();
+
     // Errors: the syntax locally, a QP the session lacks at the server.
     let e = s.fails(&["add", "udp.dport=70000", "--to-qp", "0"]);
     assert!(e.contains("udp.dport=70000: out of range"), "{e}");
@@ -215,4 +220,7 @@ fn add_send_stats_del() {
     assert_eq!(field(&st, "qp 1 ", "frames"), 13, "rule 2 is gone: its QP gets nothing more\n{st}");
     assert_eq!(rule(&st, 3).map(|r| r.0), Some("7".into()), "{st}");
     assert_eq!(field(&st, "port:", "steer_dropped"), 7, "{st}");
+    assert!(watcher.try_wait().unwrap().is_none(), "the refreshing stats client is still running");
+    let _ = watcher.kill();
+    let _ = watcher.wait();
 }

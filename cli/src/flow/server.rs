@@ -70,14 +70,16 @@ pub struct Sink {
     pub errors: u64,
 }
 
+/// Fields drop in order: the QPs (and their MRs) before the PD they use; rules,
+/// groups and tables are emptied in order by `Drop` first.
 pub struct Server {
-    d: DevxContext,
-    _pd: provider::Pd,
+    sinks: Arc<Mutex<Vec<Sink>>>,
     tables: BTreeMap<u32, Table>,
     rules: BTreeMap<u32, Installed>,
     next_id: u32,
-    sinks: Arc<Mutex<Vec<Sink>>>,
     qpns: Vec<(u32, u32)>,
+    _pd: provider::Pd,
+    d: DevxContext,
 }
 
 impl Server {
@@ -312,9 +314,11 @@ pub fn spawn_poller(sinks: Arc<Mutex<Vec<Sink>>>, stop: Arc<AtomicBool>) -> std:
         .expect("spawn poller")
 }
 
-/// Serves requests on `path` until a `stop` request; the listener is non-blocking so
-/// that the loop also notices `stop` set by a signal.
-pub fn serve(s: &mut Server, path: &Path, stop: &Arc<AtomicBool>) -> Result<()> {
+/// Serves requests on `path` until a `stop` request or `stop` set by a signal. Each
+/// connection has its own thread (a refreshing `flow stats` keeps its connection open
+/// while other shells add and delete rules); requests take the server's lock one at a
+/// time, so each is atomic with respect to the others.
+pub fn serve(s: Arc<Mutex<Server>>, path: &Path, stop: &Arc<AtomicBool>) -> Result<()> {
     if path.exists() {
         if UnixStream::connect(path).is_ok() {
             bail!("{} is in use: another `doorbell flow serve` runs (use --socket)", path.display());
@@ -329,17 +333,20 @@ pub fn serve(s: &mut Server, path: &Path, stop: &Arc<AtomicBool>) -> Result<()> 
         match l.accept() {
             Ok((c, _)) => {
                 c.set_nonblocking(false)?;
-                let mut w = c.try_clone()?;
-                for line in BufReader::new(c).lines() {
-                    let Ok(line) = line else { break };
-                    if line.trim().is_empty() {
-                        continue;
+                let (s, stop) = (s.clone(), stop.clone());
+                std::thread::spawn(move || {
+                    let Ok(mut w) = c.try_clone() else { return };
+                    for line in BufReader::new(c).lines() {
+                        let Ok(line) = line else { break };
+                        if line.trim().is_empty() {
+                            continue;
+                        }
+                        let answer = s.lock().unwrap_or_else(|p| p.into_inner()).handle(&line, &stop);
+                        if writeln!(w, "{answer}").is_err() {
+                            break;
+                        }
                     }
-                    let answer = s.handle(&line, stop);
-                    if writeln!(w, "{answer}").is_err() {
-                        break;
-                    }
-                }
+                });
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(10)),
             Err(e) => return Err(e.into()),
