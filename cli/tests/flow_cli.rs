@@ -185,6 +185,8 @@ fn add_send_stats_del() {
     assert_eq!(s.ok(&["add", "--prio", "1", &format!("ipv4.dst={IP_A} udp.dport=9000"), "--to-qp", "0", "--count"]), "rule 1\n");
     assert_eq!(s.ok(&["add", "--prio", "1", "udp.dport=9001", "--to-qp", "1", "--count", "--tag", "7"]), "rule 2\n");
     assert_eq!(s.ok(&["add", "--prio", "2", "udp.dport=9002", "--drop", "--count"]), "rule 3\n");
+    let e = s.fails(&["add", "--prio", "1", "udp.dport=9001", "--drop"]);
+    assert!(e.contains("rule 2 already matches exactly this"), "{e}");
     let list = s.ok(&["list"]);
     assert_eq!(rule(&list, 1).unwrap(), ("0".into(), "0".into(), format!("ipv4.dst={IP_A} udp.dport=9000 -> --to-qp 0 --count")));
     assert_eq!(rule(&list, 2).unwrap().2, "udp.dport=9001 -> --to-qp 1 --count --tag 7");

@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context as _, Result};
-use devx::flow::{FlowCounter, FlowGroup, FlowRule, FlowTable, Rule, Target};
+use devx::flow::{FlowCounter, FlowGroup, FlowRule, FlowTable, Match, Rule, Target};
 use devx::DevxContext;
 use serde_json::{json, Value};
 
@@ -55,6 +55,7 @@ struct Table {
 
 struct Installed {
     spec: RuleSpec,
+    m: Match,
     /// Field order: the entry is deleted before its counter is freed and its group is
     /// destroyed.
     rule: Option<FlowRule>,
@@ -128,6 +129,11 @@ impl Server {
             bail!("priority {}: priorities are 0..{PRIOS} (0 is tried first)", spec.prio);
         }
         let m = syntax::parse(&spec.matches).map_err(|e| anyhow!("{e}"))?;
+        // The firmware refuses a second entry of the same value in a group (BAD_PARAM);
+        // say which rule it is.
+        if let Some((id, _)) = self.rules.iter().find(|(_, r)| r.spec.table == spec.table && r.spec.prio == spec.prio && r.m == m) {
+            bail!("rule {id} already matches exactly this in table {} at priority {}", spec.table, spec.prio);
+        }
         let target = match spec.action.to {
             To::Qp(i) => {
                 let (_, tirn) = *self.qpns.get(i as usize)
@@ -182,7 +188,7 @@ impl Server {
         let id = self.next_id;
         self.next_id += 1;
         let spec = RuleSpec { matches: syntax::show(&m), ..spec };
-        self.rules.insert(id, Installed { spec, rule: Some(r), counter, index });
+        self.rules.insert(id, Installed { spec, m, rule: Some(r), counter, index });
         Ok(id)
     }
 
