@@ -341,8 +341,9 @@ fn render(v: &Value, prev: Option<(&Value, f64)>) -> String {
     for q in v["qps"].as_array().unwrap_or(&empty) {
         let i = q["qp"].as_u64();
         let old = prev.and_then(|(p, dt)| p["qps"].as_array()?.iter().find(|x| x["qp"].as_u64() == i).map(|x| (x, dt)));
-        s.push_str(&format!("qp {} (qpn {:#x}): frames {} bytes {} errors {} frames/s {}\n", q["qp"], q["qpn"].as_u64().unwrap_or(0),
-                            q["frames"], q["bytes"], q["errors"], rate(q, old, |x| x["frames"].as_u64())));
+        s.push_str(&format!("qp {} (qpn {:#x}): frames {} bytes {} errors {} last_tag {} frames/s {}\n", q["qp"],
+                            q["qpn"].as_u64().unwrap_or(0), q["frames"], q["bytes"], q["errors"], q["last_tag"],
+                            rate(q, old, |x| x["frames"].as_u64())));
     }
     let p = &v["port"];
     if !p.is_null() {
@@ -396,13 +397,13 @@ mod tests {
     fn render_shows_counts_and_rates() {
         let v = json!({"rules": [{"id": 1, "table": 0, "prio": 1, "match": "udp.dport=9", "packets": 30, "bytes": 3000,
                                   "action": {"to": {"qp": 0}, "count": true, "tag": 0}}],
-                       "qps": [{"qp": 0, "qpn": 0x108, "frames": 30, "bytes": 3000, "errors": 0}],
+                       "qps": [{"qp": 0, "qpn": 0x108, "frames": 30, "bytes": 3000, "errors": 0, "last_tag": 5}],
                        "port": {"rx_frames": 40, "unsteered": 10, "steer_dropped": 0, "no_rq": 0, "no_recv": 0}});
         let old = json!({"rules": [{"id": 1, "packets": 10}], "qps": [{"qp": 0, "frames": 10}]});
         let t = render(&v, Some((&old, 2.0)));
         assert!(t.contains("udp.dport=9 -> --to-qp 0 --count"), "{t}");
         assert!(t.lines().nth(1).unwrap().split_whitespace().nth(5) == Some("10"), "(30-10)/2 s: {t}");
-        assert!(t.contains("qp 0 (qpn 0x108): frames 30 bytes 3000 errors 0 frames/s 10"), "{t}");
+        assert!(t.contains("qp 0 (qpn 0x108): frames 30 bytes 3000 errors 0 last_tag 5 frames/s 10"), "{t}");
         assert!(t.contains("port: rx 40 unsteered 10"), "{t}");
     }
 }

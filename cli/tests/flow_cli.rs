@@ -1,10 +1,11 @@
 //! `doorbell flow` end to end: a `flow serve` session in network namespace a (softhca's
-//! Ethernet port on the veth there, two receive QPs), frames sent from namespace b by
-//! `doorbell bench steer-send` (AF_PACKET, exact counts), and the CLI's add/list/stats/
-//! del against it:
+//! Ethernet port on the veth there, two receive QPs, a rule of table 1 from a --rules
+//! file), frames sent from namespace b by `doorbell bench steer-send` (AF_PACKET, exact
+//! counts), and the CLI's add/list/stats/del against it:
 //! - each rule's counter, each QP's frames and the port's drop counter are the exact
-//!   numbers of frames sent to that rule's port (60-byte frames: 60 bytes each), frames
-//!   to a port no rule names are unsteered;
+//!   numbers of frames sent to that rule's port (60-byte frames: 60 bytes each); frames
+//!   that table 0's last rule forwards reach table 1's rule; the CQE carries the
+//!   delivering rule's flow tag;
 //! - `del` removes only that rule: its port's frames are then unsteered, the other
 //!   rules keep counting, and a second del of it fails;
 //! - errors: a bad match is refused before any server is asked, a QP the session does
@@ -148,11 +149,15 @@ fn add_send_stats_del() {
         return;
     }
     let l = link();
-    let sock = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("flow-{}.sock", std::process::id()));
+    let tmp = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let sock = tmp.join(format!("flow-{}.sock", std::process::id()));
+    let rules = tmp.join(format!("flow-{}.rules", std::process::id()));
+    std::fs::write(&rules, "# table 1: what table 0's last rule forwards\n--table 1 'udp.dport=9003' --to-qp 0 --count --tag 3\n").unwrap();
     let mut child = Command::new("ip")
         .args(["netns", "exec", &l.ns_a, "env", &format!("DOORBELL_SOFTHCA_ADDR={IP_A}"), BIN, "flow", "--socket"])
         .arg(&sock)
-        .args(["serve", "--port", &l.ns_a, "--qps", "2"])
+        .args(["serve", "--port", &l.ns_a, "--qps", "2", "--rules"])
+        .arg(&rules)
         .env_remove("RUST_LOG")
         .stdout(Stdio::piped())
         .spawn()
@@ -168,7 +173,8 @@ fn add_send_stats_del() {
         }
     }
     let s = Session { child, sock };
-    assert!(head.contains("qp 0: qpn") && head.contains("qp 1: qpn") && head.contains("READY"), "serve said:\n{head}");
+    assert!(head.contains("qp 0: qpn") && head.contains("qp 1: qpn") && head.contains("1 rules installed") && head.contains("READY"),
+            "serve said:\n{head}");
 
     // A refreshing `stats` holds its connection for the whole test: the other
     // commands must still be answered (one thread per connection).
@@ -182,45 +188,54 @@ fn add_send_stats_del() {
     assert!(e.contains("qp 5: this session has 2 QPs"), "{e}");
     assert!(s.fails(&["add", "udp.dport=1"]).contains("no action"));
 
-    assert_eq!(s.ok(&["add", "--prio", "1", &format!("ipv4.dst={IP_A} udp.dport=9000"), "--to-qp", "0", "--count"]), "rule 1\n");
-    assert_eq!(s.ok(&["add", "--prio", "1", "udp.dport=9001", "--to-qp", "1", "--count", "--tag", "7"]), "rule 2\n");
-    assert_eq!(s.ok(&["add", "--prio", "2", "udp.dport=9002", "--drop", "--count"]), "rule 3\n");
+    assert_eq!(s.ok(&["add", "--prio", "1", &format!("ipv4.dst={IP_A} udp.dport=9000"), "--to-qp", "0", "--count"]), "rule 2\n");
+    assert_eq!(s.ok(&["add", "--prio", "1", "udp.dport=9001", "--to-qp", "1", "--count", "--tag", "7"]), "rule 3\n");
+    assert_eq!(s.ok(&["add", "--prio", "2", "udp.dport=9002", "--drop", "--count"]), "rule 4\n");
+    assert_eq!(s.ok(&["add", "--prio", "15", &format!("ipv4.dst={IP_A} ip.proto=udp"), "--to-table", "1", "--count"]), "rule 5\n");
     let e = s.fails(&["add", "--prio", "1", "udp.dport=9001", "--drop"]);
-    assert!(e.contains("rule 2 already matches exactly this"), "{e}");
+    assert!(e.contains("rule 3 already matches exactly this"), "{e}");
     let list = s.ok(&["list"]);
-    assert_eq!(rule(&list, 1).unwrap(), ("0".into(), "0".into(), format!("ipv4.dst={IP_A} udp.dport=9000 -> --to-qp 0 --count")));
-    assert_eq!(rule(&list, 2).unwrap().2, "udp.dport=9001 -> --to-qp 1 --count --tag 7");
-    assert_eq!(rule(&list, 3).unwrap().2, "udp.dport=9002 -> --drop --count");
+    assert_eq!(rule(&list, 1).unwrap(), ("0".into(), "0".into(), "udp.dport=9003 -> --to-qp 0 --count --tag 3".into()));
+    assert_eq!(rule(&list, 2).unwrap(), ("0".into(), "0".into(), format!("ipv4.dst={IP_A} udp.dport=9000 -> --to-qp 0 --count")));
+    assert_eq!(rule(&list, 3).unwrap().2, "udp.dport=9001 -> --to-qp 1 --count --tag 7");
+    assert_eq!(rule(&list, 4).unwrap().2, "udp.dport=9002 -> --drop --count");
+    assert_eq!(rule(&list, 5).unwrap().2, format!("ip.proto=17 ipv4.dst={IP_A} -> --to-table 1 --count"));
 
-    let before = s.ok(&["stats", "--once"]);
-    let unsteered0 = field(&before, "port:", "unsteered");
-    let rx0 = field(&before, "port:", "rx");
+    let rx0 = field(&s.ok(&["stats", "--once"]), "port:", "rx");
     for (port, n) in [(9000, 25), (9001, 13), (9002, 7), (9003, 5)] {
         send(&l, port, n);
     }
-    let st = settle(&s, |st| field(st, "port:", "rx") >= rx0 + 50 && field(st, "qp 0 ", "frames") + field(st, "qp 1 ", "frames") >= 38);
+    let st = settle(&s, |st| field(st, "port:", "rx") >= rx0 + 50 && field(st, "qp 0 ", "frames") + field(st, "qp 1 ", "frames") >= 43);
     // 60-byte frames (18 bytes of UDP payload): bytes = 60 * packets.
-    assert_eq!(rule(&st, 1).map(|r| (r.0, r.1)), Some(("25".into(), "1500".into())), "{st}");
-    assert_eq!(rule(&st, 2).map(|r| (r.0, r.1)), Some(("13".into(), "780".into())), "{st}");
-    assert_eq!(rule(&st, 3).map(|r| (r.0, r.1)), Some(("7".into(), "420".into())), "{st}");
-    assert_eq!(field(&st, "qp 0 ", "frames"), 25, "{st}");
-    assert_eq!(field(&st, "qp 0 ", "bytes"), 1500, "{st}");
+    let counts = |st: &str, id| rule(st, id).map(|r| (r.0.parse::<u64>().unwrap(), r.1.parse::<u64>().unwrap()));
+    assert_eq!(counts(&st, 2), Some((25, 1500)), "{st}");
+    assert_eq!(counts(&st, 3), Some((13, 780)), "{st}");
+    assert_eq!(counts(&st, 4), Some((7, 420)), "{st}");
+    assert_eq!(counts(&st, 5), Some((5, 300)), "only the frames to 9003 miss table 0's other rules:\n{st}");
+    assert_eq!(counts(&st, 1), Some((5, 300)), "table 1's rule takes what rule 5 forwards:\n{st}");
+    assert_eq!(field(&st, "qp 0 ", "frames"), 30, "{st}");
+    assert_eq!(field(&st, "qp 0 ", "bytes"), 1800, "{st}");
+    assert_eq!(field(&st, "qp 0 ", "last_tag"), 3, "the last frame to QP 0 went to 9003, rule 1's tag:\n{st}");
     assert_eq!(field(&st, "qp 1 ", "frames"), 13, "{st}");
+    assert_eq!(field(&st, "qp 1 ", "last_tag"), 7, "{st}");
     assert_eq!(field(&st, "port:", "steer_dropped"), 7, "{st}");
-    assert!(field(&st, "port:", "unsteered") >= unsteered0 + 5, "the 5 frames to 9003 match no rule:\n{st}");
 
-    // del removes only rule 2.
-    assert_eq!(s.ok(&["del", "2"]), "deleted rule 2\n");
+    // del removes only rule 3: frames to 9001 now take rule 5 to table 1 and miss there.
+    assert_eq!(s.ok(&["del", "3"]), "deleted rule 3\n");
     let list = s.ok(&["list"]);
-    assert!(rule(&list, 2).is_none() && rule(&list, 1).is_some() && rule(&list, 3).is_some(), "{list}");
-    assert!(s.fails(&["del", "2"]).contains("no rule 2"));
+    assert!(rule(&list, 3).is_none() && [1, 2, 4, 5].iter().all(|&i| rule(&list, i).is_some()), "{list}");
+    assert!(s.fails(&["del", "3"]).contains("no rule 3"));
     let unsteered1 = field(&st, "port:", "unsteered");
     send(&l, 9001, 4);
     send(&l, 9000, 3);
-    let st = settle(&s, |st| field(st, "qp 0 ", "frames") >= 28 && field(st, "port:", "unsteered") >= unsteered1 + 4);
-    assert_eq!(rule(&st, 1).map(|r| r.0), Some("28".into()), "{st}");
-    assert_eq!(field(&st, "qp 1 ", "frames"), 13, "rule 2 is gone: its QP gets nothing more\n{st}");
-    assert_eq!(rule(&st, 3).map(|r| r.0), Some("7".into()), "{st}");
+    let st = settle(&s, |st| field(st, "qp 0 ", "frames") >= 33 && field(st, "port:", "unsteered") >= unsteered1 + 4);
+    assert_eq!(counts(&st, 2), Some((28, 1680)), "{st}");
+    assert_eq!(counts(&st, 5), Some((9, 540)), "{st}");
+    assert_eq!(counts(&st, 1), Some((5, 300)), "{st}");
+    assert_eq!(counts(&st, 4), Some((7, 420)), "{st}");
+    assert_eq!(field(&st, "qp 0 ", "frames"), 33, "{st}");
+    assert_eq!(field(&st, "qp 0 ", "last_tag"), 0, "rule 2 has no tag:\n{st}");
+    assert_eq!(field(&st, "qp 1 ", "frames"), 13, "rule 3 is gone: its QP gets nothing more\n{st}");
     assert_eq!(field(&st, "port:", "steer_dropped"), 7, "{st}");
     assert!(watcher.try_wait().unwrap().is_none(), "the refreshing stats client is still running");
     let _ = watcher.kill();

@@ -7,8 +7,8 @@
 //! data), and CREATE_QP of type RAW_PACKET with an RQ only (`sq_wqe_count` 0), which
 //! mlx5_ib turns into an RQ and a direct TIR (the response's `tirn`). Rules forward
 //! to that TIR. Each RQ WQE is one 16-byte data segment pointing at a 2 KiB slot of a
-//! registered buffer; [`RawRx::poll`] counts the CQEs, keeps the last frame's bytes
-//! when asked, and posts the WQE again, so the QP never runs dry while it is polled.
+//! registered buffer; [`RawRx::poll`] counts the CQEs, keeps the last one's flow tag,
+//! and posts the WQE again, so the QP never runs dry while it is polled.
 
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
@@ -60,9 +60,7 @@ pub struct RawRx {
     cq_db: Dbrec,
     /// The UAR page the CQ and QP name (dynamic-UAR contexts); kept while they live.
     _uar: Option<devx::Uar>,
-    /// The last frame received, when `keep_last` (for `flow stats -v` and tests).
-    pub keep_last: bool,
-    pub last: Vec<u8>,
+    /// The flow tag of the last frame received (the steering rule's `--tag`).
     pub last_flow_tag: u32,
 }
 
@@ -154,8 +152,6 @@ impl RawRx {
             qp_db,
             cq_db,
             _uar: uar,
-            keep_last: false,
-            last: Vec::new(),
             last_flow_tag: 0,
         };
         if qresp.comp_mask & 1 == 0 {
@@ -211,13 +207,8 @@ impl RawRx {
                 let len = cqe.byte_cnt.get();
                 p.frames += 1;
                 p.bytes += u64::from(len);
-                if self.keep_last {
-                    let slot = (cqe.wqe_counter.get() as u32 & (self.n - 1)) as usize;
-                    let len = (len as usize).min(SLOT);
-                    // SAFETY: the slot is inside `data`; the device wrote it before the CQE.
-                    self.last = unsafe { std::slice::from_raw_parts(self.data.as_ptr().add(slot * SLOT), len) }.to_vec();
-                    self.last_flow_tag = cqe.sop_drop_qpn.get() & 0xff_ffff;
-                }
+                // libmlx5's mlx5_cq_read_flow_tag: the low 24 bits of sop_drop_qpn.
+                self.last_flow_tag = cqe.sop_drop_qpn.get() & 0xff_ffff;
             } else {
                 p.errors += 1;
             }

@@ -226,6 +226,7 @@ impl Server {
         let sinks = self.sinks.lock().unwrap_or_else(|p| p.into_inner());
         let qps: Vec<Value> = sinks.iter().enumerate().map(|(i, s)| json!({
             "qp": i, "qpn": s.rx.qpn, "tirn": s.rx.tirn, "frames": s.frames, "bytes": s.bytes, "errors": s.errors,
+            "last_tag": s.rx.last_flow_tag,
         })).collect();
         drop(sinks);
         let port = if self.d.device().is_kernel() {
