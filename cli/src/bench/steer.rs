@@ -289,3 +289,20 @@ pub fn classify(a: &ClassifyArgs) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn udp_frame_is_scapys() {
+        // scapy 2.8: Ether(dst="02:00:00:00:00:01", src="02:00:00:00:00:02") /
+        // IP(src="10.0.0.2", dst="10.0.0.1", flags="DF", ttl=64, id=0) /
+        // UDP(sport=40000, dport=9000, chksum=0) / Raw(bytes(range(18)))
+        let want = "02000000000102000000000208004500002e00004000401126bd0a0000020a0000019c402328001a0000\
+                    000102030405060708090a0b0c0d0e0f1011";
+        let f = super::udp_frame([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2], "10.0.0.2".parse().unwrap(),
+                                 "10.0.0.1".parse().unwrap(), 40000, 9000, 18);
+        let hex: String = f.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(hex, want);
+        assert_eq!(f.len(), 60, "the Ethernet minimum without FCS");
+    }
+}
