@@ -9,7 +9,11 @@
 //! - `del` removes only that rule: its port's frames are then unsteered, the other
 //!   rules keep counting, and a second del of it fails;
 //! - errors: a bad match is refused before any server is asked, a QP the session does
-//!   not have by the server, both with a non-zero exit and the reason.
+//!   not have by the server, both with a non-zero exit and the reason;
+//! - a rule added and another deleted while a paced stream runs to three ports change
+//!   only their own flows: the untouched rule counts every frame of its port, and the
+//!   two changed ports' frames add up exactly over the old rule, the new one and the
+//!   misses (nothing lost, nothing counted twice).
 //!
 //! SKIP when not root or without `ip`.
 
@@ -41,11 +45,13 @@ const MAC_A: &str = "02:00:00:7b:00:01";
 const IP_A: &str = "10.123.0.1";
 const IP_B: &str = "10.123.0.2";
 
-fn link() -> Link {
-    let tag = std::process::id() % 100000;
+/// Namespaces of their own for test `n` of this process (the tests run in parallel).
+fn link(n: u32) -> Link {
+    let tag = std::process::id() % 100000 * 10 + n;
     let l = Link { ns_a: format!("fca{tag}"), ns_b: format!("fcb{tag}") };
     let ok = sh(&format!(
         "set -e; ip netns add {a}; ip netns add {b}; \
+         for n in {a} {b}; do ip netns exec $n sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1; done; \
          ip link add {a} address {MAC_A} type veth peer name {b} address 02:00:00:7b:00:02; \
          ip link set {a} netns {a}; ip link set {b} netns {b}; \
          ip -n {a} addr add {IP_A}/24 dev {a}; ip -n {b} addr add {IP_B}/24 dev {b}; \
@@ -148,7 +154,7 @@ fn add_send_stats_del() {
         testkit::skip(Need::Tool, "ip missing (apt-get install iproute2)");
         return;
     }
-    let l = link();
+    let l = link(0);
     let tmp = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
     let sock = tmp.join(format!("flow-{}.sock", std::process::id()));
     let rules = tmp.join(format!("flow-{}.rules", std::process::id()));
@@ -240,4 +246,87 @@ fn add_send_stats_del() {
     assert!(watcher.try_wait().unwrap().is_none(), "the refreshing stats client is still running");
     let _ = watcher.kill();
     let _ = watcher.wait();
+}
+
+/// Starts `flow serve` in `l`'s namespace a with `qps` receive QPs; waits for READY.
+fn serve(l: &Link, qps: u32, name: &str) -> Session {
+    let sock = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("flow-{}-{name}.sock", std::process::id()));
+    let mut child = Command::new("ip")
+        .args(["netns", "exec", &l.ns_a, "env", &format!("DOORBELL_SOFTHCA_ADDR={IP_A}"), BIN, "flow", "--socket"])
+        .arg(&sock)
+        .args(["serve", "--port", &l.ns_a, "--qps", &qps.to_string()])
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut head = String::new();
+    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+        let line = line.unwrap();
+        head.push_str(&line);
+        head.push('\n');
+        if line.starts_with("READY") {
+            return Session { child, sock };
+        }
+    }
+    panic!("serve ended before READY:\n{head}");
+}
+
+#[test]
+fn rule_changes_mid_stream_touch_only_their_flow() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        testkit::skip(Need::Root, "network namespaces, a veth and RAW_PACKET QPs need root");
+        return;
+    }
+    if !sh("command -v ip >/dev/null") {
+        testkit::skip(Need::Tool, "ip missing (apt-get install iproute2)");
+        return;
+    }
+    let l = link(1);
+    let s = serve(&l, 2, "midstream");
+    assert_eq!(s.ok(&["add", "--prio", "1", "udp.dport=9100", "--to-qp", "0", "--count"]), "rule 1\n");
+    assert_eq!(s.ok(&["add", "--prio", "1", "udp.dport=9101", "--to-qp", "1", "--count"]), "rule 2\n");
+    // Below them, every UDP datagram to this address that they leave: the changed ports'
+    // frames while no rule of priority 1 takes them (a stray frame of the kernel's is
+    // not UDP to IP_A, so it is not counted here).
+    assert_eq!(s.ok(&["add", "--prio", "3", &format!("ipv4.dst={IP_A} ip.proto=udp"), "--drop", "--count"]), "rule 3\n");
+    let rx0 = field(&s.ok(&["stats", "--once"]), "port:", "rx");
+    // 3000 frames, ports 9100, 9101, 9102 in turn (1000 each), over 3 seconds.
+    const N: u64 = 3000;
+    let sender = Command::new("ip")
+        .args(["netns", "exec", &l.ns_b, BIN, "bench", "steer-send", "--if", &l.ns_b, "--dst-mac", MAC_A, "--src-ip", IP_B,
+               "--dst-ip", IP_A, "--dport", "9100", "--ports", "3", "--count", &N.to_string(), "--rate", "1000", "--secs", "60"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The changes go in at a third and at two thirds of the stream, as the port sees it.
+    let until_rx = |n: u64| {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while field(&s.ok(&["stats", "--once"]), "port:", "rx") < rx0 + n {
+            assert!(Instant::now() < deadline, "the stream did not reach {n} frames");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    until_rx(N / 3);
+    assert_eq!(s.ok(&["add", "--prio", "1", "udp.dport=9102", "--to-qp", "1", "--count"]), "rule 4\n");
+    until_rx(2 * N / 3);
+    assert_eq!(s.ok(&["del", "2"]), "deleted rule 2\n");
+    let out = sender.wait_with_output().unwrap();
+    assert!(out.status.success() && String::from_utf8_lossy(&out.stdout).starts_with(&format!("sent {N} frames")),
+            "steer-send: {}", String::from_utf8_lossy(&out.stdout));
+    let st = settle(&s, |st| field(st, "port:", "rx") >= rx0 + N && field(st, "qp 0 ", "frames") >= N / 3);
+    let packets = |id| rule(&st, id).map(|r| r.0.parse::<u64>().unwrap());
+    // The untouched rule saw its whole stream, and its QP got all of it.
+    assert_eq!(packets(1), Some(N / 3), "{st}");
+    assert_eq!(field(&st, "qp 0 ", "frames"), N / 3, "{st}");
+    // Rule 2 is gone (its counter with it); QP 1 got what it took and what rule 4 took.
+    assert_eq!(packets(2), None, "{st}");
+    let (to_qp1, added, fallback) = (field(&st, "qp 1 ", "frames"), packets(4).unwrap(), packets(3).unwrap());
+    // Both changes happened mid-stream: each changed flow saw frames on both sides...
+    assert!(added > 0 && added < N / 3 && to_qp1 > added && to_qp1 - added < N / 3, "{st}");
+    // ...and every frame of the two changed ports is accounted for exactly once: taken
+    // by rule 2 before its delete or by rule 4 after its add (both into QP 1), or by
+    // the priority-3 rule while neither held.
+    assert_eq!(to_qp1 + fallback, 2 * N / 3, "{st}");
+    assert_eq!(field(&st, "port:", "steer_dropped"), fallback, "{st}");
 }

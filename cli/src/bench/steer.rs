@@ -39,6 +39,10 @@ pub struct SendArgs {
     /// Stop after this many frames.
     #[arg(long)]
     count: Option<u64>,
+    /// Pace the frames at this many per second (default: as fast as one core writes
+    /// them); a test that changes rules while a stream runs needs a stream that lasts.
+    #[arg(long)]
+    rate: Option<f64>,
 }
 
 #[derive(clap::Args)]
@@ -144,8 +148,16 @@ pub fn send(a: &SendArgs) -> Result<()> {
     let end = start + Duration::from_secs_f64(a.secs);
     let limit = a.count.unwrap_or(u64::MAX);
     let (mut sent, mut next, mut full) = (0u64, 0usize, 0u64);
+    let batch = if a.rate.is_some() { 8 } else { BATCH };
     while sent < limit && Instant::now() < end {
-        let n = BATCH.min((limit - sent) as usize);
+        if let Some(rate) = a.rate {
+            // Frame `sent` is due at start + sent / rate: sleep until then.
+            let due = start + Duration::from_secs_f64(sent as f64 / rate.max(1.0));
+            if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                std::thread::sleep(wait);
+            }
+        }
+        let n = batch.min((limit - sent) as usize);
         let mut iov: Vec<libc::iovec> = (0..n)
             .map(|k| {
                 let f = &frames[(next + k) % frames.len()];

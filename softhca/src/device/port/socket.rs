@@ -51,6 +51,9 @@ const POLL_MS: libc::c_int = 200;
 /// The frames waiting for the engine, shared with the receive thread.
 pub type Queue = Arc<Mutex<VecDeque<Vec<u8>>>>;
 
+/// The receive buffer the port asks for (the kernel doubles it for its bookkeeping).
+const RCVBUF_BYTES: libc::c_int = 8 << 20;
+
 #[derive(Debug)]
 pub struct PacketSocket {
     fd: OwnedFd,
@@ -91,6 +94,19 @@ impl PacketSocket {
         unsafe {
             libc::setsockopt(fd.as_raw_fd(), libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, (&one as *const libc::c_int).cast(), 4);
             libc::setsockopt(fd.as_raw_fd(), libc::SOL_PACKET, PACKET_AUXDATA, (&one as *const libc::c_int).cast(), 4);
+        }
+        // The port's receive ring. The kernel's default (rmem_default, about 208 KiB:
+        // some 270 minimum-size frames at their skb truesize) overflows when the port
+        // thread loses its CPU for a few tens of milliseconds on a shared machine, which
+        // a NIC's own ring of thousands of descriptors would absorb. SO_RCVBUFFORCE
+        // (CAP_NET_ADMIN) goes past rmem_max; without the capability, SO_RCVBUF takes
+        // what rmem_max allows.
+        let bytes: libc::c_int = RCVBUF_BYTES;
+        // SAFETY: int options from a live local.
+        unsafe {
+            if libc::setsockopt(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, (&bytes as *const libc::c_int).cast(), 4) != 0 {
+                libc::setsockopt(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVBUF, (&bytes as *const libc::c_int).cast(), 4);
+            }
         }
         Ok(PacketSocket { fd, ifindex })
     }
