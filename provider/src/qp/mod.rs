@@ -7,6 +7,7 @@
 
 pub mod attr;
 pub mod post;
+pub mod post_error;
 pub mod sizing;
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
@@ -26,14 +27,17 @@ use crate::uar::Bfreg;
 use crate::wqe::size::{QpTransport, SendOps};
 
 pub use attr::{Ah, QpAttr, QpState};
+pub use post_error::{PostError, PostErrorKind};
 pub use sizing::{Geometry, QpCap};
 
 /// Transport service.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum QpType {
+    /// Reliable Connected: every operation, acknowledged.
     Rc,
     /// Unreliable Connected: SEND and RDMA WRITE, no acknowledgements.
     Uc,
+    /// Unreliable Datagram: SEND only, each to an address.
     Ud,
 }
 
@@ -100,6 +104,9 @@ pub struct Qp {
     pub(crate) bf_offset: usize,
     /// The post path's addresses into the fields above (see `post::Hot`).
     pub(crate) hot: post::Hot,
+    /// The WQE opcodes (bit `1 << opcode`) the fast lane may post on this QP without
+    /// the generic path's per-transport checks (`post::fast_lane_ops`).
+    pub(crate) fast_ops: u32,
 }
 
 impl Pd {
@@ -196,6 +203,7 @@ impl Pd {
         tracing::debug!(target: "provider::qp", qpn = created.qpn, sq_wqebbs = geo.sq_wqe_cnt, rq_wqes = geo.rq_wqe_cnt,
                         inline = geo.max_inline, "create_qp");
         let hot = post::Hot::new(&buf, geo.rq_size, &dbrec, &bfreg, &shared);
+        let fast_ops = post::fast_lane_ops(init.qp_type, created.cap.max_send_sge);
         Ok(Qp {
             pd: self.inner.clone(),
             send_cq: init.send_cq.inner.clone(),
@@ -221,6 +229,7 @@ impl Pd {
             rq_head: 0,
             bf_offset: 0,
             hot,
+            fast_ops,
         })
     }
 }
