@@ -16,6 +16,7 @@
 //!   (doorbell pages and BlueFlame registers).
 
 pub mod barrier;
+pub mod borrowed_mr;
 pub mod buf;
 pub mod channel;
 pub mod context;
@@ -25,6 +26,7 @@ pub mod dbrec;
 pub mod device;
 pub mod doorbell;
 pub mod error;
+pub mod memory_region;
 pub mod mr;
 pub mod opcode;
 pub mod pd;
@@ -36,6 +38,8 @@ pub use channel::CompChannel;
 pub use context::Context;
 pub use cq::{poll::Wc, Cq};
 pub use error::{Error, Result};
+pub use borrowed_mr::BorrowedMr;
+pub use memory_region::MemoryRegion;
 pub use mr::{Access, Mr};
 pub use pd::Pd;
 pub use qp::{Qp, QpAttr, QpInit, QpState, QpType};

@@ -11,101 +11,14 @@
 //! The expected errnos are libmlx5's (`_mlx5_post_send`, `mlx5_post_recv`): ENOMEM for a
 //! full queue, EINVAL for a malformed request.
 
-use std::sync::Arc;
-use std::time::Duration;
+mod common;
 
+use common::{Loop, BUF};
 use nix::errno::Errno;
 use provider::opcode::WqeOpcode;
-use provider::qp::attr::Remote;
 use provider::qp::{PostError, PostErrorKind, QpCap};
 use provider::wqe::{DatagramSeg, Payload, SendOp, SendWr, Sge, UdDest};
-use provider::{Access, Context, Cq, Error, Mr, Pd, Qp, QpAttr, QpInit, QpState, QpType, Wc};
-
-/// Long enough that only a lost completion reaches it (a bug fails, never hangs).
-const WAIT: Duration = Duration::from_secs(30);
-const BUF: usize = 64 * 1024;
-
-/// A QP connected to itself on the embedded softhca, with one registered buffer.
-struct Loop {
-    qp: Qp,
-    cq: Cq,
-    mr: Mr,
-    base: u64,
-    _pd: Pd,
-    _ctx: Arc<Context>,
-}
-
-impl Loop {
-    fn new(qp_type: QpType, cap: QpCap) -> Loop {
-        let ctx = Context::open(None).expect("embedded softhca");
-        let pd = ctx.alloc_pd().unwrap();
-        let buf: &'static mut [u8] = Box::leak(vec![0u8; BUF].into_boxed_slice());
-        let base = buf.as_ptr() as u64;
-        let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ;
-        let mr = pd.reg_mr(buf, access).unwrap();
-        let cq = ctx.create_cq(256, None).unwrap();
-        let qp = pd.create_qp(&QpInit { send_cq: &cq, recv_cq: &cq, cap, qp_type, sq_sig_all: false, send_ops: None }).unwrap();
-        let gid = ctx.default_gid(1).unwrap();
-        let remote = Remote { qpn: qp.qpn(), psn: 0, gid: gid.raw() };
-        match qp_type {
-            QpType::Rc => {
-                qp.to_init(1, access).unwrap();
-                qp.to_rtr(&remote, 1, gid.gid_index as u8, 3, 1).unwrap();
-                qp.to_rts(0, 14, 7, 7, 1).unwrap();
-            }
-            QpType::Uc => {
-                // UC has no ACK timer, retries or read resources: RTR/RTS without them
-                // (the attribute sets ibv_uc_pingpong passes).
-                qp.to_init(1, Access::REMOTE_WRITE).unwrap();
-                let ah = provider::qp::Ah { dgid: gid.raw(), sgid_index: gid.gid_index as u8, hop_limit: 64, port: 1, ..Default::default() };
-                qp.modify(&QpAttr { state: Some(QpState::Rtr), ah: Some(ah), path_mtu: Some(3), dest_qpn: Some(qp.qpn()), rq_psn: Some(0), ..Default::default() }).unwrap();
-                qp.modify(&QpAttr { state: Some(QpState::Rts), sq_psn: Some(0), ..Default::default() }).unwrap();
-            }
-            QpType::Ud => unreachable!("connected QPs only"),
-        }
-        Loop { qp, cq, mr, base, _pd: pd, _ctx: ctx }
-    }
-
-    fn sge(&self, off: u64, len: u32) -> Sge {
-        Sge::new(self.base + off, len, self.mr.lkey())
-    }
-
-    /// A signaled 8-byte RDMA WRITE from the buffer's start to `8 * (k + 1)` past its
-    /// middle (one WQEBB).
-    fn write(&self, sge: &[Sge; 1], k: u64) -> SendWr<'static> {
-        let sgl: &'static [Sge] = Box::leak(Box::new(*sge));
-        SendWr::new(SendOp::RdmaWrite { raddr: self.base + BUF as u64 / 2 + 8 * (k + 1), rkey: self.mr.rkey() }, Payload::Sgl(sgl)).signaled()
-    }
-
-    /// Waits for `n` completions and returns their wr_ids, checking each succeeded.
-    fn completions(&mut self, n: usize) -> Vec<u64> {
-        let mut ids = Vec::new();
-        let mut wc = [Wc::default(); 16];
-        while ids.len() < n {
-            let want = (n - ids.len()).min(wc.len());
-            let got = self.cq.poll_wait(&mut wc[..want], WAIT);
-            assert!(got > 0, "only {} of {n} completions arrived: {ids:?}", ids.len());
-            for w in &wc[..got] {
-                assert_eq!(w.status, provider::cqe::WcStatus::Success, "{w:?}");
-                ids.push(w.wr_id);
-            }
-        }
-        ids
-    }
-
-    /// Posts the marker and checks that the completions are the first `posted` ids of
-    /// `ids`, then the marker's.
-    fn expect_completed(&mut self, ids: &[u64], posted: usize) {
-        let sge = [self.sge(0, 8)];
-        let marker = self.write(&sge, 0);
-        self.qp.post_send(MARKER, &marker).expect("the marker is a valid request");
-        let mut want: Vec<u64> = ids[..posted].to_vec();
-        want.push(MARKER);
-        assert_eq!(self.completions(want.len()), want, "completions after the error");
-    }
-}
-
-const MARKER: u64 = 0xfeed;
+use provider::{Error, QpType};
 
 fn post_error(r: provider::Result<()>) -> PostError {
     match r {
