@@ -39,9 +39,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let ctx = Context::open(None)?;
     let pd = ctx.alloc_pd()?;
-    let buf: &'static mut [u8] = Box::leak(vec![7u8; 8192].into_boxed_slice());
-    let base = buf.as_ptr() as u64;
-    let mr = pd.reg_mr(buf, Access::LOCAL_WRITE | Access::REMOTE_WRITE)?; // a leaked buffer, borrowed for ever
+    let mut mr = pd.alloc_mr(8192, Access::LOCAL_WRITE | Access::REMOTE_WRITE)?;
+    mr.fill(7);
+    let base = mr.addr();
     let mut cq = ctx.create_cq(16, None)?;
     let cap = QpCap { max_send_wr: n + 1, max_recv_wr: 1, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 8 };
     let mut qp = pd.create_qp(&QpInit { send_cq: &cq, recv_cq: &cq, cap, qp_type: QpType::Rc, sq_sig_all: false, send_ops: None })?;
