@@ -54,7 +54,7 @@ impl BorrowedMr<'_> {
     }
 
     /// The first byte, for raw reads while the device may be writing (volatile
-    /// polls); valid for [`BorrowedMr::len`] bytes while `self` is. Write through
+    /// polls); valid for `len()` bytes while `self` is. Write through
     /// `DerefMut`.
     pub fn ptr(&self) -> *const u8 {
         self.buf.as_ptr()

@@ -65,7 +65,7 @@ impl MemoryRegion {
     }
 
     /// The first byte, for raw access while the device may be writing (volatile polls,
-    /// code that takes pointers); valid for [`MemoryRegion::len`] bytes while `self` is.
+    /// code that takes pointers); valid for `len()` bytes while `self` is.
     pub fn ptr(&self) -> *mut u8 {
         self.mem.as_ptr()
     }

@@ -6,6 +6,7 @@
 //! BlueFlame register comes from the context's UAR pool.
 
 pub mod attr;
+pub mod connect;
 pub mod post;
 pub mod post_error;
 pub mod sizing;
@@ -26,7 +27,8 @@ use crate::pd::{Pd, PdInner};
 use crate::uar::Bfreg;
 use crate::wqe::size::{QpTransport, SendOps};
 
-pub use attr::{Ah, QpAttr, QpState};
+pub use attr::{Ah, QpAttr, QpState, Remote};
+pub use connect::{ConnectOptions, Mtu};
 pub use post_error::{PostError, PostErrorKind};
 pub use sizing::{Geometry, QpCap};
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 use provider::qp::attr::Remote;
 use provider::qp::QpCap;
 use provider::wqe::{Payload, SendOp, SendWr, Sge};
-use provider::{Access, Context, Cq, MemoryRegion, Pd, Qp, QpAttr, QpInit, QpState, QpType, Wc};
+use provider::{Access, ConnectOptions, Context, Cq, MemoryRegion, Mtu, Pd, Qp, QpInit, QpType, Wc};
 
 /// Long enough that only a lost completion reaches it (a bug fails, never hangs).
 pub const WAIT: Duration = Duration::from_secs(30);
@@ -35,22 +35,9 @@ impl Loop {
         let qp = pd.create_qp(&QpInit { send_cq: &cq, recv_cq: &cq, cap, qp_type, sq_sig_all: false, send_ops: None }).unwrap();
         let gid = ctx.default_gid(1).unwrap();
         let remote = Remote { qpn: qp.qpn(), psn: 0, gid: gid.raw() };
-        match qp_type {
-            QpType::Rc => {
-                qp.to_init(1, access).unwrap();
-                qp.to_rtr(&remote, 1, gid.gid_index as u8, 3, 1).unwrap();
-                qp.to_rts(0, 14, 7, 7, 1).unwrap();
-            }
-            QpType::Uc => {
-                // UC has no ACK timer, retries or read resources: RTR/RTS without them
-                // (the attribute sets ibv_uc_pingpong passes).
-                qp.to_init(1, Access::REMOTE_WRITE).unwrap();
-                let ah = provider::qp::Ah { dgid: gid.raw(), sgid_index: gid.gid_index as u8, hop_limit: 64, port: 1, ..Default::default() };
-                qp.modify(&QpAttr { state: Some(QpState::Rtr), ah: Some(ah), path_mtu: Some(3), dest_qpn: Some(qp.qpn()), rq_psn: Some(0), ..Default::default() }).unwrap();
-                qp.modify(&QpAttr { state: Some(QpState::Rts), sq_psn: Some(0), ..Default::default() }).unwrap();
-            }
-            QpType::Ud => unreachable!("connected QPs only"),
-        }
+        let init_access = if qp_type == QpType::Uc { Access::REMOTE_WRITE } else { access };
+        qp.to_init(1, init_access).unwrap();
+        qp.connect(&remote, &ConnectOptions { mtu: Mtu::M1024, ..Default::default() }).unwrap();
         Loop { qp, cq, mr, base, pd, ctx }
     }
 
