@@ -20,6 +20,7 @@
 //!   registers), [`barrier`] (fences); each also at its old path at the root.
 
 pub mod borrowed_mr;
+pub mod caps;
 pub mod channel;
 pub mod context;
 pub mod cq;
@@ -36,6 +37,7 @@ pub use mlx5::{barrier, buf, cqe, dbrec, doorbell, opcode, uar, wqe};
 
 // The everyday types, at the root: open, register, create, connect, post, poll.
 pub use borrowed_mr::BorrowedMr;
+pub use caps::{DeviceCaps, LinkLayer, PortAttr, PortState};
 pub use channel::CompChannel;
 pub use context::Context;
 pub use cq::{poll::Wc, Cq};
