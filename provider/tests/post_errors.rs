@@ -182,3 +182,19 @@ fn recv_queue_full_and_too_many_sges() {
     }
     assert_eq!(want.len(), cnt);
 }
+
+#[test]
+fn ud_send_without_destination() {
+    // A UD QP (never connected: the refusal comes before anything reaches the device).
+    let l = Loop::new(QpType::Rc, rc_cap());
+    let mut ud = l.pd.create_qp(&provider::QpInit { send_cq: &l.cq, recv_cq: &l.cq, cap: rc_cap(), qp_type: QpType::Ud, sq_sig_all: false, send_ops: None }).unwrap();
+    let sge = [l.sge(0, 8)];
+    let send = SendWr::new(SendOp::Send, Payload::Sgl(&sge)).signaled();
+    // The fast lane takes a one-SGE SEND on a connected QP; on UD it must not.
+    let e = post_error(ud.post_send(1, &send));
+    assert_eq!((e.index, e.kind), (0, PostErrorKind::NoDestination));
+    let read = SendWr::new(SendOp::RdmaRead { raddr: l.base, rkey: l.mr.rkey() }, Payload::Sgl(&sge));
+    let e = post_error(ud.post_send_list(&[(2, read)]));
+    assert_eq!((e.index, e.kind), (0, PostErrorKind::BadOpcode { op: WqeOpcode::RdmaRead, qp_type: QpType::Ud }));
+    assert_eq!(ud.doorbell_record()[1], 0, "nothing posted");
+}

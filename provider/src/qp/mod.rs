@@ -106,9 +106,12 @@ pub struct Qp {
     pub(crate) bf_offset: usize,
     /// The post path's addresses into the fields above (see `post::Hot`).
     pub(crate) hot: post::Hot,
-    /// The WQE opcodes (bit `1 << opcode`) the fast lane may post on this QP without
-    /// the generic path's per-transport checks (`post::fast_lane_ops`).
-    pub(crate) fast_ops: u32,
+    /// The fast lane's view of the SQ size: `geo.sq_wqe_cnt`, or 0 where the lane must
+    /// never be taken (UD, no gather entries), so its room check always fails there
+    /// (`post::fast_lane`); costs nothing over reading the geometry.
+    pub(crate) fast_cnt: u32,
+    /// The fast lane may post RDMA READ (RC; not UC).
+    pub(crate) fast_read: bool,
 }
 
 impl Pd {
@@ -205,7 +208,7 @@ impl Pd {
         tracing::debug!(target: "provider::qp", qpn = created.qpn, sq_wqebbs = geo.sq_wqe_cnt, rq_wqes = geo.rq_wqe_cnt,
                         inline = geo.max_inline, "create_qp");
         let hot = post::Hot::new(&buf, geo.rq_size, &dbrec, &bfreg, &shared);
-        let fast_ops = post::fast_lane_ops(init.qp_type, created.cap.max_send_sge);
+        let (fast_cnt, fast_read) = post::fast_lane(init.qp_type, created.cap.max_send_sge, geo.sq_wqe_cnt);
         Ok(Qp {
             pd: self.inner.clone(),
             send_cq: init.send_cq.inner.clone(),
@@ -231,7 +234,8 @@ impl Pd {
             rq_head: 0,
             bf_offset: 0,
             hot,
-            fast_ops,
+            fast_cnt,
+            fast_read,
         })
     }
 }

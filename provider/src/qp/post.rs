@@ -108,12 +108,14 @@ impl Qp {
     /// write-combining store) and after it (the doorbell leaves the WC buffer now).
     #[inline(always)]
     fn post_send_small(&mut self, wr_id: u64, wr: &SendWr<'_>) -> Option<()> {
-        let cnt = self.geo.sq_wqe_cnt;
+        // The SQ size, or 0 where the lane is closed (`fast_lane`).
+        let cnt = self.fast_cnt;
         let mut flags = wr.flags;
         if self.sq_sig_all {
             flags |= FmCeSe::CQ_UPDATE;
         }
-        // Room for one WQEBB (a QP without a send queue, cnt 0, never has room).
+        // Room for one WQEBB (a QP without a send queue or with the lane closed, cnt 0,
+        // never has room).
         // Acquire pairs with the poller's release of the tail: the device is done with
         // the slot before we overwrite it (a plain load on x86-64).
         let tail = self.shared.sq_tail.load(Ordering::Acquire) as u16;
@@ -127,7 +129,7 @@ impl Qp {
         // self) and idx < cnt; `&mut self` makes this the only writer of the SQ, and the
         // room check above says the device no longer reads this WQEBB.
         let slot = unsafe { &mut *hot.sq.as_ptr().add(idx * WQEBB_SIZE as usize).cast::<[u8; 64]>() };
-        let ds = write_small(slot, pi, self.qpn, wr, flags, self.cap.max_inline_data as usize, self.fast_ops)?;
+        let ds = write_small(slot, pi, self.qpn, wr, flags, self.cap.max_inline_data as usize, self.fast_read)?;
         let next = pi.wrapping_add(1);
         // SAFETY: hot.wrid and hot.next point at self.shared's sq_wrid and sq_next, one
         // entry per SQ WQEBB (create_qp sizes them with sq_wqe_cnt), and idx < cnt.
@@ -393,19 +395,18 @@ impl Qp {
     }
 }
 
-/// The fast lane's opcode set for a QP (see [`Qp::post_send_small`]): the one-WQEBB
-/// connected operations its transport has. Empty for UD (every UD send has a datagram
-/// segment, which the fast lane does not write) and for a QP granted no gather entries
-/// (the lane does not count them), so those always take the checking generic path.
-pub(crate) fn fast_lane_ops(qp_type: QpType, max_send_sge: u32) -> u32 {
-    let bit = |op: WqeOpcode| 1u32 << op.as_u8();
-    let sends = bit(WqeOpcode::Send) | bit(WqeOpcode::SendImm);
-    let writes = bit(WqeOpcode::RdmaWrite) | bit(WqeOpcode::RdmaWriteImm);
+/// Whether the fast lane ([`Qp::post_send_small`]) may take this QP's requests: its
+/// SQ size as the lane sees it, and whether RDMA READ is among them. The lane writes
+/// connected one-WQEBB SEND/WRITE/READ WQEs without the generic path's per-transport
+/// checks, so it is closed (size 0: its room check always fails) for UD, whose sends
+/// carry a datagram segment, and for a QP granted no gather entries (the lane does not
+/// count them); and READ is left to the generic path on UC, which refuses it.
+pub(crate) fn fast_lane(qp_type: QpType, max_send_sge: u32, sq_wqe_cnt: u32) -> (u32, bool) {
     match qp_type {
-        _ if max_send_sge == 0 => 0,
-        QpType::Rc => sends | writes | bit(WqeOpcode::RdmaRead),
-        QpType::Uc => sends | writes,
-        QpType::Ud => 0,
+        _ if max_send_sge == 0 => (0, false),
+        QpType::Rc => (sq_wqe_cnt, true),
+        QpType::Uc => (sq_wqe_cnt, false),
+        QpType::Ud => (0, false),
     }
 }
 
