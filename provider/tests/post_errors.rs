@@ -137,10 +137,9 @@ fn ud_destination_on_rc() {
 }
 
 #[test]
-fn no_send_queue() {
+fn no_send_or_recv_queue() {
     let cap = QpCap { max_send_wr: 0, ..rc_cap() };
-    let l = Loop::new(QpType::Rc, cap);
-    let mut l = l;
+    let mut l = Loop::new(QpType::Rc, cap);
     assert_eq!(l.qp.geometry().sq_wqe_cnt, 0);
     let sge = [l.sge(0, 8)];
     let w = l.write(&sge, 0);
@@ -149,6 +148,14 @@ fn no_send_queue() {
         assert_eq!((e.index, e.kind), (0, PostErrorKind::NoSendQueue));
     }
     assert_eq!(l.qp.doorbell_record()[1], 0);
+    // And the receive side.
+    let cap = QpCap { max_recv_wr: 0, ..rc_cap() };
+    let mut l = Loop::new(QpType::Rc, cap);
+    assert_eq!(l.qp.geometry().rq_wqe_cnt, 0);
+    let one = [l.sge(0, 8)];
+    let e = post_error(l.qp.post_recv(0, &one));
+    assert_eq!((e.index, e.kind), (0, PostErrorKind::NoRecvQueue));
+    assert_eq!(l.qp.doorbell_record()[0], 0);
 }
 
 #[test]

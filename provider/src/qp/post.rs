@@ -366,7 +366,9 @@ impl Qp {
         let mut result = Ok(());
         for (index, (wr_id, sgl)) in wrs.iter().enumerate() {
             let tail = self.shared.rq_tail.load(Ordering::Acquire);
-            let kind = if cnt == 0 || self.rq_head.wrapping_sub(tail) >= cnt {
+            let kind = if cnt == 0 {
+                Some(PostErrorKind::NoRecvQueue)
+            } else if self.rq_head.wrapping_sub(tail) >= cnt {
                 Some(PostErrorKind::RecvQueueFull { capacity: cnt })
             } else if sgl.len() > max_sge {
                 Some(PostErrorKind::TooManySges { sges: sgl.len(), max: max_sge as u32 })

@@ -18,6 +18,9 @@ pub enum PostErrorKind {
     /// The QP was created without a send queue (`max_send_wr` 0).
     #[error("the QP has no send queue")]
     NoSendQueue,
+    /// The QP was created without a receive queue (`max_recv_wr` 0).
+    #[error("the QP has no receive queue")]
+    NoRecvQueue,
     /// The send queue has fewer free WQEBBs than the WQE needs: poll completions first.
     #[error("send queue full: the WQE needs {need} WQEBBs, {free} free")]
     SendQueueFull { need: u16, free: u32 },
