@@ -27,7 +27,6 @@ use std::net::{Ipv6Addr, TcpListener, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context as _, Result};
-use provider::buf::DmaBuf;
 use provider::cqe::{WcOpcode, WcStatus};
 use provider::qp::attr::{Ah, QpAttr, QpState};
 use provider::qp::QpCap;
@@ -218,30 +217,29 @@ pub fn run(a: &Args) -> Result<()> {
     let region = size.max(1).div_ceil(page) * page;
     // The client with -c receives into a second buffer so it can check the echo.
     let split = client && a.chk;
-    let buf = DmaBuf::new(if split { 2 * region } else { region }).map_err(|e| anyhow!("couldn't allocate work buf: {e}"))?;
+    let ctx = Context::open(a.dev.as_deref()).context("couldn't get context")?;
+    let chan = if a.events { Some(ctx.create_comp_channel().context("couldn't create completion channel")?) } else { None };
+    let pd = ctx.alloc_pd().context("couldn't allocate PD")?;
+    // The work buffer and its registration, owned together (ibv_rc_pingpong's
+    // memalign + ibv_reg_mr).
+    let buf = pd.alloc_mr(if split { 2 * region } else { region }, Access::LOCAL_WRITE).context("couldn't register MR")?;
     let send_addr = buf.addr();
     let recv_addr = if split { buf.addr() + region as u64 } else { buf.addr() };
     // SAFETY: nothing else uses the fresh buffer yet.
     unsafe {
-        std::ptr::write_bytes(buf.as_ptr(), 0x7b, buf.len());
+        std::ptr::write_bytes(buf.ptr(), 0x7b, buf.len());
         if a.chk {
             if split {
-                fill_client(buf.as_ptr(), size, page);
-                pattern::poison(buf.as_ptr().add(region), size, End::Client, 0);
+                fill_client(buf.ptr(), size, page);
+                pattern::poison(buf.ptr().add(region), size, End::Client, 0);
             } else {
                 for i in (0..size).step_by(page) {
-                    *buf.as_ptr().add(i) = 0;
+                    *buf.ptr().add(i) = 0;
                 }
             }
         }
     }
 
-    let ctx = Context::open(a.dev.as_deref()).context("couldn't get context")?;
-    let chan = if a.events { Some(ctx.create_comp_channel().context("couldn't create completion channel")?) } else { None };
-    let pd = ctx.alloc_pd().context("couldn't allocate PD")?;
-    // SAFETY: `buf` outlives `mr`: both live to the end of this function and `mr` is
-    // dropped first (declared later).
-    let mr = unsafe { pd.reg_mr_raw(buf.as_ptr(), buf.len(), Access::LOCAL_WRITE) }.context("couldn't register MR")?;
     let mut rc = if a.devx {
         let d = devx::DevxContext::new(ctx.clone()).context("DevX")?;
         let log = |n: u32| n.max(2).next_power_of_two().trailing_zeros() as u8;
@@ -264,7 +262,7 @@ pub fn run(a: &Args) -> Result<()> {
     };
     let inline = matches!(&rc, Rc::Verbs { qp, .. } if qp.cap().max_inline_data as usize >= size);
 
-    let recv_sge = [Sge::new(recv_addr, a.size, mr.lkey())];
+    let recv_sge = [Sge::new(recv_addr, a.size, buf.lkey())];
     let post_recvs = |rc: &mut Rc, n: u32| -> Result<u32> {
         let list: Vec<(u64, &[Sge])> = (0..n).map(|_| (RECV_WRID, &recv_sge[..])).collect();
         rc.post_recv_list(&list).map(|()| n).map_err(|e| anyhow!("couldn't post receive: {e}"))
@@ -346,7 +344,7 @@ pub fn run(a: &Args) -> Result<()> {
     };
     let _ = rem;
 
-    let send_sge = [Sge::new(send_addr, a.size, mr.lkey())];
+    let send_sge = [Sge::new(send_addr, a.size, buf.lkey())];
     let inline_data: [&[u8]; 1];
     let payload = if inline && size > 0 {
         // SAFETY: the send bytes are read at post time only; with `split` nothing
@@ -429,7 +427,7 @@ pub fn run(a: &Args) -> Result<()> {
                         unsafe {
                             if split {
                                 let p = recv_addr as *mut u8;
-                                if let Err(e) = check_echo(p, buf.as_ptr(), size) {
+                                if let Err(e) = check_echo(p, buf.ptr(), size) {
                                     bad_echo.get_or_insert(format!("message {rcnt}: {e}"));
                                 }
                                 pattern::poison(p, size, End::Client, 0);
@@ -453,7 +451,7 @@ pub fn run(a: &Args) -> Result<()> {
     println!("{bytes} bytes in {:.2} seconds = {:.2} Mbit/sec", usec / 1e6, bytes as f64 * 8.0 / usec);
     println!("{} iters in {:.2} seconds = {:.2} usec/iter", a.iters, usec / 1e6, usec / a.iters as f64);
     drop(rc);
-    drop(mr);
+    drop(buf);
     if bad_pages > 0 {
         bail!("invalid data in {bad_pages} page(s) of received messages");
     }

@@ -14,10 +14,7 @@
 
 use std::time::Duration;
 
-use provider::qp::attr::Remote;
-use provider::qp::QpCap;
-use provider::wqe::{Payload, SendOp, SendWr, Sge};
-use provider::{Access, Context, Qp, QpInit, QpType, Wc};
+use provider::{Access, ConnectOptions, Context, Payload, Qp, QpCap, QpInit, QpType, Remote, SendOp, SendWr, Wc};
 
 /// The measured function: one RDMA WRITE, as an application posts it. Not inlined and
 /// not mangled, so callgrind can find it by name.
@@ -39,21 +36,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let ctx = Context::open(None)?;
     let pd = ctx.alloc_pd()?;
-    let buf: &'static mut [u8] = Box::leak(vec![7u8; 8192].into_boxed_slice());
-    let base = buf.as_ptr() as u64;
-    let mr = pd.reg_mr(buf, Access::LOCAL_WRITE | Access::REMOTE_WRITE)?;
+    let mut mr = pd.alloc_mr(8192, Access::LOCAL_WRITE | Access::REMOTE_WRITE)?;
+    mr.fill(7);
+    let base = mr.addr();
     let mut cq = ctx.create_cq(16, None)?;
     let cap = QpCap { max_send_wr: n + 1, max_recv_wr: 1, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 8 };
     let mut qp = pd.create_qp(&QpInit { send_cq: &cq, recv_cq: &cq, cap, qp_type: QpType::Rc, sq_sig_all: false, send_ops: None })?;
     let gid = ctx.default_gid(1)?;
     qp.to_init(1, Access::REMOTE_WRITE)?;
-    qp.to_rtr(&Remote { qpn: qp.qpn(), psn: 0, gid: gid.raw() }, 1, gid.gid_index as u8, 3, 1)?;
-    qp.to_rts(0, 14, 7, 7, 1)?;
+    qp.connect(&Remote { qpn: qp.qpn(), psn: 0, gid: gid.raw() }, &ConnectOptions::default())?;
 
     let op = SendOp::RdmaWrite { raddr: base + 4096, rkey: mr.rkey() };
     let data = [0x5au8; 8];
     let chunks: [&[u8]; 1] = [&data];
-    let sge = [Sge::new(base, 8, mr.lkey())];
+    let sge = [mr.sge(..8)];
     let payload = if inline { Payload::Inline(&chunks) } else { Payload::Sgl(&sge) };
     let wr = SendWr::new(op, payload);
     for _ in 0..n {

@@ -11,6 +11,10 @@ pub enum Error {
     /// The request is invalid before anything reaches the device.
     #[error("{op}: {why}")]
     Invalid { op: &'static str, why: String },
+    /// A post verb refused a work request before it reached the device: which one
+    /// (the ones before it were posted) and why.
+    #[error(transparent)]
+    Post(#[from] crate::qp::PostError),
     /// A named device does not exist.
     #[error("no RDMA device named {0:?} (try `doorbell devinfo` to list them)")]
     NoDevice(String),
@@ -22,7 +26,16 @@ impl Error {
         match self {
             Error::Device { errno, .. } => *errno,
             Error::Invalid { .. } => Errno::EINVAL,
+            Error::Post(p) => p.errno(),
             Error::NoDevice(_) => Errno::ENODEV,
+        }
+    }
+
+    /// The post verb's error, when this is one (which work request, and why).
+    pub fn post_error(&self) -> Option<&crate::qp::PostError> {
+        match self {
+            Error::Post(p) => Some(p),
+            _ => None,
         }
     }
 }

@@ -10,32 +10,44 @@
 //!   (GET_CONTEXT with libmlx5's driver data, UARs, cached attributes);
 //! * objects: [`pd`], [`mr`], [`cq`], [`channel`], [`qp`] (with `qp::sizing` for
 //!   libmlx5's queue geometry and `qp::attr` for state changes);
-//! * formats: [`wqe`] (send/receive WQE segments and the SQ ring writer), [`cqe`]
-//!   (CQE layout, ownership, syndromes), [`opcode`];
-//! * memory the device touches: [`buf`] (rings), [`dbrec`] (doorbell records), [`uar`]
-//!   (doorbell pages and BlueFlame registers).
+//! * memory: [`MemoryRegion`] (`Pd::alloc_mr`, owned) and [`BorrowedMr`]
+//!   (`Pd::reg_mr`, a borrow), or the bare [`Mr`] of `reg_mr_raw` / `reg_dmabuf_mr`;
+//! * connecting: [`Qp::connect`] with [`ConnectOptions`] (ibv_rc_pingpong's defaults);
+//! * posting: [`SendWr`], [`SendOp`], [`Payload`], [`Sge`]; refusals are [`PostError`]s;
+//! * the mlx5-specific raw parts, in [`mlx5`]: [`wqe`] (WQE segments, SQ ring writer),
+//!   [`cqe`] (CQE layout, ownership, syndromes), [`opcode`], [`buf`] (rings),
+//!   [`dbrec`] (doorbell records), [`doorbell`], [`uar`] (doorbell pages and BlueFlame
+//!   registers), [`barrier`] (fences); each also at its old path at the root.
 
-pub mod barrier;
-pub mod buf;
+pub mod borrowed_mr;
+pub mod caps;
 pub mod channel;
 pub mod context;
 pub mod cq;
-pub mod cqe;
-pub mod dbrec;
 pub mod device;
-pub mod doorbell;
 pub mod error;
+pub mod memory_region;
+pub mod mlx5;
 pub mod mr;
-pub mod opcode;
 pub mod pd;
 pub mod qp;
-pub mod uar;
-pub mod wqe;
 
+// The raw modules' old paths (they live in `mlx5`).
+pub use mlx5::{barrier, buf, cqe, dbrec, doorbell, opcode, uar, wqe};
+
+// The everyday types, at the root: open, register, create, connect, post, poll.
+pub use borrowed_mr::BorrowedMr;
+pub use caps::{DeviceCaps, LinkLayer, PortAttr, PortState};
 pub use channel::CompChannel;
 pub use context::Context;
 pub use cq::{poll::Wc, Cq};
+pub use cqe::{WcFlags, WcOpcode, WcStatus};
 pub use error::{Error, Result};
+pub use memory_region::MemoryRegion;
 pub use mr::{Access, Mr};
+pub use opcode::FmCeSe;
 pub use pd::Pd;
-pub use qp::{Qp, QpAttr, QpInit, QpState, QpType};
+pub use qp::{
+    Ah, ConnectOptions, Mtu, PostError, PostErrorKind, Qp, QpAttr, QpCap, QpInit, QpState, QpType, Remote,
+};
+pub use wqe::{Payload, SendOp, SendWr, Sge, UdDest};

@@ -1,5 +1,6 @@
 //! Memory regions: registered memory the device may read and write, named by keys.
 
+use std::ops::{Bound, RangeBounds};
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::sync::Arc;
 
@@ -7,6 +8,7 @@ use uverbs::cmd::mr as mrcmd;
 
 use crate::error::{invalid, Op, Result};
 use crate::pd::{Pd, PdInner};
+use crate::wqe::Sge;
 
 bitflags::bitflags! {
     /// `ibv_access_flags`.
@@ -20,8 +22,12 @@ bitflags::bitflags! {
     }
 }
 
-/// A registered memory region. The memory must stay mapped while the MR exists: the
-/// device (real or soft) reads and writes it behind the program's back.
+/// A registration: keys, address and length of memory the device may access,
+/// deregistered on drop. It does not own the memory; the safe ways to get one keep the
+/// memory alive for it: [`Pd::alloc_mr`] ([`crate::MemoryRegion`], memory and
+/// registration together) and [`Pd::reg_mr`] ([`crate::BorrowedMr`], a borrow of the
+/// caller's memory). [`Pd::reg_mr_raw`] (any address, `unsafe`) and
+/// [`Pd::reg_dmabuf_mr`] (GPU and other dma-buf memory) return it bare.
 pub struct Mr {
     pd: Arc<PdInner>,
     handle: u32,
@@ -40,9 +46,7 @@ impl Pd {
     /// access it at any time while registered (remote peers too, as `access` allows).
     pub unsafe fn reg_mr_raw(&self, addr: *mut u8, len: usize, access: Access) -> Result<Mr> {
         let _span = tracing::debug_span!("provider::reg_mr", len).entered();
-        if access.intersects(Access::REMOTE_WRITE | Access::REMOTE_ATOMIC) && !access.contains(Access::LOCAL_WRITE) {
-            return invalid("reg_mr", "remote write/atomic access requires LOCAL_WRITE");
-        }
+        check_access("reg_mr", access)?;
         let a = addr as u64;
         let r = mrcmd::reg_mr(&self.inner.ctx.dev, self.inner.handle, a, len as u64, a, access.bits()).op("reg_mr")?;
         tracing::debug!(target: "provider::mr", lkey = format_args!("{:#x}", r.lkey), addr = format_args!("{a:#x}"), len, "reg_mr");
@@ -60,20 +64,21 @@ impl Pd {
     /// requests name GPU memory by its CUDA pointer; softhca relies on that convention
     /// for memory it cannot map (docs/gdr.md).
     pub fn reg_dmabuf_mr(&self, fd: BorrowedFd<'_>, offset: u64, len: usize, iova: u64, access: Access) -> Result<Mr> {
-        if access.intersects(Access::REMOTE_WRITE | Access::REMOTE_ATOMIC) && !access.contains(Access::LOCAL_WRITE) {
-            return invalid("reg_dmabuf_mr", "remote write/atomic access requires LOCAL_WRITE");
-        }
+        check_access("reg_dmabuf_mr", access)?;
         let r = mrcmd::reg_dmabuf_mr(&self.inner.ctx.dev, self.inner.handle, offset, len as u64, iova, fd.as_raw_fd(), access.bits())
             .op("reg_dmabuf_mr")?;
         tracing::debug!(target: "provider::mr", lkey = format_args!("{:#x}", r.lkey), iova = format_args!("{iova:#x}"), offset, len, "reg_dmabuf_mr");
         Ok(Mr { pd: self.inner.clone(), handle: r.handle, lkey: r.lkey, rkey: r.rkey, addr: iova, len })
     }
 
-    /// Registers a buffer the caller keeps alive at least as long as the MR.
-    pub fn reg_mr(&self, buf: &'static mut [u8], access: Access) -> Result<Mr> {
-        // SAFETY: a 'static exclusive borrow is never freed nor reused by safe code.
-        unsafe { self.reg_mr_raw(buf.as_mut_ptr(), buf.len(), access) }
+}
+
+/// Registration errors checked before the kernel sees the request.
+pub(crate) fn check_access(op: &'static str, access: Access) -> Result<()> {
+    if access.intersects(Access::REMOTE_WRITE | Access::REMOTE_ATOMIC) && !access.contains(Access::LOCAL_WRITE) {
+        return invalid(op, "remote write/atomic access requires LOCAL_WRITE");
     }
+    Ok(())
 }
 
 impl Mr {
@@ -102,6 +107,42 @@ impl Mr {
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
+
+    /// The gather/scatter entry for bytes `range` of the region (offsets from
+    /// [`Mr::addr`]), with this region's lkey.
+    ///
+    /// # Panics
+    /// Like slice indexing, when the range is not inside the region (or is longer than
+    /// an SGE's 32-bit length); [`Mr::get_sge`] returns `None` instead.
+    pub fn sge(&self, range: impl RangeBounds<usize>) -> Sge {
+        let (start, end) = bounds(&range, self.len);
+        self.get_sge(start..end).unwrap_or_else(|| panic!("SGE {start}..{end} outside an MR of {} bytes", self.len))
+    }
+
+    /// [`Mr::sge`], `None` for a range outside the region or over 4 GiB - 1.
+    pub fn get_sge(&self, range: impl RangeBounds<usize>) -> Option<Sge> {
+        let (start, end) = bounds(&range, self.len);
+        if start > end || end > self.len {
+            return None;
+        }
+        let len = u32::try_from(end - start).ok()?;
+        Some(Sge::new(self.addr + start as u64, len, self.lkey))
+    }
+}
+
+/// A range's `[start, end)` with `len` for an open end (unchecked; saturating).
+fn bounds(range: &impl RangeBounds<usize>, len: usize) -> (usize, usize) {
+    let start = match range.start_bound() {
+        Bound::Included(&s) => s,
+        Bound::Excluded(&s) => s.saturating_add(1),
+        Bound::Unbounded => 0,
+    };
+    let end = match range.end_bound() {
+        Bound::Included(&e) => e.saturating_add(1),
+        Bound::Excluded(&e) => e,
+        Bound::Unbounded => len,
+    };
+    (start, end)
 }
 
 impl Drop for Mr {

@@ -2,7 +2,8 @@
 //! arrive byte for byte; a lost packet loses its whole message and nothing else (IBTA's
 //! UC responder: no acknowledgement, no retransmission, the next first/only packet starts
 //! over); the requester completes every WQE successfully whatever the wire lost; UC has no
-//! READ (LOCAL_QP_OP_ERR, as for any opcode the transport lacks).
+//! READ (the provider refuses it; posted raw, LOCAL_QP_OP_ERR, as for any opcode the
+//! transport lacks).
 //!
 //! Addresses: 127.1.8.x hints (see common::bind_free).
 
@@ -10,8 +11,8 @@ mod common;
 
 use common::*;
 use provider::cqe::WcStatus;
-use provider::qp::{Ah, QpAttr, QpInit, QpState, QpType};
-use provider::wqe::{Payload, SendOp, SendWr};
+use provider::qp::{Ah, PostErrorKind, QpAttr, QpInit, QpState, QpType};
+use provider::wqe::{write_small_send_wqe, Payload, SendOp, SendWr};
 use softhca::device::FaultSpec;
 
 /// A UC QP of `h` moved to RTS towards `remote` (QPN, GID): UC's RTR takes the path and
@@ -113,7 +114,13 @@ fn no_receive_wqe_drops_and_read_is_refused() {
     assert_eq!(b.hca.device().counters().rnr_naks_sent, 0);
     let sge = [src.sge(0, 8)];
     let rd = SendWr::new(SendOp::RdmaRead { raddr: dst.addr(), rkey: dst.mr.rkey() }, Payload::Sgl(&sge));
-    ea.qp.post_send(4, &rd).unwrap();
+    // doorbell's provider refuses it before the device sees it; libmlx5 writes the WQE
+    // anyway, so the device's answer is checked with the same bytes posted raw.
+    let refused = ea.qp.post_send(4, &rd).unwrap_err();
+    assert!(matches!(refused.post_error().map(|e| e.kind), Some(PostErrorKind::BadOpcode { .. })), "{refused}");
+    let mut wqe = [0u8; 64];
+    write_small_send_wqe(&mut wqe, ea.qp.sq_producer_index(), ea.qp.qpn(), &rd).expect("a one-WQEBB READ");
+    ea.qp.post_send_raw(4, &[wqe]).unwrap();
     let c = wait(&mut ea.scq, 1);
     assert_eq!((c[0].wr_id, c[0].status), (4, WcStatus::LocQpOpErr));
 }

@@ -34,7 +34,7 @@ pub struct BwOut {
 
 /// Posts request `seq` (1-based) on QP `q`.
 fn post_one(res: &mut Res, p: &Params, q: usize, seq: u64, size: u64, r: &QpInfo, signaled: bool) -> Result<()> {
-    let lkey = res.mr.lkey();
+    let lkey = res.mr().lkey();
     let len = size as u32;
     let slots = p.tx_depth as u64;
     let (op, sge) = match p.test.verb() {

@@ -6,7 +6,6 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
-use provider::buf::DmaBuf;
 use provider::qp::attr::Remote;
 use provider::qp::QpCap;
 use provider::wqe::Sge;
@@ -71,10 +70,8 @@ pub fn run(a: &Args) -> Result<()> {
     let gid = ctx.default_gid(port)?;
     let chan = ctx.create_comp_channel()?;
     let pd = ctx.alloc_pd()?;
-    let buf = DmaBuf::new(1 << 16).map_err(|e| anyhow::anyhow!("allocate: {e}"))?;
     let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ | Access::REMOTE_ATOMIC;
-    // SAFETY: `buf` outlives `mr` (dropped explicitly below, in order).
-    let mr = unsafe { pd.reg_mr_raw(buf.as_ptr(), buf.len(), access) }?;
+    let mr = pd.alloc_mr(1 << 16, access)?;
     let mut cq = ctx.create_cq(256, Some(&chan))?;
     let cap = QpCap { max_send_wr: 64, max_recv_wr: 64, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
     let init = QpInit { send_cq: &cq, recv_cq: &cq, cap, qp_type: QpType::Rc, sq_sig_all: false, send_ops: None };
@@ -89,7 +86,7 @@ pub fn run(a: &Args) -> Result<()> {
         qp.to_rtr(&Remote { qpn: peer, psn: peer_psn, gid: g }, port, gid.gid_index as u8, mtu, rd)?;
         qp.to_rts(my_psn, 14, 7, 7, rd)?;
     }
-    let sge = [Sge::new(buf.addr(), 4096, mr.lkey())];
+    let sge = [mr.sge(..4096)];
     for qp in [&mut a_qp, &mut b_qp] {
         let list: Vec<(u64, &[Sge])> = (0..32).map(|i| (i, &sge[..])).collect();
         qp.post_recv_list(&list)?;
@@ -103,6 +100,5 @@ pub fn run(a: &Args) -> Result<()> {
     drop(b_qp);
     drop(cq);
     drop(mr);
-    drop(buf);
     Ok(())
 }

@@ -45,7 +45,7 @@ const SEND_ID: u64 = 1 << 62;
 
 /// Posts this end's message of QP 0 (write or send), signaled, inline when it fits.
 fn post_msg(res: &mut Res, p: &Params, size: u64, r: &QpInfo, seq: u64) -> Result<()> {
-    let sge = [Sge::new(res.send_addr(0), size as u32, res.mr.lkey())];
+    let sge = [Sge::new(res.send_addr(0), size as u32, res.mr().lkey())];
     let inline: [&[u8]; 1];
     let payload = if size > 0 && size <= res.max_inline as u64 {
         // SAFETY: our send area; only this thread writes it, and not during the post.
@@ -143,7 +143,7 @@ pub fn run(res: &mut Res, p: &Params, size: u64, r: &QpInfo, oob: &mut Oob, clie
         }
         i += 1;
         if verb == Verb::Read {
-            let sge = [Sge::new(res.recv_addr(0), size as u32, res.mr.lkey())];
+            let sge = [Sge::new(res.recv_addr(0), size as u32, res.mr().lkey())];
             let t = Instant::now();
             res.qps[0].post_send(SEND_ID, &SendWr::new(SendOp::RdmaRead { raddr: r.src, rkey: r.rkey }, Payload::Sgl(&sge)).signaled())?;
             let n = wait_cq(&mut res.cq, res.channel.as_ref(), &mut wcs, &mut wd, "read completion", false)?;

@@ -7,24 +7,41 @@
 //! when no transfer is in flight.
 
 use anyhow::{Context as _, Result};
-use provider::buf::DmaBuf;
-use provider::{Access, Context, Mr, Pd};
+use provider::{Access, Context, MemoryRegion, Mr, Pd};
 
 use super::gpu::GpuMem;
 use super::opts::Opts;
 
+/// The memory and its registration, owned together.
 pub enum Memory {
-    Host(DmaBuf),
-    Gpu(GpuMem),
+    /// Host pages registered with `ibv_reg_mr`, freed after deregistration.
+    Host(MemoryRegion),
+    /// GPU memory and its MR (declared first: deregistered before the memory is freed).
+    Gpu { mr: Mr, mem: GpuMem },
 }
 
 impl Memory {
-    /// `len` bytes of the kind `o` asks for; GPU memory gets a staging buffer of
-    /// `stage` bytes (the largest piece filled or inspected at once).
-    pub fn new(o: &Opts, len: usize, stage: usize) -> Result<Memory> {
+    /// `len` bytes of the kind `o` asks for, registered on `pd` with `access`; GPU
+    /// memory gets a staging buffer of `stage` bytes (the largest piece filled or
+    /// inspected at once).
+    pub fn new(o: &Opts, ctx: &Context, pd: &Pd, len: usize, stage: usize, access: Access) -> Result<Memory> {
         match o.use_cuda {
-            None => Ok(Memory::Host(DmaBuf::new(len).map_err(|e| anyhow::anyhow!("allocate {len} bytes: {e}"))?)),
-            Some(n) => Ok(Memory::Gpu(GpuMem::new(n, len, stage, o.use_cuda_dmabuf).with_context(|| format!("GPU {n} memory"))?)),
+            None => Ok(Memory::Host(pd.alloc_mr(len, access).with_context(|| format!("register {len} bytes of host memory"))?)),
+            Some(n) => {
+                let mem = GpuMem::new(n, len, stage, o.use_cuda_dmabuf).with_context(|| format!("GPU {n} memory"))?;
+                // SAFETY: the MR is stored with the memory in the variant, declared
+                // before it, so it is dropped (deregistered) before the memory is freed.
+                let mr = unsafe { mem.register(ctx, pd, access) }?;
+                Ok(Memory::Gpu { mr, mem })
+            }
+        }
+    }
+
+    /// The registration covering the whole buffer.
+    pub fn mr(&self) -> &Mr {
+        match self {
+            Memory::Host(r) => r.mr(),
+            Memory::Gpu { mr, .. } => mr,
         }
     }
 
@@ -33,7 +50,7 @@ impl Memory {
     pub fn addr(&self) -> u64 {
         match self {
             Memory::Host(b) => b.addr(),
-            Memory::Gpu(g) => g.addr(),
+            Memory::Gpu { mem: g, .. } => g.addr(),
         }
     }
 
@@ -41,35 +58,22 @@ impl Memory {
     pub fn len(&self) -> usize {
         match self {
             Memory::Host(b) => b.len(),
-            Memory::Gpu(g) => g.len(),
+            Memory::Gpu { mem: g, .. } => g.len(),
         }
     }
 
     /// The CPU pointer to byte 0 (host memory only).
     pub fn host_ptr(&self) -> Option<*mut u8> {
         match self {
-            Memory::Host(b) => Some(b.as_ptr()),
-            Memory::Gpu(_) => None,
+            Memory::Host(b) => Some(b.ptr()),
+            Memory::Gpu { .. } => None,
         }
     }
 
     pub fn gpu(&self) -> Option<&GpuMem> {
         match self {
             Memory::Host(_) => None,
-            Memory::Gpu(g) => Some(g),
-        }
-    }
-
-    /// Registers the whole buffer with `access`.
-    ///
-    /// # Safety
-    /// The MR must be dropped before this memory (the owner declares it first).
-    pub unsafe fn register(&self, ctx: &Context, pd: &Pd, access: Access) -> Result<Mr> {
-        match self {
-            // SAFETY: the caller drops the MR before the buffer is unmapped.
-            Memory::Host(b) => Ok(unsafe { pd.reg_mr_raw(b.as_ptr(), b.len(), access) }?),
-            // SAFETY: as above.
-            Memory::Gpu(g) => unsafe { g.register(ctx, pd, access) },
+            Memory::Gpu { mem: g, .. } => Some(g),
         }
     }
 
@@ -81,10 +85,10 @@ impl Memory {
             Memory::Host(b) => {
                 // SAFETY: in bounds (checked above) of memory this buffer owns; nothing is
                 // in flight between sizes, which is when the benchmark calls this.
-                f(unsafe { std::slice::from_raw_parts_mut(b.as_ptr().add(off), len) });
+                f(unsafe { std::slice::from_raw_parts_mut(b.ptr().add(off), len) });
                 Ok(())
             }
-            Memory::Gpu(g) => g.fill(off, len, f),
+            Memory::Gpu { mem: g, .. } => g.fill(off, len, f),
         }
     }
 
@@ -93,8 +97,8 @@ impl Memory {
         anyhow::ensure!(off.checked_add(len).is_some_and(|e| e <= self.len()), "read of {len} bytes at {off} past the buffer");
         match self {
             // SAFETY: as in `fill`.
-            Memory::Host(b) => Ok(f(unsafe { std::slice::from_raw_parts(b.as_ptr().add(off), len) })),
-            Memory::Gpu(g) => g.inspect(off, len, f),
+            Memory::Host(b) => Ok(f(unsafe { std::slice::from_raw_parts(b.ptr().add(off), len) })),
+            Memory::Gpu { mem: g, .. } => g.inspect(off, len, f),
         }
     }
 }
@@ -107,7 +111,10 @@ mod tests {
     /// the end (or one whose end overflows) is an error, not a write.
     #[test]
     fn host_fill_and_inspect_in_bounds_only() {
-        let m = Memory::Host(DmaBuf::new(8192).unwrap());
+        let ctx = Context::open(None).expect("embedded softhca");
+        let pd = ctx.alloc_pd().unwrap();
+        let m = Memory::Host(pd.alloc_mr(8192, Access::LOCAL_WRITE).unwrap());
+        assert_eq!(m.mr().len(), 8192);
         assert_eq!((m.len(), m.addr()), (8192, m.host_ptr().unwrap() as u64));
         m.fill(4096, 3, |b| b.copy_from_slice(&[1, 2, 3])).unwrap();
         // SAFETY: in bounds of the 8192-byte buffer, nothing else touches it.

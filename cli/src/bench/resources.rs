@@ -19,12 +19,13 @@ use super::memory::Memory;
 use super::opts::{Opts, Params, Verb};
 use super::oob::QpInfo;
 
-/// One end's resources. Fields drop in order: QPs, CQ, channel, MR, then the memory.
+/// One end's resources. Fields drop in order: QPs, CQ, channel, then the memory with
+/// its MR.
 pub struct Res {
     pub qps: Vec<Qp>,
     pub cq: Cq,
     pub channel: Option<CompChannel>,
-    pub mr: Mr,
+    /// The buffer with its registration ([`Res::mr`]).
     pub mem: Memory,
     /// `mem.addr()`: what work requests name as byte 0 of the buffer.
     base: u64,
@@ -63,6 +64,11 @@ pub fn area_size(p: &Params) -> usize {
 }
 
 impl Res {
+    /// The registration of the whole buffer.
+    pub fn mr(&self) -> &Mr {
+        self.mem.mr()
+    }
+
     /// Opens the device and creates everything for `p` (QPs in INIT).
     pub fn new(o: &Opts, p: &Params) -> Result<Res> {
         let ctx = Context::open(o.dev.as_deref()).context("open device")?;
@@ -83,11 +89,8 @@ impl Res {
         let pd = ctx.alloc_pd()?;
         let area = area_size(p);
         let nq = p.qps as usize;
-        let mem = Memory::new(o, 2 * area * nq, area)?;
         let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ | Access::REMOTE_ATOMIC;
-        // SAFETY: `mem` is a field of the returned Res declared after `mr`, so the MR is
-        // deregistered before the memory is freed.
-        let mr = unsafe { mem.register(&ctx, &pd, access) }?;
+        let mem = Memory::new(o, &ctx, &pd, 2 * area * nq, area, access)?;
         let base = mem.addr();
         let rx_depth = if p.needs_recv() { p.rx_depth } else { 0 };
         let cqe = p.qps * (p.tx_depth + 2) + p.qps * rx_depth + 16;
@@ -121,7 +124,6 @@ impl Res {
             qps,
             cq,
             channel,
-            mr,
             mem,
             base,
             pd,
@@ -187,7 +189,7 @@ impl Res {
             lid: self.lid,
             qpn: self.qps[q].qpn(),
             psn: self.psns[q],
-            rkey: self.mr.rkey(),
+            rkey: self.mr().rkey(),
             src: self.send_addr(q),
             dst: self.recv_addr(q),
             gid: self.gid,
@@ -222,7 +224,7 @@ impl Res {
         if want == 0 {
             return Ok(());
         }
-        let sge = [provider::wqe::Sge::new(self.recv_addr(q), self.area as u32, self.mr.lkey())];
+        let sge = [provider::wqe::Sge::new(self.recv_addr(q), self.area as u32, self.mr().lkey())];
         let list: Vec<(u64, &[provider::wqe::Sge])> = (0..want).map(|_| ((q as u64) << 40, &sge[..])).collect();
         self.qps[q].post_recv_list(&list).with_context(|| format!("post {want} receives on QP {q}"))?;
         self.rx_posted[q] += want;

@@ -9,8 +9,7 @@
 use std::fmt;
 
 use anyhow::{anyhow, bail, Context as _, Result};
-use provider::buf::DmaBuf;
-use provider::{Access, Mr, Pd};
+use provider::{Access, MemoryRegion, Mr, Pd};
 
 use gdr::buffer::GpuBuffer;
 use gdr::cuda::Gpu;
@@ -45,7 +44,25 @@ impl Kind {
 
 enum Backing {
     Gpu(GpuBuffer),
-    Host(DmaBuf),
+    /// Host pages and their registration, made together ([`Pd::alloc_mr`]).
+    Host(MemoryRegion),
+}
+
+/// The registration [`Mem::register`] hands out: a dma-buf MR of GPU memory, or the
+/// host memory's own registration, borrowed (so it cannot outlive the memory).
+pub enum MemMr<'m> {
+    Gpu(Mr),
+    Host(&'m Mr),
+}
+
+impl std::ops::Deref for MemMr<'_> {
+    type Target = Mr;
+    fn deref(&self) -> &Mr {
+        match self {
+            MemMr::Gpu(mr) => mr,
+            MemMr::Host(mr) => mr,
+        }
+    }
 }
 
 /// One buffer and its address as work requests name it.
@@ -58,14 +75,15 @@ pub struct Mem {
 pub const ACCESS: Access = Access::LOCAL_WRITE.union(Access::REMOTE_WRITE).union(Access::REMOTE_READ).union(Access::REMOTE_ATOMIC);
 
 impl Mem {
-    /// `len` bytes of `kind` (GPU memory on `gpu`), zeroed.
-    pub fn new(kind: Kind, len: usize, gpu: Option<&Gpu>) -> Result<Mem> {
+    /// `len` bytes of `kind` (GPU memory on `gpu`), zeroed; host memory is registered
+    /// on `pd` at once (GPU memory by [`Mem::register`]).
+    pub fn new(kind: Kind, len: usize, gpu: Option<&Gpu>, pd: &Pd) -> Result<Mem> {
         let backing = match kind {
             Kind::Gpu => {
                 let gpu = gpu.ok_or_else(|| anyhow!("GPU memory needs a GPU"))?;
                 Backing::Gpu(GpuBuffer::new(gpu, len).with_context(|| format!("allocate {len} bytes on GPU {}", gpu.ordinal()))?)
             }
-            Kind::Host => Backing::Host(DmaBuf::new(len).map_err(|e| anyhow!("allocate {len} bytes of host memory: {e}"))?),
+            Kind::Host => Backing::Host(pd.alloc_mr(len, ACCESS).with_context(|| format!("allocate and register {len} bytes of host memory"))?),
         };
         Ok(Mem { backing, len })
     }
@@ -90,11 +108,9 @@ impl Mem {
         }
     }
 
-    /// Registers the whole buffer on `pd`; returns the MR and how it was registered.
-    ///
-    /// The MR must be dropped before this `Mem` (the callers keep it in a field
-    /// declared earlier).
-    pub fn register(&self, pd: &Pd) -> Result<(Mr, String)> {
+    /// The registration of the whole buffer on `pd` (GPU memory: a new dma-buf MR;
+    /// host memory: the one made with it in [`Mem::new`]) and how it was registered.
+    pub fn register(&self, pd: &Pd) -> Result<(MemMr<'_>, String)> {
         match &self.backing {
             Backing::Gpu(b) => {
                 let e = b.export_dmabuf(0, self.len).context("export the GPU buffer as a dma-buf")?;
@@ -111,14 +127,11 @@ impl Mem {
                 );
                 // The registration holds its own reference: the fd is closed here.
                 drop(e);
-                Ok((mr, how))
+                Ok((MemMr::Gpu(mr), how))
             }
             Backing::Host(b) => {
-                // SAFETY: the callers drop the MR before this Mem (see the doc above), so
-                // the memory outlives the registration.
-                let mr = unsafe { pd.reg_mr_raw(b.as_ptr(), self.len, ACCESS) }.context("ibv_reg_mr of the host buffer")?;
-                let how = format!("ibv_reg_mr(addr {:#x}, length {}), rkey {:#x}", b.addr(), self.len, mr.rkey());
-                Ok((mr, how))
+                let how = format!("ibv_reg_mr(addr {:#x}, length {}), rkey {:#x}", b.addr(), self.len, b.rkey());
+                Ok((MemMr::Host(b.mr()), how))
             }
         }
     }
@@ -133,7 +146,7 @@ impl Mem {
             Backing::Host(b) => {
                 // SAFETY: in bounds (checked); no device access to these bytes is in flight
                 // (the steps only write between transfers).
-                unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), b.as_ptr().add(off), data.len()) };
+                unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), b.ptr().add(off), data.len()) };
                 Ok(())
             }
         }
@@ -154,7 +167,7 @@ impl Mem {
                 // device may have written them from another thread (its completion was
                 // seen before this call, which orders the writes).
                 for (i, x) in v.iter_mut().enumerate() {
-                    *x = unsafe { std::ptr::read_volatile(b.as_ptr().add(i)) };
+                    *x = unsafe { std::ptr::read_volatile(b.ptr().add(i)) };
                 }
                 Ok(v)
             }

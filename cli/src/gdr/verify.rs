@@ -267,7 +267,7 @@ fn pass(a: &Args, mine: Kind, theirs: Kind, gpu: Option<&Gpu>) -> Vec<Check> {
 
 fn pass_inner(a: &Args, mine: Kind, theirs: Kind, gpu: Option<&Gpu>, out: &mut Vec<Check>) -> Result<()> {
     let mut link = Link::new(a.dev.as_deref(), a.ib_port)?;
-    let mem = Mem::new(mine, BUF_LEN, gpu)?;
+    let mem = Mem::new(mine, BUF_LEN, gpu, &link.pd)?;
     let reg_title = format!("register {} on this side ({BUF_LEN} B)", mine.noun());
     let (mr, how) = match mem.register(&link.pd) {
         Ok(r) => r,
@@ -331,7 +331,7 @@ fn peer_session(a: &Args, oob: &mut Oob) -> Result<()> {
         Kind::Host => None,
     };
     let mut link = Link::new(a.dev.as_deref(), a.ib_port)?;
-    let mem = Mem::new(a.mem, BUF_LEN, gpu.as_ref())?;
+    let mem = Mem::new(a.mem, BUF_LEN, gpu.as_ref(), &link.pd)?;
     let (mr, how) = mem.register(&link.pd)?;
     oob.send(&format!("hello {HELLO} {how}"))?;
     let m = oob.expect("mr")?;

@@ -35,11 +35,10 @@ use provider::cqe::{WcOpcode, WcStatus};
 use provider::qp::attr::{QpAttr, QpState, Remote};
 use provider::qp::{QpCap, QpInit, QpType};
 use provider::wqe::{Payload, SendOp, SendWr, Sge};
-use provider::{Access, CompChannel, Context, Cq, Mr, Pd, Qp, Wc};
+use provider::{Access, CompChannel, Context, Cq, MemoryRegion, Mr, Pd, Qp, Wc};
 
 use super::{Event, Keys, Transport};
 use crate::error::{Error, Result};
-use crate::staging::Staging;
 
 /// Receive WQEs kept posted per QP.
 pub const RQ_DEPTH: u32 = 512;
@@ -91,8 +90,8 @@ pub struct RdmaTransport {
     /// Application buffers, oldest first.
     user_mrs: Vec<UserMr>,
     mrs: Vec<Mr>,
-    notify_mr: Mr,
-    _notify_buf: Staging,
+    /// The word peers write their notifications into (registered memory it owns).
+    notify_mr: MemoryRegion,
     cq: Cq,
     channel: CompChannel,
     /// The CQ is armed and its event not consumed yet.
@@ -125,10 +124,7 @@ impl RdmaTransport {
         let port = 1u8;
         let g = ctx.default_gid(port)?;
         let mtu = path_mtu(ctx.query_port(port)?.legacy_resp.active_mtu, g.netdev_ifindex)?;
-        let mut notify_buf = Staging::new(4096).map_err(|e| Error::io("map notification word", e))?;
-        // SAFETY: notify_buf is owned by the transport and dropped after notify_mr
-        // (field order), so the region stays mapped while registered.
-        let notify_mr = unsafe { pd.reg_mr_raw(notify_buf.ptr(), 64, Access::LOCAL_WRITE | Access::REMOTE_WRITE)? };
+        let notify_mr = pd.alloc_mr(64, Access::LOCAL_WRITE | Access::REMOTE_WRITE)?;
         let mut links = Vec::with_capacity(peers.len());
         let mut by_qpn = HashMap::new();
         for (i, &peer) in peers.iter().enumerate() {
@@ -165,7 +161,6 @@ impl RdmaTransport {
             user_mrs: Vec::new(),
             mrs: Vec::new(),
             notify_mr,
-            _notify_buf: notify_buf,
             cq,
             channel,
             armed: false,

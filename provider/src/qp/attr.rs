@@ -196,7 +196,8 @@ impl Qp {
     }
 
     /// INIT -> RTR towards `remote` through local GID `sgid_index`, with `mtu`
-    /// (`ibv_mtu` code) and `max_dest_rd_atomic` incoming reads/atomics.
+    /// (`ibv_mtu` code) and `max_dest_rd_atomic` incoming reads/atomics. The positional
+    /// form; [`Qp::connect`] does RTR and RTS with named options.
     pub fn to_rtr(&self, remote: &Remote, port: u8, sgid_index: u8, mtu: u8, max_dest_rd_atomic: u8) -> Result<()> {
         self.modify(&QpAttr {
             state: Some(QpState::Rtr),
@@ -212,6 +213,7 @@ impl Qp {
 
     /// RTR -> RTS with our starting `psn`, the local ACK `timeout` (4.096 us * 2^t),
     /// `retry_cnt`, `rnr_retry` (7 = forever) and `max_rd_atomic` outstanding reads.
+    /// The positional form; see [`Qp::connect`].
     pub fn to_rts(&self, psn: u32, timeout: u8, retry_cnt: u8, rnr_retry: u8, max_rd_atomic: u8) -> Result<()> {
         self.modify(&QpAttr {
             state: Some(QpState::Rts),

@@ -6,7 +6,9 @@
 //! BlueFlame register comes from the context's UAR pool.
 
 pub mod attr;
+pub mod connect;
 pub mod post;
+pub mod post_error;
 pub mod sizing;
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
@@ -25,15 +27,19 @@ use crate::pd::{Pd, PdInner};
 use crate::uar::Bfreg;
 use crate::wqe::size::{QpTransport, SendOps};
 
-pub use attr::{Ah, QpAttr, QpState};
+pub use attr::{Ah, QpAttr, QpState, Remote};
+pub use connect::{ConnectOptions, Mtu};
+pub use post_error::{PostError, PostErrorKind};
 pub use sizing::{Geometry, QpCap};
 
 /// Transport service.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum QpType {
+    /// Reliable Connected: every operation, acknowledged.
     Rc,
     /// Unreliable Connected: SEND and RDMA WRITE, no acknowledgements.
     Uc,
+    /// Unreliable Datagram: SEND only, each to an address.
     Ud,
 }
 
@@ -100,6 +106,12 @@ pub struct Qp {
     pub(crate) bf_offset: usize,
     /// The post path's addresses into the fields above (see `post::Hot`).
     pub(crate) hot: post::Hot,
+    /// The fast lane's view of the SQ size: `geo.sq_wqe_cnt`, or 0 where the lane must
+    /// never be taken (UD, no gather entries), so its room check always fails there
+    /// (`post::fast_lane`); costs nothing over reading the geometry.
+    pub(crate) fast_cnt: u32,
+    /// The fast lane may post RDMA READ (RC; not UC).
+    pub(crate) fast_read: bool,
 }
 
 impl Pd {
@@ -196,6 +208,7 @@ impl Pd {
         tracing::debug!(target: "provider::qp", qpn = created.qpn, sq_wqebbs = geo.sq_wqe_cnt, rq_wqes = geo.rq_wqe_cnt,
                         inline = geo.max_inline, "create_qp");
         let hot = post::Hot::new(&buf, geo.rq_size, &dbrec, &bfreg, &shared);
+        let (fast_cnt, fast_read) = post::fast_lane(init.qp_type, created.cap.max_send_sge, geo.sq_wqe_cnt);
         Ok(Qp {
             pd: self.inner.clone(),
             send_cq: init.send_cq.inner.clone(),
@@ -221,6 +234,8 @@ impl Pd {
             rq_head: 0,
             bf_offset: 0,
             hot,
+            fast_cnt,
+            fast_read,
         })
     }
 }

@@ -15,16 +15,16 @@
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-use super::{Qp, QpShared};
+use super::{PostError, PostErrorKind, Qp, QpShared, QpType};
 use crate::buf::DmaBuf;
 use crate::dbrec::Dbrec;
 use crate::doorbell;
 use crate::error::{Error, Result};
-use crate::opcode::FmCeSe;
+use crate::opcode::{FmCeSe, WqeOpcode};
 use crate::uar::Bfreg;
 use crate::wqe::data::write_recv_wqe;
 use crate::wqe::ring::SqRing;
-use crate::wqe::send::{write_send_wqe, Payload, SendWr};
+use crate::wqe::send::{write_send_wqe, Payload, SendWr, WqeError};
 use crate::wqe::small::write_small;
 use crate::wqe::{Sge, WQEBB_SIZE};
 
@@ -108,12 +108,14 @@ impl Qp {
     /// write-combining store) and after it (the doorbell leaves the WC buffer now).
     #[inline(always)]
     fn post_send_small(&mut self, wr_id: u64, wr: &SendWr<'_>) -> Option<()> {
-        let cnt = self.geo.sq_wqe_cnt;
+        // The SQ size, or 0 where the lane is closed (`fast_lane`).
+        let cnt = self.fast_cnt;
         let mut flags = wr.flags;
         if self.sq_sig_all {
             flags |= FmCeSe::CQ_UPDATE;
         }
-        // Room for one WQEBB (a QP without a send queue, cnt 0, never has room).
+        // Room for one WQEBB (a QP without a send queue or with the lane closed, cnt 0,
+        // never has room).
         // Acquire pairs with the poller's release of the tail: the device is done with
         // the slot before we overwrite it (a plain load on x86-64).
         let tail = self.shared.sq_tail.load(Ordering::Acquire) as u16;
@@ -127,7 +129,7 @@ impl Qp {
         // self) and idx < cnt; `&mut self` makes this the only writer of the SQ, and the
         // room check above says the device no longer reads this WQEBB.
         let slot = unsafe { &mut *hot.sq.as_ptr().add(idx * WQEBB_SIZE as usize).cast::<[u8; 64]>() };
-        let ds = write_small(slot, pi, self.qpn, wr, flags, self.cap.max_inline_data as usize)?;
+        let ds = write_small(slot, pi, self.qpn, wr, flags, self.cap.max_inline_data as usize, self.fast_read)?;
         let next = pi.wrapping_add(1);
         // SAFETY: hot.wrid and hot.next point at self.shared's sq_wrid and sq_next, one
         // entry per SQ WQEBB (create_qp sizes them with sq_wqe_cnt), and idx < cnt.
@@ -177,49 +179,70 @@ impl Qp {
         }
     }
 
-    /// Posts a chain of send WRs with one doorbell.
+    /// Posts a chain of send WRs with one doorbell (`ibv_post_send` with a list).
+    ///
+    /// Each request is checked (operation for the QP's transport, destination, SGE
+    /// count, inline size and room in the SQ) and written in turn. On the first that
+    /// fails, the ones before it are still handed to the device (doorbell record and
+    /// register, as for a list that ends there), and the error says which request
+    /// failed and why: [`Error::Post`] with a [`PostError`] whose `index` is also the
+    /// number of requests posted, as `bad_wr` is for `ibv_post_send`.
     pub fn post_send_list(&mut self, wrs: &[(u64, SendWr<'_>)]) -> Result<()> {
         self.restart_if_reset();
         let cnt = self.geo.sq_wqe_cnt;
         if cnt == 0 {
-            return Err(Error::Invalid { op: "post_send", why: "QP has no send queue".into() });
+            return Err(PostError { verb: "post_send", index: 0, kind: PostErrorKind::NoSendQueue }.into());
         }
         let sq_base = self.sq_base();
         // SAFETY: the SQ occupies `cnt` WQEBBs at `sq_base` inside self.buf, which
         // lives as long as self; `&mut self` makes this the only writer.
         let mut ring = unsafe { SqRing::from_raw_parts(sq_base, cnt) };
         let mut last: Option<(u16, crate::wqe::size::WqeInfo)> = None;
-        for (wr_id, wr) in wrs {
-            let mut wr = *wr;
-            if self.sq_sig_all {
-                wr.flags |= FmCeSe::CQ_UPDATE;
-            }
-            if let Payload::Inline(chunks) = wr.payload {
-                let len: usize = chunks.iter().map(|c| c.len()).sum();
-                if len > self.cap.max_inline_data as usize {
-                    self.ring(&ring, last, wrs.len());
-                    return Err(Error::Invalid { op: "post_send", why: format!("inline {len} B exceeds {}", self.cap.max_inline_data) });
+        let mut posted = 0;
+        let mut result = Ok(());
+        for (index, (wr_id, wr)) in wrs.iter().enumerate() {
+            match self.write_one(&mut ring, *wr_id, wr) {
+                Ok(wqe) => {
+                    last = Some(wqe);
+                    posted += 1;
+                }
+                Err(kind) => {
+                    result = Err(PostError { verb: "post_send", index, kind }.into());
+                    break;
                 }
             }
-            let need = wr.wqe_info().map_err(|e| Error::Invalid { op: "post_send", why: e.to_string() })?;
-            let tail = self.shared.sq_tail.load(Ordering::Acquire) as u16;
-            let used = self.sq_cur_post.wrapping_sub(tail) as u32;
-            if used + need.wqebb_count as u32 > cnt {
-                self.ring(&ring, last, wrs.len());
-                return Err(Error::Device { op: "post_send", errno: nix::errno::Errno::ENOMEM });
-            }
-            let pi = self.sq_cur_post;
-            let info = write_send_wqe(&mut ring, pi, self.qpn, &wr)
-                .map_err(|e| Error::Invalid { op: "post_send", why: e.to_string() })?;
-            let idx = (pi as u32 & (cnt - 1)) as usize;
-            self.shared.sq_wrid[idx].store(*wr_id, Ordering::Relaxed);
-            self.sq_cur_post = pi.wrapping_add(info.wqebb_count);
-            self.shared.sq_next[idx].store(self.sq_cur_post as u32, Ordering::Relaxed);
-            tracing::trace!(target: "provider::post", qpn = self.qpn, pi, wr_id, ds = info.ds, op = %format_args!("{:x?}", wr.op), "wqe");
-            last = Some((pi, info));
         }
-        self.ring(&ring, last, wrs.len());
-        Ok(())
+        // Whatever was written before a failure is posted: the device sees a list that
+        // ends at the failing request.
+        self.ring(&ring, last, posted);
+        result
+    }
+
+    /// Checks one send WR against the QP, writes its WQE at the producer index and
+    /// records it for the poller; returns where it starts and its size. Nothing is
+    /// written (and the producer index stays) when it is refused.
+    #[inline]
+    fn write_one(&mut self, ring: &mut SqRing<'_>, wr_id: u64, wr: &SendWr<'_>) -> std::result::Result<(u16, crate::wqe::size::WqeInfo), PostErrorKind> {
+        let mut wr = *wr;
+        if self.sq_sig_all {
+            wr.flags |= FmCeSe::CQ_UPDATE;
+        }
+        check_send(self.qp_type, &self.cap, &wr)?;
+        let need = wr.wqe_info().map_err(wqe_error)?;
+        let cnt = self.geo.sq_wqe_cnt;
+        let tail = self.shared.sq_tail.load(Ordering::Acquire) as u16;
+        let used = self.sq_cur_post.wrapping_sub(tail) as u32;
+        if used + need.wqebb_count as u32 > cnt {
+            return Err(PostErrorKind::SendQueueFull { need: need.wqebb_count, free: cnt.saturating_sub(used) });
+        }
+        let pi = self.sq_cur_post;
+        let info = write_send_wqe(ring, pi, self.qpn, &wr).map_err(wqe_error)?;
+        let idx = (pi as u32 & (cnt - 1)) as usize;
+        self.shared.sq_wrid[idx].store(wr_id, Ordering::Relaxed);
+        self.sq_cur_post = pi.wrapping_add(info.wqebb_count);
+        self.shared.sq_next[idx].store(self.sq_cur_post as u32, Ordering::Relaxed);
+        tracing::trace!(target: "provider::post", qpn = self.qpn, pi, wr_id, ds = info.ds, op = %format_args!("{:x?}", wr.op), "wqe");
+        Ok((pi, info))
     }
 
     /// Posts WQE bytes built by the caller, as they are, and rings the doorbell: for
@@ -236,8 +259,10 @@ impl Qp {
             return Err(Error::Invalid { op: "post_send_raw", why: format!("{n} WQEBBs (1 to 4 that fit the SQ)") });
         }
         let tail = self.shared.sq_tail.load(Ordering::Acquire) as u16;
-        if self.sq_cur_post.wrapping_sub(tail) as u32 + n > cnt {
-            return Err(Error::Device { op: "post_send_raw", errno: nix::errno::Errno::ENOMEM });
+        let used = self.sq_cur_post.wrapping_sub(tail) as u32;
+        if used + n > cnt {
+            let kind = PostErrorKind::SendQueueFull { need: n as u16, free: cnt.saturating_sub(used) };
+            return Err(PostError { verb: "post_send_raw", index: 0, kind }.into());
         }
         // SAFETY: as in post_send_list: the SQ's `cnt` WQEBBs inside self.buf, and
         // `&mut self` makes this the only writer.
@@ -261,6 +286,17 @@ impl Qp {
     /// segment's `wqe_index`), counted in WQEBBs modulo 2^16.
     pub fn sq_producer_index(&self) -> u16 {
         if self.shared.restart.load(Ordering::Acquire) { 0 } else { self.sq_cur_post }
+    }
+
+    /// The doorbell record as the device reads it: `[RQ head, SQ producer counter]`
+    /// (words 0 and 1, decoded from big-endian), what this QP last published. For
+    /// diagnostics and tests: the record, not the provider's own counters, is what says
+    /// which WQEs the device was given.
+    pub fn doorbell_record(&self) -> [u32; 2] {
+        // SAFETY: both words of our doorbell record are live, aligned u32s while self
+        // is; the atomic loads pair with publish's release stores.
+        let word = |i| u32::from_be(unsafe { AtomicU32::from_ptr(self.dbrec.word(i)) }.load(Ordering::Acquire));
+        [word(prm::dbrec::RCV_DBR), word(prm::dbrec::SND_DBR)]
     }
 
     /// Starts the producer counters at 0 after a modify to RESET (see
@@ -317,17 +353,30 @@ impl Qp {
         self.post_recv_list(std::slice::from_ref(&(wr_id, sgl)))
     }
 
-    /// Posts a chain of receive WRs and publishes the new RQ head once.
+    /// Posts a chain of receive WRs and publishes the new RQ head once. As for sends,
+    /// the requests before a refused one are posted, and the [`PostError`] names it.
     pub fn post_recv_list(&mut self, wrs: &[(u64, &[Sge])]) -> Result<()> {
         self.restart_if_reset();
         let cnt = self.geo.rq_wqe_cnt;
         let slots = 1usize << (self.geo.rq_wqe_shift.max(4) - 4);
-        let mut posted = false;
+        // The RQ's scatter limit: what the QP was granted (libmlx5's rq.max_gs), never
+        // more than a receive WQE holds.
+        let max_sge = (self.cap.max_recv_sge as usize).min(slots);
+        let mut posted = 0;
         let mut result = Ok(());
-        for (wr_id, sgl) in wrs {
+        for (index, (wr_id, sgl)) in wrs.iter().enumerate() {
             let tail = self.shared.rq_tail.load(Ordering::Acquire);
-            if cnt == 0 || self.rq_head.wrapping_sub(tail) >= cnt {
-                result = Err(Error::Device { op: "post_recv", errno: nix::errno::Errno::ENOMEM });
+            let kind = if cnt == 0 {
+                Some(PostErrorKind::NoRecvQueue)
+            } else if self.rq_head.wrapping_sub(tail) >= cnt {
+                Some(PostErrorKind::RecvQueueFull { capacity: cnt })
+            } else if sgl.len() > max_sge {
+                Some(PostErrorKind::TooManySges { sges: sgl.len(), max: max_sge as u32 })
+            } else {
+                None
+            };
+            if let Some(kind) = kind {
+                result = Err(PostError { verb: "post_recv", index, kind }.into());
                 break;
             }
             let idx = (self.rq_head & (cnt - 1)) as usize;
@@ -335,18 +384,80 @@ impl Qp {
             // SAFETY: receive WQE idx lies within the RQ at the start of self.buf;
             // `&mut self` makes this the only writer of the RQ.
             let wqe = unsafe { std::slice::from_raw_parts_mut(self.buf.as_ptr().add(off).cast::<[u8; 16]>(), slots) };
-            if write_recv_wqe(wqe, sgl).is_none() {
-                result = Err(Error::Invalid { op: "post_recv", why: format!("{} SGEs exceed {}", sgl.len(), slots) });
-                break;
-            }
+            write_recv_wqe(wqe, sgl).expect("the SGE count was checked against the WQE's slots");
             self.shared.rq_wrid[idx].store(*wr_id, Ordering::Relaxed);
             self.rq_head = self.rq_head.wrapping_add(1);
-            posted = true;
+            posted += 1;
         }
-        if posted {
+        if posted > 0 {
             // SAFETY: word 0 of our doorbell record is live while self is.
             unsafe { doorbell::publish(self.dbrec.word(prm::dbrec::RCV_DBR), self.rq_head & 0xffff) };
         }
         result
+    }
+}
+
+/// Whether the fast lane ([`Qp::post_send_small`]) may take this QP's requests: its
+/// SQ size as the lane sees it, and whether RDMA READ is among them. The lane writes
+/// connected one-WQEBB SEND/WRITE/READ WQEs without the generic path's per-transport
+/// checks, so it is closed (size 0: its room check always fails) for UD, whose sends
+/// carry a datagram segment, and for a QP granted no gather entries (the lane does not
+/// count them); and READ is left to the generic path on UC, which refuses it.
+pub(crate) fn fast_lane(qp_type: QpType, max_send_sge: u32, sq_wqe_cnt: u32) -> (u32, bool) {
+    match qp_type {
+        _ if max_send_sge == 0 => (0, false),
+        QpType::Rc => (sq_wqe_cnt, true),
+        QpType::Uc => (sq_wqe_cnt, false),
+        QpType::Ud => (0, false),
+    }
+}
+
+/// The generic path's checks of one send WR against the QP (transport, destination,
+/// SGE count, inline size), in the order libmlx5's `_mlx5_post_send` makes them.
+fn check_send(qp_type: QpType, cap: &super::QpCap, wr: &SendWr<'_>) -> std::result::Result<(), PostErrorKind> {
+    let op = wr.op.opcode();
+    let allowed = match qp_type {
+        QpType::Rc => true,
+        // UC has SEND and RDMA WRITE (with or without immediate), no responder
+        // resources for READ or atomics, and no SEND with invalidate (IBTA 9.4.x;
+        // Linux's ib_pack.h has no UC_SEND_*_WITH_INVALIDATE).
+        QpType::Uc => matches!(op, WqeOpcode::Nop | WqeOpcode::Send | WqeOpcode::SendImm | WqeOpcode::RdmaWrite | WqeOpcode::RdmaWriteImm),
+        QpType::Ud => matches!(op, WqeOpcode::Nop | WqeOpcode::Send | WqeOpcode::SendImm),
+    };
+    if !allowed {
+        return Err(PostErrorKind::BadOpcode { op, qp_type });
+    }
+    match (qp_type, wr.ud.is_some()) {
+        (QpType::Ud, false) if op != WqeOpcode::Nop => return Err(PostErrorKind::NoDestination),
+        (QpType::Rc | QpType::Uc, true) => return Err(PostErrorKind::DestinationOnConnected { qp_type }),
+        _ => {}
+    }
+    match wr.payload {
+        Payload::Sgl(sgl) if sgl.len() > cap.max_send_sge as usize => {
+            Err(PostErrorKind::TooManySges { sges: sgl.len(), max: cap.max_send_sge })
+        }
+        Payload::Sgl(_) => Ok(()),
+        Payload::Inline(_) if matches!(op, WqeOpcode::RdmaRead | WqeOpcode::AtomicCs | WqeOpcode::AtomicFa) => {
+            Err(PostErrorKind::InlineNotAllowed { op })
+        }
+        Payload::Inline(chunks) => {
+            let len = chunks.iter().fold(0usize, |a, c| a.saturating_add(c.len()));
+            if len > cap.max_inline_data as usize {
+                Err(PostErrorKind::InlineTooBig { len, max: cap.max_inline_data })
+            } else {
+                Ok(())
+            }
+        }
+    }
+}
+
+/// The WQE builder's refusals, as post errors (the checks above leave only size ones).
+fn wqe_error(e: WqeError) -> PostErrorKind {
+    match e {
+        WqeError::TooLarge => PostErrorKind::WqeTooLarge,
+        WqeError::LargerThanRing { wqebbs, wqe_cnt } => PostErrorKind::LargerThanQueue { wqebbs, wqe_cnt },
+        WqeError::InlineNotAllowed(op) => PostErrorKind::InlineNotAllowed { op },
+        // check_send refuses every raddr opcode on UD before the builder sees it.
+        WqeError::NotForUd(op) => PostErrorKind::BadOpcode { op, qp_type: QpType::Ud },
     }
 }

@@ -36,13 +36,14 @@ use crate::opcode::{FmCeSe, WqeOpcode};
 /// and that an inline payload is within the QP's inline limit.
 #[inline(always)]
 pub fn write_small_send_wqe(slot: &mut [u8; 64], pi: u16, qpn: u32, wr: &SendWr<'_>) -> Option<u8> {
-    write_small(slot, pi, qpn, wr, wr.flags, usize::MAX)
+    write_small(slot, pi, qpn, wr, wr.flags, usize::MAX, true)
 }
 
 /// [`write_small_send_wqe`] for the QP's post path: the control flags are given apart
 /// from `wr` (the QP adds CQ_UPDATE for `sq_sig_all` without copying the request), and
 /// an inline payload longer than `max_inline` is refused (left to the generic path,
-/// which reports it).
+/// which reports it), and so is an RDMA READ unless `read_ok` (the QP's transport has
+/// READ, `qp::post::fast_lane`).
 #[inline(always)]
 pub(crate) fn write_small(
     slot: &mut [u8; 64],
@@ -51,6 +52,7 @@ pub(crate) fn write_small(
     wr: &SendWr<'_>,
     flags: FmCeSe,
     max_inline: usize,
+    read_ok: bool,
 ) -> Option<u8> {
     if wr.ud.is_some() {
         return None;
@@ -75,7 +77,7 @@ pub(crate) fn write_small(
             raddr_seg(slot, raddr, rkey);
             (WqeOpcode::RdmaWriteImm, imm, 32, true)
         }
-        SendOp::RdmaRead { raddr, rkey } => {
+        SendOp::RdmaRead { raddr, rkey } if read_ok => {
             raddr_seg(slot, raddr, rkey);
             (WqeOpcode::RdmaRead, 0, 32, false)
         }
