@@ -19,6 +19,7 @@
 //!   [`dbrec`] (doorbell records), [`doorbell`], [`uar`] (doorbell pages and BlueFlame
 //!   registers), [`barrier`] (fences); each also at its old path at the root.
 
+pub mod async_event;
 pub mod borrowed_mr;
 pub mod caps;
 pub mod channel;
@@ -31,6 +32,7 @@ pub mod mlx5;
 pub mod mr;
 pub mod pd;
 pub mod qp;
+pub mod srq;
 
 // The raw modules' old paths (they live in `mlx5`).
 pub use mlx5::{barrier, buf, cqe, dbrec, doorbell, opcode, uar, wqe};
@@ -51,3 +53,4 @@ pub use qp::{
     Ah, ConnectOptions, Mtu, PostError, PostErrorKind, Qp, QpAttr, QpCap, QpInit, QpState, QpType, Remote,
 };
 pub use wqe::{Payload, SendOp, SendWr, Sge, UdDest};
+pub use srq::{Srq, SrqAttr};
