@@ -1,0 +1,124 @@
+//! The provider's pingpong examples (provider/examples) on the wire, each as two
+//! processes (two embedded softhca hosts on 127.0.0.N sharing only RoCEv2 packets and
+//! the TCP address exchange): example against example, and example against the stock
+//! rdma-core program (libibverbs + libmlx5 under libdoorbell_preload.so) in both roles.
+//!
+//! What must hold is what the stock program prints and checks: both ends exit 0, print
+//! one local and one remote address line per QP with the IPv4-mapped GIDs, the byte and
+//! iteration counts (`size * iters * 2` bytes), and with `-c` find no page whose first
+//! byte is wrong. A hang is killed at the deadline and fails. SKIP when the stock
+//! program is not installed.
+
+#[path = "../../softhca/preload/tests/common/mod.rs"]
+mod stock;
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use stock::{free_port, run_pair, tool, Pair};
+
+const LIMIT: Duration = Duration::from_secs(120);
+
+/// The example binary of this build, built here (a no-op when up to date): `cargo test
+/// --test` does not build examples.
+fn example(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let profile_dir = exe.parent().and_then(|d| d.parent()).unwrap().to_path_buf();
+    let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
+        Some("debug") => "dev".to_string(),
+        Some(p) => p.to_string(),
+        None => panic!("no profile directory above {}", exe.display()),
+    };
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let st = Command::new(cargo)
+        .args(["build", "-q", "-p", "provider", "--example", name, "--profile", &profile])
+        .env("CARGO_TARGET_DIR", profile_dir.parent().unwrap())
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .status()
+        .unwrap();
+    assert!(st.success(), "building example {name}: {st}");
+    profile_dir.join("examples").join(name)
+}
+
+fn ours(name: &str, args: &[&str]) -> (Command, String) {
+    let mut c = Command::new(example(name));
+    c.args(args).env_remove("DOORBELL_SOFTHCA_ADDR").env_remove("DOORBELL_DEVICE").env_remove("LD_PRELOAD").env_remove("RUST_LOG");
+    (c, format!("example {name} {}", args.join(" ")))
+}
+
+fn theirs(prog: &str, args: &[&str]) -> Option<(Command, String)> {
+    let p = tool(prog)?;
+    let mut a = vec!["-d", "softhca0"];
+    a.extend_from_slice(args);
+    Some((stock::stock(&p, &a), format!("{prog} {}", a.join(" "))))
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Who {
+    Ours,
+    Stock,
+}
+
+/// Runs `example` / `prog` as server and client with `args` (+ port, + host for the
+/// client); None when the stock program is missing.
+fn pair(example: &str, prog: &str, server: Who, client: Who, args: &[&str]) -> Option<Pair> {
+    let port = free_port().to_string();
+    let mut a: Vec<&str> = args.to_vec();
+    a.extend(["-p", &port]);
+    let mut ca = a.clone();
+    ca.push("127.0.0.1");
+    let make = |w: Who, a: &[&str]| match w {
+        Who::Ours => Some(ours(example, a)),
+        Who::Stock => theirs(prog, a),
+    };
+    let (s, c) = (make(server, &a)?, make(client, &ca)?);
+    let p = run_pair(s, c, port.parse().unwrap(), LIMIT);
+    eprintln!("{} <- {}: {:.2} s", p.server.what, p.client.what, p.elapsed.as_secs_f64());
+    Some(p)
+}
+
+/// Both ended well with `qps` address pairs and the counts of `size * iters * 2` bytes.
+fn check(p: &Pair, qps: usize, size: u64, iters: u64) {
+    let report = p.report();
+    p.assert_ok();
+    for d in [&p.server, &p.client] {
+        let out = &d.stdout;
+        assert_eq!(out.matches("  local address:  LID 0x0000, QPN 0x").count(), qps, "{report}");
+        assert_eq!(out.matches("  remote address: LID 0x0000, QPN 0x").count(), qps, "{report}");
+        assert_eq!(out.matches(", GID ::ffff:127.0.0.").count(), 2 * qps, "{report}");
+        assert!(out.contains(&format!("{} bytes in ", size * iters * 2)), "{report}");
+        assert!(out.contains(&format!("{iters} iters in ")), "{report}");
+        assert!(!out.contains("invalid data"), "{report}");
+    }
+}
+
+const SRQ_ARGS: [&str; 9] = ["-g", "1", "-q", "4", "-r", "16", "-n", "50", "-c"];
+
+#[test]
+fn srq_pingpong_example_against_itself() {
+    let p = pair("srq_pingpong", "ibv_srq_pingpong", Who::Ours, Who::Ours, &SRQ_ARGS).unwrap();
+    check(&p, 4, 4096, 50);
+}
+
+#[test]
+fn srq_pingpong_example_server_stock_client() {
+    let Some(p) = pair("srq_pingpong", "ibv_srq_pingpong", Who::Ours, Who::Stock, &SRQ_ARGS) else { return };
+    check(&p, 4, 4096, 50);
+}
+
+#[test]
+fn srq_pingpong_stock_server_example_client() {
+    let Some(p) = pair("srq_pingpong", "ibv_srq_pingpong", Who::Stock, Who::Ours, &SRQ_ARGS) else { return };
+    check(&p, 4, 4096, 50);
+}
+
+/// Completion events on both ends, an odd size and the stock defaults' 16 QPs.
+#[test]
+fn srq_pingpong_events_odd_size_16_qps() {
+    let args = ["-g", "1", "-q", "16", "-r", "64", "-n", "40", "-s", "3000", "-e", "-c"];
+    let Some(p) = pair("srq_pingpong", "ibv_srq_pingpong", Who::Stock, Who::Ours, &args) else { return };
+    check(&p, 16, 3000, 40);
+    let Some(p) = pair("srq_pingpong", "ibv_srq_pingpong", Who::Ours, Who::Stock, &args) else { return };
+    check(&p, 16, 3000, 40);
+}
