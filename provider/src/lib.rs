@@ -19,6 +19,7 @@
 //!   [`dbrec`] (doorbell records), [`doorbell`], [`uar`] (doorbell pages and BlueFlame
 //!   registers), [`barrier`] (fences); each also at its old path at the root.
 
+pub mod ah;
 pub mod async_event;
 pub mod borrowed_mr;
 pub mod caps;
@@ -54,3 +55,4 @@ pub use qp::{
 };
 pub use wqe::{Payload, SendOp, SendWr, Sge, UdDest};
 pub use srq::{Srq, SrqAttr};
+pub use ah::AddressHandle;

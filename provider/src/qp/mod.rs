@@ -10,6 +10,7 @@ pub mod connect;
 pub mod post;
 pub mod post_error;
 pub mod sizing;
+pub mod ud;
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
 use std::sync::Arc;
