@@ -122,3 +122,37 @@ fn srq_pingpong_events_odd_size_16_qps() {
     let Some(p) = pair("srq_pingpong", "ibv_srq_pingpong", Who::Ours, Who::Stock, &args) else { return };
     check(&p, 16, 3000, 40);
 }
+
+/// ibv_ud_pingpong's output: its local line has ": GID" where the others have ", GID".
+fn check_ud(p: &Pair, size: u64, iters: u64) {
+    let report = p.report();
+    p.assert_ok();
+    for d in [&p.server, &p.client] {
+        let out = &d.stdout;
+        assert_eq!(out.matches("  local address:  LID 0x0000, QPN 0x").count(), 1, "{report}");
+        assert_eq!(out.matches(": GID ::ffff:127.0.0.").count(), 1, "{report}");
+        assert_eq!(out.matches("  remote address: LID 0x0000, QPN 0x").count(), 1, "{report}");
+        assert!(out.contains(&format!("{} bytes in ", size * iters * 2)), "{report}");
+        assert!(out.contains(&format!("{iters} iters in ")), "{report}");
+    }
+}
+
+#[test]
+fn ud_pingpong_example_against_itself_and_stock() {
+    let args = ["-g", "1", "-n", "50"];
+    check_ud(&pair("ud_pingpong", "ibv_ud_pingpong", Who::Ours, Who::Ours, &args).unwrap(), 1024, 50);
+    let Some(p) = pair("ud_pingpong", "ibv_ud_pingpong", Who::Ours, Who::Stock, &args) else { return };
+    check_ud(&p, 1024, 50);
+    let Some(p) = pair("ud_pingpong", "ibv_ud_pingpong", Who::Stock, Who::Ours, &args) else { return };
+    check_ud(&p, 1024, 50);
+}
+
+/// Events, and 2048-byte datagrams (the GRH makes the receive 2088 bytes).
+#[test]
+fn ud_pingpong_events_2048() {
+    let args = ["-g", "1", "-n", "40", "-s", "2048", "-e"];
+    let Some(p) = pair("ud_pingpong", "ibv_ud_pingpong", Who::Stock, Who::Ours, &args) else { return };
+    check_ud(&p, 2048, 40);
+    let Some(p) = pair("ud_pingpong", "ibv_ud_pingpong", Who::Ours, Who::Stock, &args) else { return };
+    check_ud(&p, 2048, 40);
+}
