@@ -63,13 +63,18 @@ enum Who {
 /// Runs `example` / `prog` as server and client with `args` (+ port, + host for the
 /// client); None when the stock program is missing.
 fn pair(example: &str, prog: &str, server: Who, client: Who, args: &[&str]) -> Option<Pair> {
+    pair_ours(example, prog, server, client, args, &[])
+}
+
+/// [`pair`] with `extra` added to the example's arguments only.
+fn pair_ours(example: &str, prog: &str, server: Who, client: Who, args: &[&str], extra: &[&str]) -> Option<Pair> {
     let port = free_port().to_string();
     let mut a: Vec<&str> = args.to_vec();
     a.extend(["-p", &port]);
     let mut ca = a.clone();
     ca.push("127.0.0.1");
     let make = |w: Who, a: &[&str]| match w {
-        Who::Ours => Some(ours(example, a)),
+        Who::Ours => Some(ours(example, &[extra, a].concat())),
         Who::Stock => theirs(prog, a),
     };
     let (s, c) = (make(server, &a)?, make(client, &ca)?);
@@ -155,4 +160,39 @@ fn ud_pingpong_events_2048() {
     check_ud(&p, 2048, 40);
     let Some(p) = pair("ud_pingpong", "ibv_ud_pingpong", Who::Ours, Who::Stock, &args) else { return };
     check_ud(&p, 2048, 40);
+}
+
+const RC_ARGS: [&str; 5] = ["-g", "1", "-n", "50", "-c"];
+
+#[test]
+fn rc_pingpong_example_against_itself_and_stock() {
+    check(&pair("rc_pingpong", "ibv_rc_pingpong", Who::Ours, Who::Ours, &RC_ARGS).unwrap(), 1, 4096, 50);
+    let Some(p) = pair("rc_pingpong", "ibv_rc_pingpong", Who::Ours, Who::Stock, &RC_ARGS) else { return };
+    check(&p, 1, 4096, 50);
+    let Some(p) = pair("rc_pingpong", "ibv_rc_pingpong", Who::Stock, Who::Ours, &RC_ARGS) else { return };
+    check(&p, 1, 4096, 50);
+}
+
+/// Events, a message of several pages that is not a whole number of them, 4096 MTU.
+#[test]
+fn rc_pingpong_events_odd_size() {
+    let args = ["-g", "1", "-n", "40", "-s", "10000", "-m", "4096", "-e", "-c"];
+    let Some(p) = pair("rc_pingpong", "ibv_rc_pingpong", Who::Stock, Who::Ours, &args) else { return };
+    check(&p, 1, 10000, 40);
+    let Some(p) = pair("rc_pingpong", "ibv_rc_pingpong", Who::Ours, Who::Stock, &args) else { return };
+    check(&p, 1, 10000, 40);
+}
+
+/// `--uc` against ibv_uc_pingpong (UC: no ACKs, RTR/RTS without the RC attributes).
+#[test]
+fn uc_pingpong_example_against_stock() {
+    let uc = ["--uc"];
+    check(&pair_ours("rc_pingpong", "ibv_uc_pingpong", Who::Ours, Who::Ours, &RC_ARGS, &uc).unwrap(), 1, 4096, 50);
+    let Some(p) = pair_ours("rc_pingpong", "ibv_uc_pingpong", Who::Ours, Who::Stock, &RC_ARGS, &uc) else { return };
+    check(&p, 1, 4096, 50);
+    let Some(p) = pair_ours("rc_pingpong", "ibv_uc_pingpong", Who::Stock, Who::Ours, &RC_ARGS, &uc) else { return };
+    check(&p, 1, 4096, 50);
+    let ev = ["-g", "1", "-n", "40", "-e", "-c"];
+    let Some(p) = pair_ours("rc_pingpong", "ibv_uc_pingpong", Who::Stock, Who::Ours, &ev, &uc) else { return };
+    check(&p, 1, 4096, 40);
 }
