@@ -7,7 +7,7 @@
 //! the WQE at the list's head and moves the head to its successor, and the device
 //! consumes WQEs in the same order (it follows the same links from index 0). A CQE
 //! names the WQE it used by `wqe_counter`; the poller turns that back into the `wr_id`
-//! and links the WQE in after the list's tail ([`SrqShared::complete`], libmlx5's
+//! and links the WQE in after the list's tail (`SrqShared::complete`, libmlx5's
 //! `mlx5_free_srq_wqe`). The doorbell record's word 0 counts WQEs posted.
 //!
 //! Sizing is libmlx5 44's (`mlx5_alloc_srq_buf`): the WQE is `16 + 16 * max_sge`
