@@ -83,3 +83,44 @@ fn ud_send_through_an_address_handle() {
     assert_eq!(rcq.poll(&mut wc), 0);
     drop(rx);
 }
+
+/// A UD QP on an SRQ: the datagram lands in the SRQ receive the device takes next
+/// (posted order), GRH first, and the CQE names the sender.
+#[test]
+fn ud_receives_from_an_srq() {
+    let ctx = Context::open(None).expect("embedded softhca");
+    let pd = ctx.alloc_pd().unwrap();
+    let gid = ctx.default_gid(1).unwrap();
+    let cap = QpCap { max_send_wr: 8, max_recv_wr: 8, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
+    let srq = pd.create_srq(&provider::SrqAttr { max_wr: 8, max_sge: 1, srq_limit: 0 }).unwrap();
+    let mut cq = ctx.create_cq(16, None).unwrap();
+    let init = QpInit { send_cq: &cq, recv_cq: &cq, cap, qp_type: QpType::Ud, sq_sig_all: false, send_ops: None };
+    let rx = pd.create_qp_with_srq(&init, &srq).unwrap();
+    let mut tx = pd.create_qp(&init).unwrap();
+    rx.ud_to_rts(1, QKEY, 0).unwrap();
+    tx.ud_to_rts(1, QKEY, 0).unwrap();
+    let ah = pd.create_ah(&Ah { dgid: gid.raw(), sgid_index: gid.gid_index as u8, hop_limit: 1, port: 1, ..Default::default() }).unwrap();
+    const LEN: usize = 100;
+    let mr = pd.alloc_mr(4096, Access::LOCAL_WRITE).unwrap();
+    for i in 0..3u64 {
+        let o = 1024 + i as usize * 1024;
+        srq.post_recv(100 + i, &[mr.sge(o..o + GRH_BYTES + LEN)]).unwrap();
+    }
+    for k in 0..2u8 {
+        // SAFETY: inside the MR; no WQE reads it yet.
+        unsafe { std::ptr::write_bytes(mr.ptr(), 0x50 + k, LEN) };
+        let sgl = [mr.sge(0..LEN)];
+        tx.post_send(7, &SendWr::new(SendOp::Send, Payload::Sgl(&sgl)).signaled().to_ud(ah.dest(rx.qpn(), QKEY))).unwrap();
+        let mut seen = Vec::new();
+        while seen.len() < 2 {
+            seen.push(poll1(&mut cq));
+        }
+        let r = seen.iter().find(|w| w.opcode == provider::cqe::WcOpcode::Recv).expect("a receive");
+        assert_eq!((r.status, r.wr_id, r.byte_len as usize, r.src_qp, r.qp_num),
+                   (provider::cqe::WcStatus::Success, 100 + k as u64, GRH_BYTES + LEN, tx.qpn(), rx.qpn()));
+        let o = 1024 + k as usize * 1024;
+        assert_eq!(mr[o + 20], 0x45, "GRH (IPv4 header) first");
+        assert!(mr[o + GRH_BYTES..o + GRH_BYTES + LEN].iter().all(|&b| b == 0x50 + k));
+    }
+    assert_eq!(srq.outstanding(), 1);
+}
