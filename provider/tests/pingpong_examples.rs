@@ -196,3 +196,17 @@ fn uc_pingpong_example_against_stock() {
     let Some(p) = pair_ours("rc_pingpong", "ibv_uc_pingpong", Who::Stock, Who::Ours, &ev, &uc) else { return };
     check(&p, 1, 4096, 40);
 }
+
+/// write_bw against itself (its own exchange; no stock counterpart): both exit 0, the
+/// server having checked the written bytes, and both print the result row.
+#[test]
+fn write_bw_example_against_itself() {
+    let args = ["-g", "1", "-n", "300", "-s", "10000", "-r", "32"];
+    let p = pair("write_bw", "ib_write_bw", Who::Ours, Who::Ours, &args).unwrap();
+    p.assert_ok();
+    for d in [&p.server, &p.client] {
+        let row = stock::table_row(&d.stdout, "#bytes").unwrap_or_else(|| panic!("no result row\n{}", p.report()));
+        assert_eq!((row[0].as_str(), row[1].as_str()), ("10000", "300"), "{}", p.report());
+        assert!(row[2].parse::<f64>().unwrap() > 0.0);
+    }
+}
