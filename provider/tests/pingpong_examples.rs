@@ -63,11 +63,12 @@ enum Who {
 /// Runs `example` / `prog` as server and client with `args` (+ port, + host for the
 /// client); None when the stock program is missing.
 fn pair(example: &str, prog: &str, server: Who, client: Who, args: &[&str]) -> Option<Pair> {
-    pair_ours(example, prog, server, client, args, &[])
+    pair_ours(example, prog, server, client, args, &[], &[])
 }
 
 /// [`pair`] with `extra` added to the example's arguments only.
-fn pair_ours(example: &str, prog: &str, server: Who, client: Who, args: &[&str], extra: &[&str]) -> Option<Pair> {
+/// and `env` set in both processes.
+fn pair_ours(example: &str, prog: &str, server: Who, client: Who, args: &[&str], extra: &[&str], env: &[(&str, &str)]) -> Option<Pair> {
     let port = free_port().to_string();
     let mut a: Vec<&str> = args.to_vec();
     a.extend(["-p", &port]);
@@ -77,7 +78,9 @@ fn pair_ours(example: &str, prog: &str, server: Who, client: Who, args: &[&str],
         Who::Ours => Some(ours(example, &[extra, a].concat())),
         Who::Stock => theirs(prog, a),
     };
-    let (s, c) = (make(server, &a)?, make(client, &ca)?);
+    let (mut s, mut c) = (make(server, &a)?, make(client, &ca)?);
+    s.0.envs(env.iter().copied());
+    c.0.envs(env.iter().copied());
     let p = run_pair(s, c, port.parse().unwrap(), LIMIT);
     eprintln!("{} <- {}: {:.2} s", p.server.what, p.client.what, p.elapsed.as_secs_f64());
     Some(p)
@@ -184,16 +187,23 @@ fn rc_pingpong_events_odd_size() {
 }
 
 /// `--uc` against ibv_uc_pingpong (UC: no ACKs, RTR/RTS without the RC attributes).
+///
+/// Over RoCEv2 datagrams (`DOORBELL_WIRE=udp`): on softhca's same-host path a payload
+/// over 512 bytes travels as a reference the receiver copies from the sender's memory
+/// later, while a UC send completes as soon as it is sent; a sender that frees its
+/// buffer right after its last send (the stock program exiting) then has garbage
+/// delivered (seen: "invalid data" on the last message). A softhca issue, reported.
 #[test]
 fn uc_pingpong_example_against_stock() {
     let uc = ["--uc"];
-    check(&pair_ours("rc_pingpong", "ibv_uc_pingpong", Who::Ours, Who::Ours, &RC_ARGS, &uc).unwrap(), 1, 4096, 50);
-    let Some(p) = pair_ours("rc_pingpong", "ibv_uc_pingpong", Who::Ours, Who::Stock, &RC_ARGS, &uc) else { return };
+    let udp = [("DOORBELL_WIRE", "udp")];
+    check(&pair_ours("rc_pingpong", "ibv_uc_pingpong", Who::Ours, Who::Ours, &RC_ARGS, &uc, &udp).unwrap(), 1, 4096, 50);
+    let Some(p) = pair_ours("rc_pingpong", "ibv_uc_pingpong", Who::Ours, Who::Stock, &RC_ARGS, &uc, &udp) else { return };
     check(&p, 1, 4096, 50);
-    let Some(p) = pair_ours("rc_pingpong", "ibv_uc_pingpong", Who::Stock, Who::Ours, &RC_ARGS, &uc) else { return };
+    let Some(p) = pair_ours("rc_pingpong", "ibv_uc_pingpong", Who::Stock, Who::Ours, &RC_ARGS, &uc, &udp) else { return };
     check(&p, 1, 4096, 50);
     let ev = ["-g", "1", "-n", "40", "-e", "-c"];
-    let Some(p) = pair_ours("rc_pingpong", "ibv_uc_pingpong", Who::Stock, Who::Ours, &ev, &uc) else { return };
+    let Some(p) = pair_ours("rc_pingpong", "ibv_uc_pingpong", Who::Stock, Who::Ours, &ev, &uc, &udp) else { return };
     check(&p, 1, 4096, 40);
 }
 
