@@ -156,15 +156,17 @@ impl Pd {
         let dbrec = ctx.dbrecs.alloc()?;
         // SAFETY: word 0 of a record just allocated for this SRQ alone.
         unsafe { std::ptr::write_volatile(dbrec.word(0), 0) };
+        // The user index of a basic SRQ: the kernel (`get_srq_user_index`) wants one
+        // with CQE version 1, where MLX5_IB_DEFAULT_UIDX is refused and CQEs name the
+        // QP, not the SRQ, so 0 (what libmlx5's zeroed command carries); without CQE
+        // version 1 exactly the default.
         let req = Mlx5CreateSrq {
             buf_addr: buf.addr(),
             db_addr: dbrec.addr(),
-            uidx: if ctx.cqe_v1() { 0xff_ffff } else { 0 },
+            uidx: if ctx.cqe_v1() { 0 } else { 0xff_ffff },
             ..Default::default()
         };
-        // libmlx5 sends the user index field only with CQE version 1 (the kernel checks
-        // its presence against the context's version).
-        let req_len = if ctx.cqe_v1() { std::mem::size_of::<Mlx5CreateSrq>() } else { 24 };
+        let req_len = std::mem::size_of::<Mlx5CreateSrq>();
         let mut resp = Mlx5CreateSrqResp::default();
         // The kernel is told the whole buffer, as libmlx5 does (`max_wr = srq->max - 1`).
         let (max_wr_in, max_sge_in, limit) = (max - 1, max_gs, attr.srq_limit);
