@@ -354,4 +354,33 @@ mod tests {
         assert_eq!(geometry(20000, 1, 512, 1 << 15).unwrap(), (32768, 5, 1, 32767));
         assert!(geometry(16, 33, 512, 1 << 15).is_err());
     }
+
+    // The bytes of SRQ WQEs as `struct mlx5_wqe_srq_next_seg` (2 reserved bytes,
+    // `__be16 next_wqe_index`, signature, 11 reserved) and `struct mlx5_wqe_data_seg`
+    // (`__be32 byte_count`, `__be32 lkey`, `__be64 addr`) lay them out, with libmlx5's
+    // terminator (byte count 0, MLX5_INVALID_LKEY 0x100, address 0) after a short list.
+    #[test]
+    fn wqe_bytes_and_free_list() {
+        let ctx = crate::Context::open(None).expect("embedded softhca");
+        let pd = ctx.alloc_pd().unwrap();
+        // 2 SGEs: 16 + 32 = 48 -> 64-byte WQEs with room for 3 entries; 8 -> 32 WQEs, 15 postable.
+        let srq = pd.create_srq(&SrqAttr { max_wr: 8, max_sge: 2, srq_limit: 0 }).unwrap();
+        assert_eq!((srq.shared.max, srq.shared.wqe_shift, srq.max_sge(), srq.max_wr()), (32, 6, 3, 15));
+        let wqe = |i: usize| -> [u8; 64] {
+            // SAFETY: WQE i < 32 of the SRQ's buffer; nothing writes it meanwhile.
+            unsafe { *srq.shared.buf.as_ptr().add(i * 64).cast::<[u8; 64]>() }
+        };
+        assert_eq!(&wqe(0)[..4], &[0, 0, 0, 1], "the list links WQE 0 to 1 at creation");
+        assert_eq!(&wqe(14)[..4], &[0, 0, 0, 15]);
+        srq.post_recv(0xaa, &[Sge::new(0x1122_3344_5566_7788, 0x99, 0xabcd)]).unwrap();
+        let w = wqe(0);
+        assert_eq!(&w[16..32], &[0, 0, 0, 0x99, 0, 0, 0xab, 0xcd, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88]);
+        assert_eq!(&w[32..48], &[0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0], "terminator");
+        assert_eq!(srq.doorbell_record(), 1);
+        // The device used WQE 0: it goes behind the tail (15), whose next names it.
+        assert_eq!(srq.shared.complete(0), 0xaa);
+        assert_eq!(&wqe(15)[..4], &[0, 0, 0, 0]);
+        let l = srq.shared.list.lock().unwrap();
+        assert_eq!((l.head, l.tail), (1, 0));
+    }
 }
