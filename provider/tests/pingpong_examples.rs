@@ -220,3 +220,14 @@ fn write_bw_example_against_itself() {
         assert!(row[2].parse::<f64>().unwrap() > 0.0);
     }
 }
+
+/// srq_pingpong over RoCEv2 datagrams rather than the same-host path (ACKs, RNR NAKs
+/// and retransmits around receives taken from the SRQ), both roles against stock.
+#[test]
+fn srq_pingpong_over_udp() {
+    let udp = [("DOORBELL_WIRE", "udp")];
+    let Some(p) = pair_ours("srq_pingpong", "ibv_srq_pingpong", Who::Ours, Who::Stock, &SRQ_ARGS, &[], &udp) else { return };
+    check(&p, 4, 4096, 50);
+    let Some(p) = pair_ours("srq_pingpong", "ibv_srq_pingpong", Who::Stock, Who::Ours, &SRQ_ARGS, &[], &udp) else { return };
+    check(&p, 4, 4096, 50);
+}
