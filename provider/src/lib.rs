@@ -12,6 +12,8 @@
 //!   libmlx5's queue geometry and `qp::attr` for state changes);
 //! * memory: [`MemoryRegion`] (`Pd::alloc_mr`, owned) and [`BorrowedMr`]
 //!   (`Pd::reg_mr`, a borrow), or the bare [`Mr`] of `reg_mr_raw` / `reg_dmabuf_mr`;
+//! * shared receive queues and UD: [`srq`] (`Pd::create_srq`, `Pd::create_qp_with_srq`),
+//!   [`ah`] (`Pd::create_ah`), `qp::ud`, and their events in [`async_event`];
 //! * connecting: [`Qp::connect`] with [`ConnectOptions`] (ibv_rc_pingpong's defaults);
 //! * posting: [`SendWr`], [`SendOp`], [`Payload`], [`Sge`]; refusals are [`PostError`]s;
 //! * the mlx5-specific raw parts, in [`mlx5`]: [`wqe`] (WQE segments, SQ ring writer),
