@@ -12,6 +12,8 @@
 //!   libmlx5's queue geometry and `qp::attr` for state changes);
 //! * memory: [`MemoryRegion`] (`Pd::alloc_mr`, owned) and [`BorrowedMr`]
 //!   (`Pd::reg_mr`, a borrow), or the bare [`Mr`] of `reg_mr_raw` / `reg_dmabuf_mr`;
+//! * shared receive queues and UD: [`srq`] (`Pd::create_srq`, `Pd::create_qp_with_srq`),
+//!   [`ah`] (`Pd::create_ah`), `qp::ud`, and their events in [`async_event`];
 //! * connecting: [`Qp::connect`] with [`ConnectOptions`] (ibv_rc_pingpong's defaults);
 //! * posting: [`SendWr`], [`SendOp`], [`Payload`], [`Sge`]; refusals are [`PostError`]s;
 //! * the mlx5-specific raw parts, in [`mlx5`]: [`wqe`] (WQE segments, SQ ring writer),
@@ -19,6 +21,8 @@
 //!   [`dbrec`] (doorbell records), [`doorbell`], [`uar`] (doorbell pages and BlueFlame
 //!   registers), [`barrier`] (fences); each also at its old path at the root.
 
+pub mod ah;
+pub mod async_event;
 pub mod borrowed_mr;
 pub mod caps;
 pub mod channel;
@@ -31,6 +35,7 @@ pub mod mlx5;
 pub mod mr;
 pub mod pd;
 pub mod qp;
+pub mod srq;
 
 // The raw modules' old paths (they live in `mlx5`).
 pub use mlx5::{barrier, buf, cqe, dbrec, doorbell, opcode, uar, wqe};
@@ -51,3 +56,5 @@ pub use qp::{
     Ah, ConnectOptions, Mtu, PostError, PostErrorKind, Qp, QpAttr, QpCap, QpInit, QpState, QpType, Remote,
 };
 pub use wqe::{Payload, SendOp, SendWr, Sge, UdDest};
+pub use srq::{Srq, SrqAttr};
+pub use ah::AddressHandle;

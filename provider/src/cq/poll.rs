@@ -127,7 +127,7 @@ impl Cq {
                     qp.sq_tail.store(qp.sq_next[c].load(Ordering::Relaxed), Ordering::Release);
                 } else {
                     wc.opcode = WcOpcode::Recv;
-                    wc.wr_id = self.take_recv(&qp);
+                    wc.wr_id = self.take_recv(&qp, e.wqe_counter());
                 }
             }
             Some(_) => {
@@ -138,14 +138,20 @@ impl Cq {
                 wc.imm = u32::from_be(cqe.imm_inval_pkey().to_be());
                 wc.src_qp = cqe.src_qp();
                 wc.sl = cqe.sl();
-                wc.wr_id = self.take_recv(&qp);
+                wc.wr_id = self.take_recv(&qp, cqe.wqe_counter());
             }
             None => wc.status = WcStatus::GeneralErr,
         }
         wc
     }
 
-    fn take_recv(&self, qp: &QpShared) -> u64 {
+    /// The wr_id of the receive a responder CQE completes: the RQ's oldest, or on a
+    /// QP with an SRQ the SRQ WQE the CQE names (`wqe_counter`), which goes back to
+    /// the SRQ's free list.
+    fn take_recv(&self, qp: &QpShared, wqe_counter: u16) -> u64 {
+        if let Some(srq) = &qp.srq {
+            return srq.complete(wqe_counter);
+        }
         let n = qp.rq_wrid.len();
         if n == 0 {
             return 0;

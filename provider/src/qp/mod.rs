@@ -10,6 +10,7 @@ pub mod connect;
 pub mod post;
 pub mod post_error;
 pub mod sizing;
+pub mod ud;
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
 use std::sync::Arc;
@@ -77,6 +78,8 @@ pub(crate) struct QpShared {
     /// `&self`, so the producer counters, which only `&mut self` methods touch, are
     /// reset by the next of those ([`Qp::restart_if_reset`]).
     pub(crate) restart: AtomicBool,
+    /// The SRQ the QP receives from (then it has no RQ; receive CQEs name the SRQ's WQE).
+    pub(crate) srq: Option<Arc<crate::srq::SrqShared>>,
 }
 
 /// A queue pair.
@@ -117,6 +120,12 @@ pub struct Qp {
 impl Pd {
     /// `ibv_create_qp`.
     pub fn create_qp(&self, init: &QpInit) -> Result<Qp> {
+        self.create_qp_on(init, None)
+    }
+
+    /// `ibv_create_qp` with `init_attr.srq` (`srq` Some): the QP has no receive queue
+    /// of its own (the request's receive capabilities are ignored, as libmlx5 does).
+    pub(crate) fn create_qp_on(&self, init: &QpInit, srq: Option<&crate::srq::Srq>) -> Result<Qp> {
         let _span = tracing::debug_span!("provider::create_qp").entered();
         let ctx = &self.inner.ctx;
         let u = ctx.ucontext();
@@ -128,7 +137,7 @@ impl Pd {
         };
         let transport = match init.qp_type { QpType::Rc => QpTransport::Rc, QpType::Uc => QpTransport::Uc, QpType::Ud => QpTransport::Ud };
         let ops = init.send_ops.unwrap_or(SendOps::default_for(transport));
-        let geo = sizing::compute(&init.cap, transport, ops, &lim, false)
+        let geo = sizing::compute(&init.cap, transport, ops, &lim, srq.is_some())
             .map_err(|e| Error::Invalid { op: "create_qp", why: e.0 })?;
         let buf = DmaBuf::new((geo.rq_size + geo.sq_size) as usize).op("create_qp")?;
         let dbrec = ctx.dbrecs.alloc()?;
@@ -160,12 +169,12 @@ impl Pd {
             pd: self.inner.handle,
             send_cq: init.send_cq.inner.handle,
             recv_cq: init.recv_cq.inner.handle,
-            srq: None,
+            srq: srq.map(|s| s.handle()),
             cap: SysQpCap {
                 max_send_wr: init.cap.max_send_wr,
-                max_recv_wr: init.cap.max_recv_wr,
+                max_recv_wr: if srq.is_some() { 0 } else { init.cap.max_recv_wr },
                 max_send_sge: init.cap.max_send_sge,
-                max_recv_sge: init.cap.max_recv_sge,
+                max_recv_sge: if srq.is_some() { 0 } else { init.cap.max_recv_sge },
                 // libmlx5 tells the device the inline size the WQE stride really allows.
                 max_inline_data: geo.max_inline,
             },
@@ -203,6 +212,7 @@ impl Pd {
             rq_wrid: wrids(geo.rq_wqe_cnt),
             rq_tail: AtomicU32::new(0),
             restart: AtomicBool::new(false),
+            srq: srq.map(|s| s.shared.clone()),
         });
         ctx.register_qp(uidx, created.qpn, shared.clone());
         tracing::debug!(target: "provider::qp", qpn = created.qpn, sq_wqebbs = geo.sq_wqe_cnt, rq_wqes = geo.rq_wqe_cnt,
