@@ -330,3 +330,67 @@ fn rule_changes_mid_stream_touch_only_their_flow() {
     assert_eq!(to_qp1 + fallback, 2 * N / 3, "{st}");
     assert_eq!(field(&st, "port:", "steer_dropped"), fallback, "{st}");
 }
+
+/// scapy in namespace b: `n` frames of each kind, built and sent with `sendp` on the veth
+/// (scapy computes every length and checksum itself): TCP/IPv4 to port 9200, UDP/IPv6 to
+/// fd00::1 port 9201, UDP/IPv4 with an 802.1Q tag (VLAN 5) to port 9202, and ARP.
+const SCAPY_SENDER: &str = r#"
+import sys
+from scapy.all import Ether, Dot1Q, IP, IPv6, TCP, UDP, ARP, Raw, sendp
+ifname, mac_a, ip_a, ip_b, n = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
+e = Ether(dst=mac_a)
+frames = []
+for i in range(n):
+    frames.append(e/IP(src=ip_b, dst=ip_a)/TCP(sport=40000 + i, dport=9200, flags="S")/Raw(b"tcp"))
+    frames.append(e/IPv6(src="fd00::2", dst="fd00::1")/UDP(sport=40000, dport=9201)/Raw(b"udp6-%d" % i))
+    frames.append(e/Dot1Q(vlan=5)/IP(src=ip_b, dst=ip_a)/UDP(sport=40000, dport=9202)/Raw(b"vlan"))
+    frames.append(Ether(dst="ff:ff:ff:ff:ff:ff")/ARP(pdst=ip_a, psrc=ip_b))
+sendp(frames, iface=ifname, verbose=False)
+print("sent", len(frames))
+"#;
+
+#[test]
+fn scapy_frames_reach_the_rule_that_names_them() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        testkit::skip(Need::Root, "network namespaces, a veth and RAW_PACKET QPs need root");
+        return;
+    }
+    if !sh("command -v ip >/dev/null") {
+        testkit::skip(Need::Tool, "ip missing (apt-get install iproute2)");
+        return;
+    }
+    if !sh("python3 -c 'import scapy' 2>/dev/null") {
+        testkit::skip(Need::Tool, "python3 with scapy missing (pip install scapy)");
+        return;
+    }
+    let l = link(2);
+    let s = serve(&l, 3, "scapy");
+    assert_eq!(s.ok(&["add", "--prio", "1", &format!("ipv4.dst={IP_A} tcp.dport=9200"), "--to-qp", "0", "--count", "--tag", "1"]), "rule 1\n");
+    assert_eq!(s.ok(&["add", "--prio", "1", "ipv6.dst=fd00::1 udp.dport=9201", "--to-qp", "1", "--count", "--tag", "2"]), "rule 2\n");
+    assert_eq!(s.ok(&["add", "--prio", "1", "vlan=5 udp.dport=9202", "--to-qp", "2", "--count", "--tag", "3"]), "rule 3\n");
+    assert_eq!(s.ok(&["add", "--prio", "2", "eth.type=arp", "--drop", "--count"]), "rule 4\n");
+    // The same TCP port over UDP must not match rule 1 (ip_protocol is part of it).
+    assert_eq!(s.ok(&["add", "--prio", "2", "udp.dport=9200", "--drop", "--count"]), "rule 5\n");
+    const N: u64 = 5;
+    let out = Command::new("ip")
+        .args(["netns", "exec", &l.ns_b, "python3", "-c", SCAPY_SENDER, &l.ns_b, MAC_A, IP_A, IP_B, &N.to_string()])
+        .output()
+        .unwrap();
+    assert!(out.status.success() && String::from_utf8_lossy(&out.stdout).contains(&format!("sent {}", 4 * N)),
+            "scapy: {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let st = settle(&s, |st| {
+        field(st, "qp 0 ", "frames") >= N && field(st, "qp 1 ", "frames") >= N && field(st, "qp 2 ", "frames") >= N
+            && field(st, "port:", "steer_dropped") >= N
+    });
+    let packets = |id| rule(&st, id).map(|r| r.0.parse::<u64>().unwrap());
+    for (id, qp, tag) in [(1, "qp 0 ", 1), (2, "qp 1 ", 2), (3, "qp 2 ", 3)] {
+        assert_eq!(packets(id), Some(N), "rule {id}:\n{st}");
+        assert_eq!(field(&st, qp, "frames"), N, "{qp}:\n{st}");
+        assert_eq!(field(&st, qp, "last_tag"), tag, "{qp}:\n{st}");
+    }
+    // scapy's broadcast ARP requests, dropped by rule 4 only; rule 5 never matched.
+    assert_eq!(packets(4), Some(N), "{st}");
+    assert_eq!(packets(5), Some(0), "a TCP segment is not a UDP datagram:\n{st}");
+    assert_eq!(field(&st, "port:", "steer_dropped"), N, "{st}");
+}

@@ -942,8 +942,12 @@ fn emit_request(w: &SqWqe, k: u32, p: u32, window_full: bool, q: &QpCtx, peer: S
             let n = w.npsn;
             let off = k as u64 * mtu;
             let len = w.len.saturating_sub(off).min(mtu) as usize;
+            let uc = q.qp.qp_type == QpType::Uc;
             // The payload stays where it is when it lies in one registered entry (the
-            // usual case): the packet refers to it until this step's flush.
+            // usual case): the packet refers to it until this step's flush, and a
+            // same-host peer may copy it later still. Not for UC: its WQE completes as its
+            // last packet is emitted, before the flush (no acknowledgement comes), and the
+            // application may then reuse the buffer, so its bytes are copied now.
             let mut in_place = None;
             match &w.data {
                 // Peer memory: the segment holding this packet, read once (one call per
@@ -957,7 +961,7 @@ fn emit_request(w: &SqWqe, k: u32, p: u32, window_full: bool, q: &QpCtx, peer: S
                     in_place = Some((m.ok_or(Emit::Later)?.addr, false));
                 }
                 Data::Sgl(s) => match mkey::contiguous(env.hca, env.keys, &q.qp.pd, s, off, len) {
-                    Ok(Some((addr, by_ref))) if len > 0 => in_place = Some((addr, by_ref)),
+                    Ok(Some((addr, by_ref))) if len > 0 && !uc => in_place = Some((addr, by_ref)),
                     Ok(_) => {
                         let buf = staging(env.scratch, len);
                         mkey::gather(env.hca, env.keys, &q.qp.pd, s, off, buf).map_err(|_| Emit::Fail(syndrome::LOCAL_PROT))?
@@ -971,7 +975,6 @@ fn emit_request(w: &SqWqe, k: u32, p: u32, window_full: bool, q: &QpCtx, peer: S
             step_add(&env.counters.dma_read_bytes, len as u64);
             let last = k + 1 == n;
             let rc_op = send_opcode(n, k, imm.is_some(), write);
-            let uc = q.qp.qp_type == QpType::Uc;
             let op = if uc { rc_op.to_uc().unwrap_or(rc_op) } else { rc_op };
             let mut bth = BthRepr::new(op, dqpn, p);
             // UC is never acknowledged (its AckReq bit is sent as 0).
