@@ -13,7 +13,9 @@
 //! - a rule added and another deleted while a paced stream runs to three ports change
 //!   only their own flows: the untouched rule counts every frame of its port, and the
 //!   two changed ports' frames add up exactly over the old rule, the new one and the
-//!   misses (nothing lost, nothing counted twice).
+//!   misses (nothing lost, nothing counted twice);
+//! - frames scapy builds and sends (TCP/IPv4, UDP/IPv6, 802.1Q-tagged UDP, ARP) reach
+//!   exactly the rule and QP that names them, with its tag.
 //!
 //! SKIP when not root or without `ip`.
 
@@ -333,7 +335,9 @@ fn rule_changes_mid_stream_touch_only_their_flow() {
 
 /// scapy in namespace b: `n` frames of each kind, built and sent with `sendp` on the veth
 /// (scapy computes every length and checksum itself): TCP/IPv4 to port 9200, UDP/IPv6 to
-/// fd00::1 port 9201, UDP/IPv4 with an 802.1Q tag (VLAN 5) to port 9202, and ARP.
+/// fd00::1 port 9201, UDP/IPv4 with an 802.1Q tag (VLAN 5) to port 9202, and ARP
+/// requests from a MAC of their own (namespace a's kernel answers the TCP segments, and
+/// the ARP replies that brings from namespace b are not scapy's).
 const SCAPY_SENDER: &str = r#"
 import sys
 from scapy.all import Ether, Dot1Q, IP, IPv6, TCP, UDP, ARP, Raw, sendp
@@ -344,7 +348,7 @@ for i in range(n):
     frames.append(e/IP(src=ip_b, dst=ip_a)/TCP(sport=40000 + i, dport=9200, flags="S")/Raw(b"tcp"))
     frames.append(e/IPv6(src="fd00::2", dst="fd00::1")/UDP(sport=40000, dport=9201)/Raw(b"udp6-%d" % i))
     frames.append(e/Dot1Q(vlan=5)/IP(src=ip_b, dst=ip_a)/UDP(sport=40000, dport=9202)/Raw(b"vlan"))
-    frames.append(Ether(dst="ff:ff:ff:ff:ff:ff")/ARP(pdst=ip_a, psrc=ip_b))
+    frames.append(Ether(dst="ff:ff:ff:ff:ff:ff", src="02:00:00:7b:00:99")/ARP(pdst=ip_a, psrc=ip_b))
 sendp(frames, iface=ifname, verbose=False)
 print("sent", len(frames))
 "#;
@@ -369,7 +373,7 @@ fn scapy_frames_reach_the_rule_that_names_them() {
     assert_eq!(s.ok(&["add", "--prio", "1", &format!("ipv4.dst={IP_A} tcp.dport=9200"), "--to-qp", "0", "--count", "--tag", "1"]), "rule 1\n");
     assert_eq!(s.ok(&["add", "--prio", "1", "ipv6.dst=fd00::1 udp.dport=9201", "--to-qp", "1", "--count", "--tag", "2"]), "rule 2\n");
     assert_eq!(s.ok(&["add", "--prio", "1", "vlan=5 udp.dport=9202", "--to-qp", "2", "--count", "--tag", "3"]), "rule 3\n");
-    assert_eq!(s.ok(&["add", "--prio", "2", "eth.type=arp", "--drop", "--count"]), "rule 4\n");
+    assert_eq!(s.ok(&["add", "--prio", "2", "eth.type=arp eth.src=02:00:00:7b:00:99", "--drop", "--count"]), "rule 4\n");
     // The same TCP port over UDP must not match rule 1 (ip_protocol is part of it).
     assert_eq!(s.ok(&["add", "--prio", "2", "udp.dport=9200", "--drop", "--count"]), "rule 5\n");
     const N: u64 = 5;
