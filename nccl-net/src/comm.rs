@@ -18,10 +18,9 @@
 use std::sync::atomic::{fence, Ordering};
 use std::sync::Mutex;
 
-use memmap2::MmapMut;
 use provider::cqe::WcOpcode;
 use provider::wqe::{Payload, SendOp, SendWr, Sge};
-use provider::{Access, Mr};
+use provider::{Access, MemoryRegion, Mr};
 
 use crate::link::Link;
 use crate::mr::MrHandle;
@@ -69,20 +68,22 @@ pub fn system(why: String) -> Fail {
     Fail(crate::sys::NCCL_SYSTEM_ERROR)
 }
 
-/// A page-aligned anonymous mapping with its registration.
+/// A page-aligned anonymous mapping with its registration (the provider's owned
+/// registered memory: the mapping outlives the MR by construction).
 pub struct Region {
-    // Drop order: the MR before the memory it covers.
-    pub mr: Mr,
-    pub mem: MmapMut,
+    mem: MemoryRegion,
 }
 
 impl Region {
     pub fn new(link: &Link, len: usize) -> Res<Region> {
-        let mut mem = MmapMut::map_anon(len).map_err(|e| system(format!("map {len} bytes: {e}")))?;
-        // SAFETY: the mapping lives in the same Region and is dropped after the MR.
-        let mr = unsafe { link.dev.pd.reg_mr_raw(mem.as_mut_ptr(), len, Access::LOCAL_WRITE | Access::REMOTE_WRITE) }
+        let mem = link.dev.pd.alloc_mr(len, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
             .map_err(|e| system(format!("register {len} bytes: {e}")))?;
-        Ok(Region { mr, mem })
+        Ok(Region { mem })
+    }
+
+    /// The registration (keys, address, length).
+    pub fn mr(&self) -> &Mr {
+        self.mem.mr()
     }
 
     fn entry(&self, slot: usize, i: usize) -> *mut FifoEntry {
@@ -328,7 +329,7 @@ impl RecvComm {
             unsafe { std::ptr::write(s.local.entry(slot, i), e) };
         }
         let src = s.local.entry(slot, 0) as u64;
-        let sge = [Sge::new(src, (n * ENTRY_LEN) as u32, s.local.mr.lkey())];
+        let sge = [Sge::new(src, (n * ENTRY_LEN) as u32, s.local.mr().lkey())];
         let (raddr, rkey) = s.remote_fifo;
         let wr = SendWr::new(SendOp::RdmaWrite { raddr: raddr + (slot * SLOT_LEN) as u64, rkey }, Payload::Sgl(&sge)).signaled();
         match s.link.qp.post_send(FIFO_WR | seq as u64, &wr) {

@@ -250,7 +250,7 @@ impl Connecting {
             let _ = stream.set_nodelay(true);
             let link = Link::new(dev, stream, false).map_err(|e| system(format!("connect: {e}")))?;
             let fifo = Region::new(&link, SendComm::FIFO_LEN)?;
-            let out = link.info(fifo.mr.addr(), fifo.mr.rkey()).encode();
+            let out = link.info(fifo.mr().addr(), fifo.mr().rkey()).encode();
             *g = ConnectState::Exchange { link: Some(link), fifo: Some(fifo), out, sent: 0, peer: [0; CONN_INFO_LEN], got: 0, connected: false, ready_sent: 0 };
         }
         let ConnectState::Exchange { link, fifo, out, sent, peer, got, connected, ready_sent } = &mut *g else { unreachable!() };

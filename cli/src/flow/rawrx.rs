@@ -17,7 +17,7 @@ use anyhow::{bail, Context as _, Result};
 use provider::buf::DmaBuf;
 use provider::cqe::{is_sw_owned, Cqe64, CQE_INIT_OP_OWN, CQE_SIZE};
 use provider::dbrec::{Dbrec, DbrecPool};
-use provider::{Access, Mr, Pd};
+use provider::{Access, MemoryRegion, Pd};
 use uverbs::cmd::cq::{self as cqcmd, CqArgs};
 use uverbs::cmd::qp::{self as qpcmd, QpArgs};
 use uverbs::sys::mlx5::{self, CreateCq, CreateCqResp, CreateQp, CreateQpResp};
@@ -54,8 +54,8 @@ pub struct RawRx {
     head: u32,
     rq: DmaBuf,
     cq: DmaBuf,
-    data: DmaBuf,
-    mr: Option<Mr>,
+    /// The receive slots and their registration (taken in Drop once the QP is gone).
+    data: Option<MemoryRegion>,
     qp_db: Dbrec,
     cq_db: Dbrec,
     /// The UAR page the CQ and QP name (dynamic-UAR contexts); kept while they live.
@@ -102,10 +102,7 @@ impl RawRx {
             bail!("create_cq: {got} entries, asked {}", ncqe - 1);
         }
         let rq = DmaBuf::new((n as usize) << RQ_WQE_SHIFT)?;
-        let data = DmaBuf::new(n as usize * SLOT)?;
-        // SAFETY: `data` is owned by the RawRx, which drops the MR (field `mr`, taken
-        // first in Drop) before the buffer.
-        let mr = unsafe { pd.reg_mr_raw(data.as_ptr(), data.len(), Access::LOCAL_WRITE) }.context("reg_mr")?;
+        let data = pd.alloc_mr(n as usize * SLOT, Access::LOCAL_WRITE).context("reg_mr")?;
         let ucmd = CreateQp {
             buf_addr: rq.addr(),
             db_addr: qp_db.addr(),
@@ -147,8 +144,7 @@ impl RawRx {
             head: 0,
             rq,
             cq,
-            data,
-            mr: Some(mr),
+            data: Some(data),
             qp_db,
             cq_db,
             _uar: uar,
@@ -172,11 +168,11 @@ impl RawRx {
     /// Writes RQ WQE `slot` (mod n): one data segment over data slot `slot`.
     fn write_wqe(&mut self, slot: u32) {
         let i = (slot & (self.n - 1)) as usize;
-        let lkey = self.mr.as_ref().map_or(0, |m| m.lkey());
+        let (lkey, base) = self.data.as_ref().map_or((0, 0), |m| (m.lkey(), m.addr()));
         let mut seg = [0u8; 16];
         seg[0..4].copy_from_slice(&(SLOT as u32).to_be_bytes());
         seg[4..8].copy_from_slice(&lkey.to_be_bytes());
-        seg[8..16].copy_from_slice(&(self.data.addr() + (i * SLOT) as u64).to_be_bytes());
+        seg[8..16].copy_from_slice(&(base + (i * SLOT) as u64).to_be_bytes());
         // SAFETY: WQE i lies inside the RQ buffer (n WQEs of 16 bytes); the device reads
         // it only after the doorbell record says it is posted.
         unsafe { std::ptr::copy_nonoverlapping(seg.as_ptr(), self.rq.as_ptr().add(i << RQ_WQE_SHIFT), 16) };
@@ -233,7 +229,7 @@ impl Drop for RawRx {
         if let Err(e) = qpcmd::destroy_qp_ioctl(dev, self.qp_handle) {
             tracing::warn!(qpn = self.qpn, errno = %e, "destroy raw qp");
         }
-        drop(self.mr.take());
+        drop(self.data.take());
         if let Err(e) = cqcmd::destroy_cq_ioctl(dev, self.cq_handle) {
             tracing::warn!(errno = %e, "destroy raw qp's cq");
         }
