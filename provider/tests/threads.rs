@@ -10,8 +10,8 @@
 //! thread that posts on it; posting takes `&mut Qp`, so one thread posts at a time), a
 //! `Cq` is `Send` and polled through `&mut Cq` (a shared CQ has one poller, or a lock),
 //! a `MemoryRegion` is `Sync` (SGEs and keys are read from any thread; the device writes
-//! its bytes). QPs on one context share UAR pages: their doorbells from different threads
-//! are independent registers (each QP its own BlueFlame register), as on a ConnectX.
+//! its bytes). QPs on one context share UAR pages; with dynamic UARs (softhca has them)
+//! each QP rings a BlueFlame register of its own.
 
 mod common;
 
