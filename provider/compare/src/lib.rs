@@ -17,9 +17,9 @@
 //! - `wr-inline`, `wr-sge` (rdma-core programs only): the same through `ibv_wr_start ..
 //!   ibv_wr_complete`, from `cmp_wr`;
 //! - `poll`: N + 1 signaled WRITEs are posted and all executed (the last one writes
-//!   [`MARK`] into the buffer, which the program waits for without touching the CQ), then
-//!   N completions are taken one at a time by `cmp_poll` (one `ibv_poll_cq` for one CQE;
-//!   an empty poll is an error, so no empty poll is counted);
+//!   [`MARK`] into the buffer, which the program waits for without touching the CQ, then
+//!   [`settle`]s), then N completions are taken one at a time by `cmp_poll` (one
+//!   `ibv_poll_cq` for one CQE); empty polls are counted and printed (`poll misses: M`);
 //! - `lat`: N iterations of post one signaled 8-byte inline WRITE and poll until its
 //!   completion, timed each (self-loop, one process: post -> device -> CQE; not perftest's
 //!   two-process ping-pong); prints `lat: t_typical_usec T t_avg_usec A`.
@@ -110,6 +110,17 @@ pub unsafe fn wait_byte(p: *const u8, v: u8) {
     }
 }
 
+/// After the `poll` variant's last WRITE has landed: its data lands before the CQEs of the
+/// WRITEs before it are written (an RC completion waits for the responder's ACK, which
+/// softhca's engine handles afterwards), so the program sleeps a little longer, letting
+/// the engine thread run (under valgrind it runs only while this thread blocks). A CQ
+/// still short of entries after that is a *miss*: the program waits for the entry, counts
+/// it and prints `poll misses: M`; compare.sh takes only runs without misses (an empty
+/// poll costs other instructions than a full one).
+pub fn settle() {
+    std::thread::sleep(Duration::from_millis(20));
+}
+
 /// Prints the `lat` variant's result line from per-iteration times.
 pub fn report_lat(mut t: Vec<Duration>) {
     t.sort_unstable();
@@ -117,4 +128,23 @@ pub fn report_lat(mut t: Vec<Duration>) {
     let avg = t.iter().sum::<Duration>() / t.len() as u32;
     let us = |d: Duration| d.as_secs_f64() * 1e6;
     println!("lat: t_typical_usec {:.2} t_avg_usec {:.2} iterations {}", us(typical), us(avg), t.len());
+}
+
+/// Checks that the WRITEs landed: after any variant the 8 bytes at [`RADDR_OFF`] are
+/// [`DATA`] (the buffer was [`FILL`] elsewhere; the gather entry's source, the buffer's
+/// first 8 bytes, is set to [`DATA`] too).
+///
+/// # Safety
+/// `buf` must point to the live registered buffer of [`BUF`] bytes, with no WRITE in flight.
+pub unsafe fn check_target(buf: *const u8) -> Result<(), String> {
+    let mut got = [0u8; 8];
+    for (i, b) in got.iter_mut().enumerate() {
+        // SAFETY: (the caller's contract) in bounds; volatile as the device wrote it.
+        *b = unsafe { std::ptr::read_volatile(buf.add(RADDR_OFF + i)) };
+    }
+    if got == DATA {
+        Ok(())
+    } else {
+        Err(format!("target bytes {got:02x?}, expected {DATA:02x?}: the WRITEs did not land"))
+    }
 }

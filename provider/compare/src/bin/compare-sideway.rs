@@ -13,7 +13,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use bench_compare::{args, backoff, report_lat, wait_byte, Variant, BUF, DATA, FILL, GID_INDEX, MARK, MARK_OFF, RADDR_OFF};
+use bench_compare::{args, backoff, check_target, report_lat, settle, wait_byte, Variant, BUF, DATA, FILL, GID_INDEX, MARK, MARK_OFF, RADDR_OFF};
 use sideway::ibverbs::address::AddressHandleAttribute;
 use sideway::ibverbs::completion::{BasicCompletionQueue, GenericCompletionQueue, WorkCompletionStatus};
 use sideway::ibverbs::device::DeviceList;
@@ -77,6 +77,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let ctx = dev.open()?;
     let pd = ctx.alloc_pd()?;
     let mut buf = vec![FILL; BUF];
+    buf[..8].copy_from_slice(&DATA);
     let base = buf.as_mut_ptr();
     // SAFETY: buf outlives the MR (both live until the end of main) and is not moved.
     let mr = unsafe { pd.reg_mr(base as usize, BUF, AccessFlags::LocalWrite | AccessFlags::RemoteWrite)? };
@@ -158,14 +159,26 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 }
                 // SAFETY: buf lives until the end of main.
                 unsafe { wait_byte(base.add(MARK_OFF), MARK) };
+                settle();
+                let mut misses = 0u32;
                 for i in 0..n {
-                    match cmp_poll(&cq) {
-                        None => return Err(format!("poll {i}: CQ empty although the last WRITE has executed").into()),
-                        Some((id, s)) if id == u64::from(i) && s == WorkCompletionStatus::Success as u32 => {}
-                        Some((id, s)) => return Err(format!("poll {i}: wr_id {id} status {s}").into()),
+                    let mut spins = 0;
+                    let wc = loop {
+                        match cmp_poll(&cq) {
+                            Some(wc) => break wc,
+                            None => {
+                                misses += 1;
+                                backoff(&mut spins);
+                            }
+                        }
+                    };
+                    match wc {
+                        (id, s) if id == u64::from(i) && s == WorkCompletionStatus::Success as u32 => {}
+                        (id, s) => return Err(format!("poll {i}: wr_id {id} status {s}").into()),
                     }
                 }
                 wait_one(&cq)?;
+                println!("poll misses: {misses}");
             }
             Variant::Lat => {
                 let mut t = Vec::with_capacity(n as usize);
@@ -182,6 +195,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             Variant::WrInline | Variant::WrSge => unreachable!(),
         }
     }
+    // SAFETY: buf lives until the end of main; every WRITE has completed.
+    unsafe { check_target(base) }?;
     drop(mr);
     drop(buf);
     println!("sideway {v:?} x {n}: ok");
