@@ -21,20 +21,26 @@ struct Res {
 }
 
 /// One `ibv_post_send` of a request built once outside.
+///
+/// # Safety
+/// `qp` is a live QP of this process, `wr` a valid request list whose buffers live.
 #[no_mangle]
 #[inline(never)]
-pub fn cmp_post(qp: *mut ibv_qp, wr: *mut ibv_send_wr) -> i32 {
+pub unsafe fn cmp_post(qp: *mut ibv_qp, wr: *mut ibv_send_wr) -> i32 {
     let mut bad = null_mut();
-    // SAFETY: qp is a live QP of this process and wr a valid request list (main keeps both).
+    // SAFETY: the caller's contract.
     unsafe { ibv_post_send(qp, wr, &mut bad) }
 }
 
 /// One request through the `ibv_wr_*` API (the calls are the request).
+///
+/// # Safety
+/// `qpx` is the extended view of a live QP created with RDMA_WRITE in its send_ops_flags;
+/// a gather entry lies in a registered, live buffer.
 #[no_mangle]
 #[inline(never)]
-pub fn cmp_wr(qpx: *mut ibv_qp_ex, raddr: u64, rkey: u32, sge: Option<(u32, u64)>) -> i32 {
-    // SAFETY: qpx is the extended view of a live QP created with RDMA_WRITE in its
-    // send_ops_flags; DATA is static; the gather entry lies in a registered MR.
+pub unsafe fn cmp_wr(qpx: *mut ibv_qp_ex, raddr: u64, rkey: u32, sge: Option<(u32, u64)>) -> i32 {
+    // SAFETY: the caller's contract; DATA is static.
     unsafe {
         ibv_wr_start(qpx);
         (*qpx).wr_id = 0x1234;
@@ -49,10 +55,13 @@ pub fn cmp_wr(qpx: *mut ibv_qp_ex, raddr: u64, rkey: u32, sge: Option<(u32, u64)
 }
 
 /// One `ibv_poll_cq` for one completion.
+///
+/// # Safety
+/// `cq` is a live CQ; `wc` points to one writable `ibv_wc`.
 #[no_mangle]
 #[inline(never)]
-pub fn cmp_poll(cq: *mut ibv_cq, wc: *mut ibv_wc) -> i32 {
-    // SAFETY: cq is a live CQ; wc points to one writable ibv_wc.
+pub unsafe fn cmp_poll(cq: *mut ibv_cq, wc: *mut ibv_wc) -> i32 {
+    // SAFETY: the caller's contract.
     unsafe { ibv_poll_cq(cq, 1, wc) }
 }
 
@@ -216,34 +225,40 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     match v {
         Variant::Inline | Variant::Sge => {
             for _ in 0..n {
-                rc(cmp_post(r.qp, &mut wr), "cmp_post")?;
+                // SAFETY: r holds the live QP/CQ from setup; wr, its gather list and wc are locals alive across the call.
+                rc(unsafe { cmp_post(r.qp, &mut wr) }, "cmp_post")?;
             }
             wr.send_flags |= signaled;
-            rc(cmp_post(r.qp, &mut wr), "final ibv_post_send")?;
+            // SAFETY: r holds the live QP/CQ from setup; wr, its gather list and wc are locals alive across the call.
+            rc(unsafe { cmp_post(r.qp, &mut wr) }, "final ibv_post_send")?;
             wait_one(r.cq)?;
         }
         Variant::WrInline | Variant::WrSge => {
             let s = if v == Variant::WrSge { Some((lkey, r.buf as u64)) } else { None };
             for _ in 0..n {
-                rc(cmp_wr(r.qpx, raddr, rkey, s), "cmp_wr")?;
+                // SAFETY: r holds the live QP/CQ from setup; wr, its gather list and wc are locals alive across the call.
+                rc(unsafe { cmp_wr(r.qpx, raddr, rkey, s) }, "cmp_wr")?;
             }
             // The extended QP takes ibv_post_send too; one signaled WRITE retires the rest.
             wr.send_flags |= signaled;
-            rc(cmp_post(r.qp, &mut wr), "final ibv_post_send")?;
+            // SAFETY: r holds the live QP/CQ from setup; wr, its gather list and wc are locals alive across the call.
+            rc(unsafe { cmp_post(r.qp, &mut wr) }, "final ibv_post_send")?;
             wait_one(r.cq)?;
         }
         Variant::Poll => {
             wr.send_flags |= signaled;
             for i in 0..n {
                 wr.wr_id = u64::from(i);
-                rc(cmp_post(r.qp, &mut wr), "ibv_post_send")?;
+                // SAFETY: r holds the live QP/CQ from setup; wr, its gather list and wc are locals alive across the call.
+                rc(unsafe { cmp_post(r.qp, &mut wr) }, "ibv_post_send")?;
             }
             let mark = [MARK; 8];
             let mut msge = ibv_sge { addr: mark.as_ptr() as u64, length: 8, lkey };
             wr.wr_id = u64::from(n);
             wr.sg_list = &mut msge;
             wr.wr.rdma = rdma_t { remote_addr: r.buf as u64 + MARK_OFF as u64, rkey };
-            rc(cmp_post(r.qp, &mut wr), "last ibv_post_send")?;
+            // SAFETY: r holds the live QP/CQ from setup; wr, its gather list and wc are locals alive across the call.
+            rc(unsafe { cmp_post(r.qp, &mut wr) }, "last ibv_post_send")?;
             // SAFETY: the buffer is never freed.
             unsafe { wait_byte(r.buf.add(MARK_OFF), MARK) };
             settle();
@@ -252,7 +267,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             for i in 0..n {
                 let mut spins = 0;
                 loop {
-                    match cmp_poll(r.cq, &mut wc) {
+                    // SAFETY: r holds the live QP/CQ from setup; wr, its gather list and wc are locals alive across the call.
+                    match unsafe { cmp_poll(r.cq, &mut wc) } {
                         1 => break,
                         0 => {
                             misses += 1;
@@ -273,7 +289,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let mut t = Vec::with_capacity(n as usize);
             for _ in 0..n {
                 let t0 = Instant::now();
-                rc(cmp_post(r.qp, &mut wr), "ibv_post_send")?;
+                // SAFETY: r holds the live QP/CQ from setup; wr, its gather list and wc are locals alive across the call.
+                rc(unsafe { cmp_post(r.qp, &mut wr) }, "ibv_post_send")?;
                 wait_one(r.cq)?;
                 t.push(t0.elapsed());
             }
