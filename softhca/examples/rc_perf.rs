@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 use provider::opcode::FmCeSe;
 use provider::qp::QpCap;
 use provider::wqe::{Payload, SendOp, SendWr, Sge};
-use provider::{Access, Context, Cq, Mr, Pd, Qp, QpAttr, QpInit, QpState, QpType, Wc};
+use provider::{Access, Context, Cq, MemoryRegion, Pd, Qp, QpAttr, QpInit, QpState, QpType, Wc};
 use softhca::{Config, Hca};
 
 struct Host {
@@ -50,18 +50,16 @@ fn host(last: u8) -> Host {
 struct Conn {
     qp: Qp,
     cq: Cq,
-    mr: Mr,
-    buf: &'static mut [u8],
+    /// The buffer and its registration.
+    buf: MemoryRegion,
 }
 
 fn setup(h: &Host, len: usize) -> Conn {
     let cq = h.ctx.create_cq(1024, None).unwrap();
     let cap = QpCap { max_send_wr: 256, max_recv_wr: 16, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 64 };
     let qp = h.pd.create_qp(&QpInit { send_cq: &cq, recv_cq: &cq, cap, qp_type: QpType::Rc, sq_sig_all: false, send_ops: None }).unwrap();
-    let buf: &'static mut [u8] = Box::leak(vec![0u8; len].into_boxed_slice());
-    // SAFETY: the buffer is leaked, so it outlives the MR.
-    let mr = unsafe { h.pd.reg_mr_raw(buf.as_mut_ptr(), len, Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ) }.unwrap();
-    Conn { qp, cq, mr, buf }
+    let buf = h.pd.alloc_mr(len, Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ).unwrap();
+    Conn { qp, cq, buf }
 }
 
 fn connect(c: &Conn, peer: &[u64; 4], gid: [u8; 16], my_psn: u32) {
@@ -86,7 +84,7 @@ fn connect(c: &Conn, peer: &[u64; 4], gid: [u8; 16], my_psn: u32) {
 /// What a side tells the other: qpn | psn-ish, addr, rkey, gid.
 fn info(c: &Conn, h: &Host) -> String {
     let gid = h.hca.config().ip_gid();
-    format!("PERF {} {} {} {} {}", c.qp.qpn() | (0x12 << 24), c.buf.as_ptr() as u64, c.mr.rkey(),
+    format!("PERF {} {} {} {} {}", c.qp.qpn() | (0x12 << 24), c.buf.as_ptr() as u64, c.buf.rkey(),
             u64::from_be_bytes(gid[..8].try_into().unwrap()), u64::from_be_bytes(gid[8..].try_into().unwrap()))
 }
 
@@ -278,7 +276,7 @@ fn main() {
         "bw" => {
             let secs: f64 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(3.0);
             if !child {
-                let sge = [Sge::new(c.buf.as_ptr() as u64, size as u32, c.mr.lkey())];
+                let sge = [Sge::new(c.buf.as_ptr() as u64, size as u32, c.buf.lkey())];
                 let start = Instant::now();
                 let (mut posted, mut done) = (0u64, 0u64);
                 let mut wcs = [Wc::default(); 32];
