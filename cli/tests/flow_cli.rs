@@ -32,6 +32,20 @@ fn sh(cmd: &str) -> bool {
     Command::new("sh").arg("-c").arg(cmd).status().is_ok_and(|s| s.success())
 }
 
+/// Root and `ip`, or a SKIP line saying which is missing.
+fn root_and_ip() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        testkit::skip(Need::Root, "network namespaces, a veth and RAW_PACKET QPs need root");
+        return false;
+    }
+    if !sh("command -v ip >/dev/null") {
+        testkit::skip(Need::Tool, "ip missing (apt-get install iproute2)");
+        return false;
+    }
+    true
+}
+
 struct Link {
     ns_a: String,
     ns_b: String,
@@ -147,13 +161,7 @@ fn settle(s: &Session, done: impl Fn(&str) -> bool) -> String {
 
 #[test]
 fn add_send_stats_del() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        testkit::skip(Need::Root, "network namespaces, a veth and RAW_PACKET QPs need root");
-        return;
-    }
-    if !sh("command -v ip >/dev/null") {
-        testkit::skip(Need::Tool, "ip missing (apt-get install iproute2)");
+    if !root_and_ip() {
         return;
     }
     let l = link(0);
@@ -275,13 +283,7 @@ fn serve(l: &Link, qps: u32, name: &str) -> Session {
 
 #[test]
 fn rule_changes_mid_stream_touch_only_their_flow() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        testkit::skip(Need::Root, "network namespaces, a veth and RAW_PACKET QPs need root");
-        return;
-    }
-    if !sh("command -v ip >/dev/null") {
-        testkit::skip(Need::Tool, "ip missing (apt-get install iproute2)");
+    if !root_and_ip() {
         return;
     }
     let l = link(1);
@@ -355,13 +357,7 @@ print("sent", len(frames))
 
 #[test]
 fn scapy_frames_reach_the_rule_that_names_them() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        testkit::skip(Need::Root, "network namespaces, a veth and RAW_PACKET QPs need root");
-        return;
-    }
-    if !sh("command -v ip >/dev/null") {
-        testkit::skip(Need::Tool, "ip missing (apt-get install iproute2)");
+    if !root_and_ip() {
         return;
     }
     if !sh("python3 -c 'import scapy' 2>/dev/null") {

@@ -80,9 +80,7 @@ fn main() -> Res<()> {
     while rcnt < o.iters || scnt < o.iters {
         let n = pp::wait_wcs(&mut cq, chan.as_ref(), &mut wcs)?;
         for wc in &wcs[..n] {
-            if wc.status != provider::cqe::WcStatus::Success {
-                return Err(format!("Failed status {} ({}) for wr_id {}", wc.status.as_str(), wc.status as u32, wc.wr_id).into());
-            }
+            pp::check_status(wc)?;
             match wc.wr_id {
                 SEND_WRID => scnt += 1,
                 RECV_WRID => {

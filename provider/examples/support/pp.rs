@@ -198,6 +198,14 @@ pub fn local_gid(ctx: &provider::Context, o: &Opts) -> Res<([u8; 16], u8)> {
     Ok((ctx.query_gid(o.ib_port, o.gid_idx as u32)?.raw(), o.gid_idx as u8))
 }
 
+/// A completion that did not succeed, in the stock programs' words.
+pub fn check_status(wc: &provider::Wc) -> Res<()> {
+    if wc.status != provider::cqe::WcStatus::Success {
+        return Err(format!("Failed status {} ({}) for wr_id {}", wc.status.as_str(), wc.status as u32, wc.wr_id).into());
+    }
+    Ok(())
+}
+
 /// Waits for completions: busy polling (spinning briefly, then yielding: a softhca
 /// device thread may need the CPU) or, with `-e`, a completion event, re-arm, poll.
 pub fn wait_wcs(cq: &mut provider::Cq, chan: Option<&provider::CompChannel>, wcs: &mut [provider::Wc]) -> Res<usize> {
