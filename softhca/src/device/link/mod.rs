@@ -179,7 +179,7 @@ impl Inbox {
     pub fn drain(&mut self, mut f: impl FnMut(Option<(SocketAddr, &inbox::Record<'_>)>)) -> usize {
         let claimed = self.map.header().claimed.load(Ordering::Acquire);
         let mut n = 0;
-        for i in (0..inbox::LANES).filter(|i| claimed & 1 << i != 0) {
+        for i in claimed_lanes(claimed) {
             let lane = self.map.lane(i);
             // Pairs with the producer's release: the records up to `tail` are visible.
             let tail = lane.tail.load(Ordering::Acquire);
@@ -227,6 +227,19 @@ impl Drop for Inbox {
     }
 }
 
+/// The lanes a `claimed` mask names, lowest first: only the set bits are visited (an
+/// instance with one peer looks at one lane per step, not at [`inbox::LANES`]).
+fn claimed_lanes(claimed: u64) -> impl Iterator<Item = usize> {
+    let mut m = claimed & (u64::MAX >> (64 - inbox::LANES));
+    std::iter::from_fn(move || {
+        (m != 0).then(|| {
+            let i = m.trailing_zeros() as usize;
+            m &= m - 1;
+            i
+        })
+    })
+}
+
 /// The `awake` word of an inbox and the look at its lanes that goes with clearing it.
 #[derive(Clone)]
 pub struct Awake(Arc<Mapped>);
@@ -252,7 +265,7 @@ impl Awake {
     pub fn sleep_check(&self) -> bool {
         self.0.header().awake.store(0, Ordering::SeqCst);
         let claimed = self.0.header().claimed.load(Ordering::SeqCst);
-        (0..inbox::LANES).filter(|i| claimed & 1 << i != 0).any(|i| {
+        claimed_lanes(claimed).any(|i| {
             let l = self.0.lane(i);
             l.tail.load(Ordering::SeqCst) != l.head.load(Ordering::SeqCst)
         })
@@ -576,6 +589,14 @@ mod tests {
         assert_eq!(got, (0..N).collect::<Vec<_>>(), "every packet once, in order");
         let c = counters.snapshot();
         assert_eq!((c.local_tx_packets, c.local_tx_full, c.tx_packets, c.tx_errors), (N as u64, 0, 0, 0), "{c:?}");
+    }
+
+    /// The set bits of a mask, lowest first, only those below `LANES`.
+    #[test]
+    fn claimed_lanes_visits_set_bits() {
+        assert_eq!(claimed_lanes(0).count(), 0);
+        assert_eq!(claimed_lanes(0b1010_0001).collect::<Vec<_>>(), vec![0, 5, 7]);
+        assert_eq!(claimed_lanes(u64::MAX).collect::<Vec<_>>(), (0..inbox::LANES).collect::<Vec<_>>());
     }
 
     /// Forced local and no inbox at the destination: the packet is dropped and counted,
