@@ -480,7 +480,7 @@ impl Peers {
             Some(r) => RecordHead { kind: kind::REMOTE, pid: r.pid, addr: r.addr, remote_len: r.len as u64, ..Default::default() },
             None => RecordHead { kind: kind::INLINE, ..Default::default() },
         };
-        let lane = p.lane.as_ref().expect("claimed");
+        let lane = p.lane.as_mut().expect("claimed");
         if lane.push(&p.map, head, parts) {
             p.pushed = true;
             Pushed::Done
@@ -533,7 +533,7 @@ fn claim(map: &Mapped, me: u64, local: SocketAddr) -> Option<Producer> {
             // Publishes `src` with the lane: the consumer reads it after its acquire load
             // of `claimed`... and of `tail`, which our first record's release follows.
             map.header().claimed.fetch_or(1 << i, Ordering::AcqRel);
-            return Some(Producer { lane: i });
+            return Some(Producer::new(i));
         }
     }
     None
