@@ -282,12 +282,27 @@ impl Tx {
         let mut buf = self.take_buf(pkt.buffer_len());
         let src = self.source(sport);
         let ep = Endpoints::new(src, dst);
-        match pkt.emit(&mut buf, &ep) {
+        // A same-host peer needs no ICRC (as in `send_mem`): headers, payload and pad go in
+        // `buf`, the ICRC's four bytes in `tail`, left for `seal` should the packet go over
+        // UDP after all. Every ACK is built here.
+        let local = self.peers.as_ref().is_some_and(|p| p.known(dst));
+        let built = if local {
+            pkt.emit_headers(&mut buf, pkt.payload.len()).map(|n| {
+                let end = n + pkt.payload.len();
+                buf[n..end].copy_from_slice(pkt.payload);
+                buf[end..end + pkt.pad_len()].fill(0);
+                end + pkt.pad_len()
+            })
+        } else {
+            pkt.emit(&mut buf, &ep)
+        };
+        match built {
             Ok(n) => {
                 buf.truncate(n);
                 tracing::trace!(target: "softhca::tx", opcode = ?pkt.bth.opcode, qpn = pkt.bth.dest_qpn, psn = pkt.bth.psn,
                                 len = pkt.payload.len(), ack_req = pkt.bth.ack_req, %dst, "tx");
-                self.queue.push(OutPkt { buf, mem: None, tail: [0; 8], tail_len: 0, sealed: true, dst, src: src.port() });
+                let tail_len = if local { crate::wire::icrc::ICRC_LEN as u8 } else { 0 };
+                self.queue.push(OutPkt { buf, mem: None, tail: [0; 8], tail_len, sealed: !local, dst, src: src.port() });
             }
             Err(e) => {
                 counters.tx_errors.fetch_add(1, Relaxed);

@@ -591,6 +591,33 @@ mod tests {
         assert_eq!((c.local_tx_packets, c.local_tx_full, c.tx_packets, c.tx_errors), (N as u64, 0, 0, 0), "{c:?}");
     }
 
+    /// A packet built for a known same-host peer skips its ICRC; when the peer's inbox
+    /// is gone by the flush (auto), it goes over UDP sealed: the receiver's ICRC check
+    /// passes.
+    #[test]
+    fn unsealed_packet_falling_back_to_udp_gets_its_icrc() {
+        let src = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let dst_sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let dst = dst_sock.local_addr().unwrap();
+        let local = src.local_addr().unwrap();
+        let inbox = Inbox::create(dst).unwrap();
+        let mut tx = Tx::new(local, None, false, Some(Peers::new(Wire::Auto, local)));
+        let counters = Counters::default();
+        tx.send(&RocePacket::new(BthRepr::new(Opcode::RcSendOnly, 0x11, 1), b"first"), dst, local.port(), &counters);
+        tx.flush(&src, &counters, None);
+        assert_eq!(counters.snapshot().local_tx_packets, 1);
+        drop(inbox);
+        tx.send(&RocePacket::new(BthRepr::new(Opcode::RcSendOnly, 0x11, 2), b"second!"), dst, local.port(), &counters);
+        tx.flush(&src, &counters, None);
+        let c = counters.snapshot();
+        assert_eq!((c.local_tx_packets, c.tx_packets), (1, 1), "{c:?}");
+        let mut b = [0u8; 256];
+        dst_sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let (n, from) = dst_sock.recv_from(&mut b).unwrap();
+        let p = RocePacket::parse(&b[..n], &crate::wire::Endpoints::new(from, dst)).expect("a valid ICRC");
+        assert_eq!((p.bth.psn, p.payload), (2, &b"second!"[..]));
+    }
+
     /// The set bits of a mask, lowest first, only those below `LANES`.
     #[test]
     fn claimed_lanes_visits_set_bits() {
