@@ -376,7 +376,7 @@ impl Tx {
         let mut queue = std::mem::take(&mut self.queue);
         if self.peers.is_some() {
             let mut rest = std::mem::take(&mut self.rest);
-            self.to_peers(sock, &mut queue, &mut rest, counters, now);
+            self.hand_to_peers(sock, &mut queue, &mut rest, counters, now);
             // `queue` (drained) becomes the next flush's `rest`.
             std::mem::swap(&mut queue, &mut rest);
             self.rest = rest;
@@ -464,7 +464,7 @@ impl Tx {
     /// datagram each. Allocates nothing in the common case (every packet goes
     /// into an inbox): the handed packets' buffers go straight back to the pool, and
     /// both vectors are the transmit side's own, reused.
-    fn to_peers(&mut self, sock: &UdpSocket, queue: &mut Vec<OutPkt>, rest: &mut Vec<OutPkt>, counters: &Counters, now: std::time::Instant) {
+    fn hand_to_peers(&mut self, sock: &UdpSocket, queue: &mut Vec<OutPkt>, rest: &mut Vec<OutPkt>, counters: &Counters, now: std::time::Instant) {
         let Tx { peers, pool, backlog: self_backlog, .. } = self;
         let Some(peers) = peers.as_mut() else { return };
         let pid = peers.pid();
