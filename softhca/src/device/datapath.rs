@@ -226,7 +226,7 @@ pub(crate) fn step(hca: &Hca, st: &mut State, counters: &Counters, now: Instant,
     if flush == Flush::DeferAcks && !queued && completed && dp.tx.only_acks() {
         return (true, deadline);
     }
-    work |= dp.tx.flush(&dp.sock, counters, dp.capture.as_mut()) > 0;
+    work |= dp.tx.flush_at(&dp.sock, counters, dp.capture.as_mut(), now) > 0;
     if dp.tx.backlogged() {
         // Back soon for what a same-host peer had no room for (not at once: its
         // receiver needs the CPU to make room).

@@ -138,6 +138,8 @@ pub struct Tx {
     /// Sockets for the other source ports.
     ports: SourcePorts,
     queue: Vec<OutPkt>,
+    /// Reused by `flush`: the packets a same-host pass leaves for the socket.
+    rest: Vec<OutPkt>,
     wire: Vec<OutPkt>,
     pool: Vec<Vec<u8>>,
     held: Option<OutPkt>,
@@ -217,6 +219,7 @@ impl Tx {
             peers,
             backlog: std::collections::VecDeque::new(),
             queue: Vec::new(),
+            rest: Vec::new(),
             wire: Vec::new(),
             pool: Vec::new(),
             held: None,
@@ -279,12 +282,27 @@ impl Tx {
         let mut buf = self.take_buf(pkt.buffer_len());
         let src = self.source(sport);
         let ep = Endpoints::new(src, dst);
-        match pkt.emit(&mut buf, &ep) {
+        // A same-host peer needs no ICRC (as in `send_mem`): headers, payload and pad go in
+        // `buf`, the ICRC's four bytes in `tail`, left for `seal` should the packet go over
+        // UDP after all. Every ACK is built here.
+        let local = self.peers.as_ref().is_some_and(|p| p.known(dst));
+        let built = if local {
+            pkt.emit_headers(&mut buf, pkt.payload.len()).map(|n| {
+                let end = n + pkt.payload.len();
+                buf[n..end].copy_from_slice(pkt.payload);
+                buf[end..end + pkt.pad_len()].fill(0);
+                end + pkt.pad_len()
+            })
+        } else {
+            pkt.emit(&mut buf, &ep)
+        };
+        match built {
             Ok(n) => {
                 buf.truncate(n);
                 tracing::trace!(target: "softhca::tx", opcode = ?pkt.bth.opcode, qpn = pkt.bth.dest_qpn, psn = pkt.bth.psn,
                                 len = pkt.payload.len(), ack_req = pkt.bth.ack_req, %dst, "tx");
-                self.queue.push(OutPkt { buf, mem: None, tail: [0; 8], tail_len: 0, sealed: true, dst, src: src.port() });
+                let tail_len = if local { crate::wire::icrc::ICRC_LEN as u8 } else { 0 };
+                self.queue.push(OutPkt { buf, mem: None, tail: [0; 8], tail_len, sealed: !local, dst, src: src.port() });
             }
             Err(e) => {
                 counters.tx_errors.fetch_add(1, Relaxed);
@@ -342,17 +360,28 @@ impl Tx {
 
     /// Applies faults and hands everything queued to the socket. Returns the datagrams
     /// sent. Nothing queued still refers to application memory afterwards.
-    pub fn flush(&mut self, sock: &UdpSocket, counters: &Counters, mut capture: Option<&mut Capture>) -> usize {
+    pub fn flush(&mut self, sock: &UdpSocket, counters: &Counters, capture: Option<&mut Capture>) -> usize {
+        self.flush_at(sock, counters, capture, std::time::Instant::now())
+    }
+
+    /// [`Tx::flush`] at `now` (the step's clock reading: a flush reads no clock of its own).
+    pub fn flush_at(&mut self, sock: &UdpSocket, counters: &Counters, mut capture: Option<&mut Capture>, now: std::time::Instant) -> usize {
         if self.queue.is_empty() && self.held.is_none() && self.backlog.is_empty() {
             return 0;
         }
         let mut wire = std::mem::take(&mut self.wire);
         let mut held = self.held.take();
+        // The queue's vector goes back empty at the end, keeping its capacity: the next
+        // step's packets need no allocation.
         let mut queue = std::mem::take(&mut self.queue);
         if self.peers.is_some() {
-            queue = self.to_peers(sock, queue, counters);
+            let mut rest = std::mem::take(&mut self.rest);
+            self.hand_to_peers(sock, &mut queue, &mut rest, counters, now);
+            // `queue` (drained) becomes the next flush's `rest`.
+            std::mem::swap(&mut queue, &mut rest);
+            self.rest = rest;
         }
-        for p in queue {
+        for p in queue.drain(..) {
             let v = self.fault.as_mut().map_or(Verdict::Send, |f| f.verdict());
             match v {
                 Verdict::Send => wire.push(p),
@@ -408,6 +437,7 @@ impl Tx {
             }
         }
         self.wire = wire;
+        self.queue = queue;
         sent
     }
 
@@ -429,27 +459,33 @@ impl Tx {
         p.sealed = true;
     }
 
-    /// Hands the packets for same-host peers to their inboxes; returns the others (for the
-    /// socket). Peers that may be asleep get one zero-length datagram each.
-    fn to_peers(&mut self, sock: &UdpSocket, queue: Vec<OutPkt>, counters: &Counters) -> Vec<OutPkt> {
-        let now = std::time::Instant::now();
-        let Some(peers) = self.peers.as_mut() else { return queue };
+    /// Hands the packets of `queue` for same-host peers to their inboxes and moves the
+    /// others to `rest` (for the socket), in order. Peers that may be asleep get one zero-length
+    /// datagram each. Allocates nothing in the common case (every packet goes
+    /// into an inbox): the handed packets' buffers go straight back to the pool, and
+    /// both vectors are the transmit side's own, reused.
+    fn hand_to_peers(&mut self, sock: &UdpSocket, queue: &mut Vec<OutPkt>, rest: &mut Vec<OutPkt>, counters: &Counters, now: std::time::Instant) {
+        let Tx { peers, pool, backlog: self_backlog, .. } = self;
+        let Some(peers) = peers.as_mut() else { return };
         let pid = peers.pid();
         let forced = peers.wire() == Wire::Local;
-        let mut rest = Vec::new();
-        let mut done = Vec::new();
-        let mut backlog = std::mem::take(&mut self.backlog);
+        let mut recycle = |buf: Vec<u8>| {
+            if pool.len() < POOL {
+                pool.push(buf);
+            }
+        };
+        let mut backlog = std::mem::take(self_backlog);
         // Peers with a packet back in the backlog this flush (a handful: a linear scan).
         let mut waiting: Vec<SocketAddr> = Vec::new();
-        for mut p in backlog.drain(..).chain(queue) {
+        for mut p in backlog.drain(..).chain(queue.drain(..)) {
             // Order per peer: nothing overtakes a packet still waiting for room.
             if waiting.contains(&p.dst) {
-                if self.backlog.len() < BACKLOG {
+                if self_backlog.len() < BACKLOG {
                     p.own();
-                    self.backlog.push_back(p);
+                    self_backlog.push_back(p);
                 } else {
                     counters.local_tx_full.fetch_add(1, Relaxed);
-                    done.push(p);
+                    recycle(p.buf);
                 }
                 continue;
             }
@@ -457,7 +493,7 @@ impl Tx {
                 if forced {
                     counters.tx_errors.fetch_add(1, Relaxed);
                     tracing::warn!(target: "softhca::link", dst = %p.dst, "{}=local and no same-host path to the peer: dropped", super::link::WIRE_ENV);
-                    done.push(p);
+                    recycle(p.buf);
                 } else {
                     rest.push(p);
                 }
@@ -482,16 +518,16 @@ impl Tx {
             match r {
                 Pushed::Done => {
                     step_add(&counters.local_tx_packets, 1);
-                    done.push(p);
+                    recycle(p.buf);
                 }
-                Pushed::Full if self.backlog.len() < BACKLOG => {
+                Pushed::Full if self_backlog.len() < BACKLOG => {
                     waiting.push(p.dst);
                     p.own();
-                    self.backlog.push_back(p);
+                    self_backlog.push_back(p);
                 }
                 Pushed::Full => {
                     counters.local_tx_full.fetch_add(1, Relaxed);
-                    done.push(p);
+                    recycle(p.buf);
                 }
                 Pushed::NoPath => rest.push(p),
             }
@@ -502,10 +538,6 @@ impl Tx {
             unsafe { libc::sendto(sock.as_raw_fd(), std::ptr::null(), 0, libc::MSG_DONTWAIT, std::ptr::addr_of!(ss).cast(), len) };
             counters.local_wakes.fetch_add(1, Relaxed);
         }
-        for p in done {
-            self.recycle(p.buf);
-        }
-        rest
     }
 
     /// Groups `pkts` into `sendmmsg` entries: runs of equal-length packets from one source

@@ -203,12 +203,22 @@ pub fn place(pos: u64, len: usize) -> (usize, usize) {
 #[derive(Debug)]
 pub struct Producer {
     pub lane: usize,
+    /// The consumer's `head` as last loaded (never ahead of the real one: it only grows).
+    /// A push trusts it while it shows room and loads `head` again only when it does not:
+    /// `head` is on the consumer's cache line, so a load per push was a cache miss per
+    /// packet (the consumer had just moved it).
+    seen_head: u64,
 }
 
 impl Producer {
+    /// The producer of lane `lane` (just claimed).
+    pub fn new(lane: usize) -> Producer {
+        Producer { lane, seen_head: 0 }
+    }
+
     /// Appends a record made of `head` (its `len` is set here) and `parts` (concatenated),
     /// and publishes it. Returns false, writing nothing, when the ring has no room.
-    pub fn push(&self, inbox: &Mapped, mut head: RecordHead, parts: &[&[u8]]) -> bool {
+    pub fn push(&mut self, inbox: &Mapped, mut head: RecordHead, parts: &[&[u8]]) -> bool {
         let bytes: usize = parts.iter().map(|p| p.len()).sum();
         let len = record_len(bytes);
         if len > RING / 2 {
@@ -219,11 +229,15 @@ impl Producer {
         let lane = inbox.lane(self.lane);
         // Only we move the tail.
         let tail = lane.tail.load(Ordering::Relaxed);
-        // Pairs with the consumer's release of `head`: the space it freed is no longer read.
-        let head_pos = lane.head.load(Ordering::Acquire);
         let (skip, at) = place(tail, len);
-        if (tail - head_pos) as usize + skip + len > RING {
-            return false;
+        let fits = |head_pos: u64| (tail - head_pos) as usize + skip + len <= RING;
+        if !fits(self.seen_head) {
+            // Pairs with the consumer's release of `head`: the space it freed is no longer
+            // read. (A `seen_head` that shows room was loaded the same way, earlier.)
+            self.seen_head = lane.head.load(Ordering::Acquire);
+            if !fits(self.seen_head) {
+                return false;
+            }
         }
         let ring = inbox.ring(self.lane);
         // SAFETY: [at, at + len) and, when skipping, the skipped tail lie inside the ring
@@ -306,7 +320,7 @@ mod tests {
     #[test]
     fn ring_round_trips_across_wraps() {
         let (_f, m) = scratch();
-        let p = Producer { lane: 3 };
+        let mut p = Producer::new(3);
         let lane = m.lane(3);
         let mut pushed = 0u64;
         let mut taken = 0u64;

@@ -179,7 +179,7 @@ impl Inbox {
     pub fn drain(&mut self, mut f: impl FnMut(Option<(SocketAddr, &inbox::Record<'_>)>)) -> usize {
         let claimed = self.map.header().claimed.load(Ordering::Acquire);
         let mut n = 0;
-        for i in (0..inbox::LANES).filter(|i| claimed & 1 << i != 0) {
+        for i in claimed_lanes(claimed) {
             let lane = self.map.lane(i);
             // Pairs with the producer's release: the records up to `tail` are visible.
             let tail = lane.tail.load(Ordering::Acquire);
@@ -227,6 +227,19 @@ impl Drop for Inbox {
     }
 }
 
+/// The lanes a `claimed` mask names, lowest first: only the set bits are visited (an
+/// instance with one peer looks at one lane per step, not at [`inbox::LANES`]).
+fn claimed_lanes(claimed: u64) -> impl Iterator<Item = usize> {
+    let mut m = claimed & (u64::MAX >> (64 - inbox::LANES));
+    std::iter::from_fn(move || {
+        (m != 0).then(|| {
+            let i = m.trailing_zeros() as usize;
+            m &= m - 1;
+            i
+        })
+    })
+}
+
 /// The `awake` word of an inbox and the look at its lanes that goes with clearing it.
 #[derive(Clone)]
 pub struct Awake(Arc<Mapped>);
@@ -252,7 +265,7 @@ impl Awake {
     pub fn sleep_check(&self) -> bool {
         self.0.header().awake.store(0, Ordering::SeqCst);
         let claimed = self.0.header().claimed.load(Ordering::SeqCst);
-        (0..inbox::LANES).filter(|i| claimed & 1 << i != 0).any(|i| {
+        claimed_lanes(claimed).any(|i| {
             let l = self.0.lane(i);
             l.tail.load(Ordering::SeqCst) != l.head.load(Ordering::SeqCst)
         })
@@ -467,7 +480,7 @@ impl Peers {
             Some(r) => RecordHead { kind: kind::REMOTE, pid: r.pid, addr: r.addr, remote_len: r.len as u64, ..Default::default() },
             None => RecordHead { kind: kind::INLINE, ..Default::default() },
         };
-        let lane = p.lane.as_ref().expect("claimed");
+        let lane = p.lane.as_mut().expect("claimed");
         if lane.push(&p.map, head, parts) {
             p.pushed = true;
             Pushed::Done
@@ -520,7 +533,7 @@ fn claim(map: &Mapped, me: u64, local: SocketAddr) -> Option<Producer> {
             // Publishes `src` with the lane: the consumer reads it after its acquire load
             // of `claimed`... and of `tail`, which our first record's release follows.
             map.header().claimed.fetch_or(1 << i, Ordering::AcqRel);
-            return Some(Producer { lane: i });
+            return Some(Producer::new(i));
         }
     }
     None
@@ -576,6 +589,41 @@ mod tests {
         assert_eq!(got, (0..N).collect::<Vec<_>>(), "every packet once, in order");
         let c = counters.snapshot();
         assert_eq!((c.local_tx_packets, c.local_tx_full, c.tx_packets, c.tx_errors), (N as u64, 0, 0, 0), "{c:?}");
+    }
+
+    /// A packet built for a known same-host peer skips its ICRC; when the peer's inbox
+    /// is gone by the flush (auto), it goes over UDP sealed: the receiver's ICRC check
+    /// passes.
+    #[test]
+    fn unsealed_packet_falling_back_to_udp_gets_its_icrc() {
+        let src = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let dst_sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let dst = dst_sock.local_addr().unwrap();
+        let local = src.local_addr().unwrap();
+        let inbox = Inbox::create(dst).unwrap();
+        let mut tx = Tx::new(local, None, false, Some(Peers::new(Wire::Auto, local)));
+        let counters = Counters::default();
+        tx.send(&RocePacket::new(BthRepr::new(Opcode::RcSendOnly, 0x11, 1), b"first"), dst, local.port(), &counters);
+        tx.flush(&src, &counters, None);
+        assert_eq!(counters.snapshot().local_tx_packets, 1);
+        drop(inbox);
+        tx.send(&RocePacket::new(BthRepr::new(Opcode::RcSendOnly, 0x11, 2), b"second!"), dst, local.port(), &counters);
+        tx.flush(&src, &counters, None);
+        let c = counters.snapshot();
+        assert_eq!((c.local_tx_packets, c.tx_packets), (1, 1), "{c:?}");
+        let mut b = [0u8; 256];
+        dst_sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let (n, from) = dst_sock.recv_from(&mut b).unwrap();
+        let p = RocePacket::parse(&b[..n], &crate::wire::Endpoints::new(from, dst)).expect("a valid ICRC");
+        assert_eq!((p.bth.psn, p.payload), (2, &b"second!"[..]));
+    }
+
+    /// The set bits of a mask, lowest first, only those below `LANES`.
+    #[test]
+    fn claimed_lanes_visits_set_bits() {
+        assert_eq!(claimed_lanes(0).count(), 0);
+        assert_eq!(claimed_lanes(0b1010_0001).collect::<Vec<_>>(), vec![0, 5, 7]);
+        assert_eq!(claimed_lanes(u64::MAX).collect::<Vec<_>>(), (0..inbox::LANES).collect::<Vec<_>>());
     }
 
     /// Forced local and no inbox at the destination: the packet is dropped and counted,
