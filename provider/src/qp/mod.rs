@@ -113,8 +113,6 @@ pub struct Qp {
     /// never be taken (UD, no gather entries), so its room check always fails there
     /// (`post::fast_lane`); costs nothing over reading the geometry.
     pub(crate) fast_cnt: u32,
-    /// The fast lane may post RDMA READ (RC; not UC).
-    pub(crate) fast_read: bool,
 }
 
 impl Pd {
@@ -217,8 +215,9 @@ impl Pd {
         ctx.register_qp(uidx, created.qpn, shared.clone());
         tracing::debug!(target: "provider::qp", qpn = created.qpn, sq_wqebbs = geo.sq_wqe_cnt, rq_wqes = geo.rq_wqe_cnt,
                         inline = geo.max_inline, "create_qp");
-        let hot = post::Hot::new(&buf, geo.rq_size, &dbrec, &bfreg, &shared);
         let (fast_cnt, fast_read) = post::fast_lane(init.qp_type, created.cap.max_send_sge, geo.sq_wqe_cnt);
+        let lane = crate::wqe::small::Lane::new(created.qpn, init.sq_sig_all, created.cap.max_inline_data as usize, fast_read);
+        let hot = post::Hot::new(&buf, &geo, &dbrec, &bfreg, &shared, lane);
         Ok(Qp {
             pd: self.inner.clone(),
             send_cq: init.send_cq.inner.clone(),
@@ -245,7 +244,6 @@ impl Pd {
             bf_offset: 0,
             hot,
             fast_cnt,
-            fast_read,
         })
     }
 }

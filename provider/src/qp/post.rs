@@ -25,11 +25,12 @@ use crate::uar::Bfreg;
 use crate::wqe::data::write_recv_wqe;
 use crate::wqe::ring::SqRing;
 use crate::wqe::send::{write_send_wqe, Payload, SendWr, WqeError};
-use crate::wqe::small::write_small;
+use crate::wqe::small::{write_small, Lane};
 use crate::wqe::{Sge, WQEBB_SIZE};
 
-/// Addresses the fast lane uses on every post, resolved once at QP creation instead of
-/// through the QP's owners (buffer, doorbell record, UAR page, shared state) each time.
+/// What the fast lane uses on every post, resolved once at QP creation instead of
+/// through the QP's owners (buffer, doorbell record, UAR page, shared state, geometry)
+/// each time: addresses, and the constant parts of its WQEs.
 #[derive(Debug)]
 pub(crate) struct Hot {
     /// First WQEBB of the SQ.
@@ -41,6 +42,14 @@ pub(crate) struct Hot {
     /// `QpShared::sq_wrid` and `sq_next`, one entry per WQEBB.
     wrid: NonNull<AtomicU64>,
     next: NonNull<AtomicU32>,
+    /// `sq_wqe_cnt - 1`: a producer index to its WQEBB (the count is a power of two).
+    mask: u32,
+    /// Whether a one-WQEBB WQE is BlueFlame-copied: the register's halves hold 64
+    /// bytes (the generic path's rule, ds * 16 <= bf, for every fast-lane WQE, whose
+    /// ds is 2 to 4).
+    blueflame: bool,
+    /// The QP's constant WQE words and limits.
+    lane: Lane,
 }
 
 // SAFETY: the pointers address memory owned by the same `Qp` (its buffer, its doorbell
@@ -55,15 +64,18 @@ unsafe impl Sync for Hot {}
 impl Hot {
     /// Resolves the addresses; the caller keeps `buf`, `dbrec`, `bfreg` and `shared`
     /// in the same `Qp` as the result.
-    pub(crate) fn new(buf: &DmaBuf, rq_size: u32, dbrec: &Dbrec, bfreg: &Bfreg, shared: &QpShared) -> Hot {
+    pub(crate) fn new(buf: &DmaBuf, geo: &super::Geometry, dbrec: &Dbrec, bfreg: &Bfreg, shared: &QpShared, lane: Lane) -> Hot {
         let nn = |p: *mut u8| NonNull::new(p).expect("mapped memory is never at 0");
         Hot {
             // SAFETY: the SQ follows the RQ inside the buffer (rq_size <= its length).
-            sq: nn(unsafe { buf.as_ptr().add(rq_size as usize) }),
+            sq: nn(unsafe { buf.as_ptr().add(geo.rq_size as usize) }),
             db_sq: nn(dbrec.word(prm::dbrec::SND_DBR).cast()).cast(),
             reg: nn(bfreg.reg()),
             wrid: NonNull::from(&shared.sq_wrid[..]).cast(),
             next: NonNull::from(&shared.sq_next[..]).cast(),
+            mask: geo.sq_wqe_cnt.wrapping_sub(1),
+            blueflame: bfreg.buf_size >= WQEBB_SIZE as usize,
+            lane,
         }
     }
 }
@@ -77,27 +89,27 @@ impl Qp {
     /// [`Qp::post_send_list`]. Both write the same WQE and ring the same doorbell.
     #[inline]
     pub fn post_send(&mut self, wr_id: u64, wr: &SendWr<'_>) -> Result<()> {
-        self.restart_if_reset();
         if self.post_send_small(wr_id, wr).is_some() {
             return Ok(());
         }
-        self.post_send_one(wr_id, wr)
+        self.post_send_one(wr, wr_id)
     }
 
     /// [`Qp::post_send`]'s generic path, kept out of line so that the fast lane's
-    /// caller does not carry its stack frame.
+    /// caller does not carry its stack frame. (`wr` before `wr_id`: the caller's
+    /// arguments stay in their registers, so the call can be a jump.)
     #[cold]
     #[inline(never)]
-    fn post_send_one(&mut self, wr_id: u64, wr: &SendWr<'_>) -> Result<()> {
+    fn post_send_one(&mut self, wr: &SendWr<'_>, wr_id: u64) -> Result<()> {
         self.post_send_list(std::slice::from_ref(&(wr_id, *wr)))
     }
 
     /// The fast lane of [`Qp::post_send`]: one WQE of one WQEBB, then its doorbell.
     /// `None` when the request is not one of the shapes it handles, would fail a check
-    /// (no send queue, inline bytes over the limit, a full ring) or is refused by the
-    /// builder; nothing has been published then (the free slot may hold a prefix of
-    /// the WQE, see [`crate::wqe::small`]), and the caller takes the generic path, which
-    /// repeats the checks, writes the WQE or reports the error.
+    /// (no send queue, inline bytes over the limit, a full ring), is refused by the
+    /// builder or a modify to RESET is pending; nothing has been written then, and the
+    /// caller takes the generic path, which restarts the counters, repeats the checks,
+    /// writes the WQE or reports the error.
     ///
     /// Same steps as the generic path, without its iteration: build the WQE in its
     /// slot, record the wr_id and where the tail moves when it completes, publish the
@@ -108,28 +120,28 @@ impl Qp {
     /// write-combining store) and after it (the doorbell leaves the WC buffer now).
     #[inline(always)]
     fn post_send_small(&mut self, wr_id: u64, wr: &SendWr<'_>) -> Option<()> {
-        // The SQ size, or 0 where the lane is closed (`fast_lane`).
-        let cnt = self.fast_cnt;
-        let mut flags = wr.flags;
-        if self.sq_sig_all {
-            flags |= FmCeSe::CQ_UPDATE;
-        }
-        // Room for one WQEBB (a QP without a send queue or with the lane closed, cnt 0,
-        // never has room).
-        // Acquire pairs with the poller's release of the tail: the device is done with
-        // the slot before we overwrite it (a plain load on x86-64).
-        let tail = self.shared.sq_tail.load(Ordering::Acquire) as u16;
-        if self.sq_cur_post.wrapping_sub(tail) as u32 >= cnt {
+        let shared = &*self.shared;
+        // A pending restart (modify to RESET) is the generic path's (restart_if_reset).
+        if shared.restart.load(Ordering::Acquire) {
             return None;
         }
+        // Room for one WQEBB (a QP without a send queue or with the lane closed,
+        // fast_cnt 0, never has room).
+        // Acquire pairs with the poller's release of the tail: the device is done with
+        // the slot before we overwrite it (a plain load on x86-64).
+        let tail = shared.sq_tail.load(Ordering::Acquire) as u16;
         let pi = self.sq_cur_post;
-        let idx = (pi as u32 & (cnt - 1)) as usize;
+        if pi.wrapping_sub(tail) as u32 >= self.fast_cnt {
+            return None;
+        }
         let hot = &self.hot;
-        // SAFETY: the SQ holds `cnt` WQEBBs at hot.sq inside self.buf (alive as long as
-        // self) and idx < cnt; `&mut self` makes this the only writer of the SQ, and the
-        // room check above says the device no longer reads this WQEBB.
+        let idx = (pi as u32 & hot.mask) as usize;
+        // SAFETY: the SQ holds `fast_cnt` = sq_wqe_cnt WQEBBs at hot.sq inside self.buf
+        // (alive as long as self) and idx <= mask < that count (fast_cnt > 0 here);
+        // `&mut self` makes this the only writer of the SQ, and the room check above
+        // says the device no longer reads this WQEBB.
         let slot = unsafe { &mut *hot.sq.as_ptr().add(idx * WQEBB_SIZE as usize).cast::<[u8; 64]>() };
-        let ds = write_small(slot, pi, self.qpn, wr, flags, self.cap.max_inline_data as usize, self.fast_read)?;
+        let ds = write_small(slot, pi, &hot.lane, wr)?;
         let next = pi.wrapping_add(1);
         // SAFETY: hot.wrid and hot.next point at self.shared's sq_wrid and sq_next, one
         // entry per SQ WQEBB (create_qp sizes them with sq_wqe_cnt), and idx < cnt.
@@ -140,30 +152,28 @@ impl Qp {
             (*hot.next.as_ptr().add(idx)).store(next as u32, Ordering::Relaxed);
         }
         self.sq_cur_post = next;
-        let bf = self.bfreg.buf_size;
         // The events come before the doorbell, so a trace reads verb -> WQE -> doorbell
         // -> the device's fetch. They are built out of line: when TRACE is off this costs
         // one load and a branch, and the fast lane keeps its registers.
         if tracing::level_enabled!(tracing::Level::TRACE) {
-            self.trace_small(pi, wr_id, ds, wr, ds > 1 && bf >= WQEBB_SIZE as usize);
+            self.trace_small(pi, wr_id, ds, wr, hot.blueflame);
         }
         // Doorbell record, then the register (fences in doorbell.rs / barrier.rs).
         // SAFETY: hot.db_sq is word 1 of our doorbell record, live while self is.
         unsafe { doorbell::publish(hot.db_sq.as_ptr(), next as u32) };
         // SAFETY: hot.reg is our register, mapped for the QP's lifetime, with two halves
         // of `bf` bytes at reg and reg + bf; the BlueFlame copy of one WQEBB (64 bytes)
-        // is made only when 64 <= bf, so it fits the half at reg + bf_offset. (BlueFlame
-        // registers are 256 or more bytes a half; the generic path's rule, ds * 16 <=
-        // bf, is the same for every WQE of one WQEBB there.)
+        // is made only when 64 <= bf (hot.blueflame), so it fits the half at
+        // reg + bf_offset. (BlueFlame registers are 256 or more bytes a half.)
         unsafe {
             let reg = hot.reg.as_ptr().add(self.bf_offset);
-            if ds > 1 && bf >= WQEBB_SIZE as usize {
+            if hot.blueflame {
                 doorbell::ring_bf(reg, &[&*slot]);
             } else {
                 doorbell::ring_db(reg, slot[..8].try_into().unwrap());
             }
         }
-        self.bf_offset ^= bf;
+        self.bf_offset ^= self.bfreg.buf_size;
         Some(())
     }
 

@@ -2,16 +2,15 @@
 //! without the generic builder's iteration.
 //!
 //! [`write_small_send_wqe`] handles a connected-QP SEND, SEND with immediate, RDMA
-//! WRITE, RDMA WRITE with immediate or RDMA READ whose payload is at most one gather
-//! entry or (not READ) one inline chunk, and whose WQE fits in 64 bytes: control
-//! segment, remote-address segment for RDMA, then one data segment or the inline
-//! segment. It writes exactly the bytes [`super::write_send_wqe`] writes for the same
-//! request (same control segment, same zero padding after inline bytes, nothing past
-//! `ds * 16`), which a test below checks over every shape and the golden test
+//! WRITE, RDMA WRITE with immediate or RDMA READ whose payload is one non-empty gather
+//! entry or (not READ) one non-empty inline chunk, and whose WQE fits in 64 bytes:
+//! control segment, remote-address segment for RDMA, then one data segment or the
+//! inline segment. It writes exactly the bytes [`super::write_send_wqe`] writes for the
+//! same request (same control segment, same zero padding after inline bytes, nothing
+//! past `ds * 16`), which a test below checks over every shape and the golden test
 //! (`softhca/preload/tests/libmlx5_golden.rs`) checks against libmlx5. Anything else
-//! returns `None`, and the caller takes the generic path; the slot (free, not yet
-//! published to the device) may then hold the request's control and remote-address
-//! segments, which the generic builder writes again (the same bytes).
+//! (including the rare empty payloads) returns `None` before writing anything, and
+//! the caller takes the generic path.
 //!
 //! A WQE that starts a WQEBB and fits in it never wraps around the ring, so the writer
 //! works on the one 64-byte slot; every offset below is a constant or is bounded by the
@@ -26,134 +25,156 @@ const _: () = assert!(DS_SIZE == 16);
 use crate::opcode::{FmCeSe, WqeOpcode};
 
 /// Writes `wr` at producer index `pi` of QP `qpn` into `slot` (the WQEBB at that
-/// index) if it is one of the shapes above, and returns its DS count (2 to 4, or 1
-/// for a SEND without payload); `None` otherwise, when the slot holds nothing or at
-/// most the request's control and remote-address segments (a prefix of the WQE the
-/// generic builder writes for it), so the caller writes it with
+/// index) if it is one of the shapes above, and returns its DS count (2 to 4); `None`
+/// otherwise, with the slot untouched, so the caller writes it with
 /// [`super::write_send_wqe`] or leaves the slot unused.
 ///
 /// As with [`super::write_send_wqe`], the caller has checked that the ring has room
 /// and that an inline payload is within the QP's inline limit.
 #[inline(always)]
 pub fn write_small_send_wqe(slot: &mut [u8; 64], pi: u16, qpn: u32, wr: &SendWr<'_>) -> Option<u8> {
-    write_small(slot, pi, qpn, wr, wr.flags, usize::MAX, true)
+    write_small(slot, pi, &Lane::new(qpn, false, usize::MAX, true), wr)
 }
 
-/// [`write_small_send_wqe`] for the QP's post path: the control flags are given apart
-/// from `wr` (the QP adds CQ_UPDATE for `sq_sig_all` without copying the request), and
-/// an inline payload longer than `max_inline` is refused (left to the generic path,
-/// which reports it), and so is an RDMA READ unless `read_ok` (the QP's transport has
-/// READ, `qp::post::fast_lane`).
-#[inline(always)]
-pub(crate) fn write_small(
-    slot: &mut [u8; 64],
-    pi: u16,
-    qpn: u32,
-    wr: &SendWr<'_>,
-    flags: FmCeSe,
-    max_inline: usize,
+/// The per-QP constants of the fast lane's WQEs, computed once at QP creation so that
+/// a post only combines them with the request.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Lane {
+    /// The control segment's qpn_ds word without the DS count: `qpn << 8`.
+    qpn8: u32,
+    /// `fm_ce_se` bits every WQE carries: CQ_UPDATE on a QP created with sq_sig_all.
+    sig: u8,
+    /// The longest inline payload the lane writes after the control segment alone
+    /// (SEND: 64 - 16 - 4 bytes) and after control and remote-address segments (RDMA
+    /// WRITE: 64 - 32 - 4), each also bounded by the QP's inline limit: longer ones are
+    /// left to the generic path, which writes them in several WQEBBs or reports them.
+    inline_send: u8,
+    inline_raddr: u8,
+    /// The QP's transport has RDMA READ (`qp::post::fast_lane`).
     read_ok: bool,
-) -> Option<u8> {
+}
+
+impl Lane {
+    pub(crate) fn new(qpn: u32, sig_all: bool, max_inline: usize, read_ok: bool) -> Lane {
+        Lane {
+            qpn8: (qpn & 0x00ff_ffff) << 8,
+            sig: if sig_all { FmCeSe::CQ_UPDATE.bits() } else { 0 },
+            inline_send: max_inline.min(64 - 16 - 4) as u8,
+            inline_raddr: max_inline.min(64 - 32 - 4) as u8,
+            read_ok,
+        }
+    }
+}
+
+/// [`write_small_send_wqe`] for the QP's post path, with the QP's constants in `lane`:
+/// its `sq_sig_all` flag is added to the request's flags, an inline payload over its
+/// limit is refused (left to the generic path, which reports it), and so is an RDMA
+/// READ unless the transport has it.
+///
+/// Each operation gets its own copy of the writer ([`write_op`], with the header size
+/// a constant), so that no operation pays for the others' values being carried to a
+/// common tail. Every check comes before the first store: a refused request leaves
+/// the slot as it was.
+#[inline(always)]
+pub(crate) fn write_small(slot: &mut [u8; 64], pi: u16, lane: &Lane, wr: &SendWr<'_>) -> Option<u8> {
     if wr.ud.is_some() {
         return None;
     }
-    // The operation: opcode, immediate and (RDMA) the remote-address segment (raddr.rs:
-    // address, key, reserved 0) go into the slot at once; `hdr` is where the payload
-    // starts. A request refused after this point has written only these first 16 or
-    // 32 bytes, which the generic builder's WQE for it covers (it has the same header).
-    let raddr_seg = |slot: &mut [u8; 64], raddr: u64, rkey: u32| {
-        slot[16..24].copy_from_slice(&raddr.to_be_bytes());
-        slot[24..28].copy_from_slice(&rkey.to_be_bytes());
-        slot[28..32].copy_from_slice(&[0; 4]);
-    };
-    let (opcode, imm, hdr, may_inline): (WqeOpcode, u32, usize, bool) = match wr.op {
-        SendOp::Send => (WqeOpcode::Send, 0, 16, true),
-        SendOp::SendImm { imm } => (WqeOpcode::SendImm, imm, 16, true),
+    let p = &wr.payload;
+    match wr.op {
         SendOp::RdmaWrite { raddr, rkey } => {
-            raddr_seg(slot, raddr, rkey);
-            (WqeOpcode::RdmaWrite, 0, 32, true)
+            write_op::<2>(slot, pi, lane, wr.flags, WqeOpcode::RdmaWrite, 0, (raddr, rkey), p, lane.inline_raddr)
+        }
+        SendOp::Send => write_op::<1>(slot, pi, lane, wr.flags, WqeOpcode::Send, 0, (0, 0), p, lane.inline_send),
+        SendOp::SendImm { imm } => {
+            write_op::<1>(slot, pi, lane, wr.flags, WqeOpcode::SendImm, imm, (0, 0), p, lane.inline_send)
         }
         SendOp::RdmaWriteImm { raddr, rkey, imm } => {
-            raddr_seg(slot, raddr, rkey);
-            (WqeOpcode::RdmaWriteImm, imm, 32, true)
+            write_op::<2>(slot, pi, lane, wr.flags, WqeOpcode::RdmaWriteImm, imm, (raddr, rkey), p, lane.inline_raddr)
         }
-        SendOp::RdmaRead { raddr, rkey } if read_ok => {
-            raddr_seg(slot, raddr, rkey);
-            (WqeOpcode::RdmaRead, 0, 32, false)
+        // READ takes no inline data: a limit of 0 refuses every (non-empty) inline payload.
+        SendOp::RdmaRead { raddr, rkey } if lane.read_ok => {
+            write_op::<2>(slot, pi, lane, wr.flags, WqeOpcode::RdmaRead, 0, (raddr, rkey), p, 0)
         }
+        _ => None,
+    }
+}
+
+/// One operation's WQE: `UNITS` 16-byte units of header (1: control segment; 2: and
+/// the remote-address segment `(raddr, rkey)`), then the payload: one non-empty gather
+/// entry, or one non-empty inline chunk of at most `lim` bytes. Empty payloads (no
+/// segment at all) and longer lists are the generic path's.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn write_op<const UNITS: usize>(
+    slot: &mut [u8; 64],
+    pi: u16,
+    lane: &Lane,
+    flags: FmCeSe,
+    opcode: WqeOpcode,
+    imm: u32,
+    (raddr, rkey): (u64, u32),
+    payload: &Payload<'_>,
+    lim: u8,
+) -> Option<u8> {
+    let hdr = UNITS * DS_SIZE as usize;
+    let payload = match *payload {
+        Payload::Sgl([ref sge]) if sge.length != 0 => Small::Sge(sge),
+        // `len - 1 < lim`: one comparison for 1 <= len <= lim
+        Payload::Inline([d]) if d.len().wrapping_sub(1) < lim as usize => Small::Inline(d),
         _ => return None,
     };
-    // Control segment (ctrl.rs), all but the DS count: opmod 0, index, opcode |
-    // signature 0, stream channel 0, fm_ce_se | immediate.
-    slot[0..4].copy_from_slice(&(((pi as u32) << 8) | opcode.as_u8() as u32).to_be_bytes());
-    slot[8..12].copy_from_slice(&(flags.bits() as u32).to_be_bytes());
-    slot[12..16].copy_from_slice(&imm.to_be_bytes());
-    let payload = match wr.payload {
-        Payload::Sgl([]) => Small::None,
-        Payload::Sgl([sge]) => {
-            if sge.length == 0 {
-                Small::None
-            } else {
-                Small::Sge(sge)
-            }
-        }
-        Payload::Sgl(_) => return None,
-        // READ with inline data: the generic path reports the error.
-        Payload::Inline(_) if !may_inline => return None,
-        Payload::Inline([]) => Small::None,
-        Payload::Inline([[]]) => Small::None,
-        // header (4) + bytes must end inside the slot
-        Payload::Inline([d]) if d.len() <= 64 - 4 - hdr && d.len() <= max_inline => {
-            Small::Inline(d)
-        }
-        Payload::Inline(_) => return None,
-    };
     let ds = match payload {
-        Small::None => hdr / DS_SIZE as usize,
-        Small::Sge(_) => hdr / DS_SIZE as usize + 1,
+        Small::Sge(_) => UNITS as u32 + 1,
         // header and bytes rounded up to whole 16-byte units (an add and a shift;
         // `div_ceil` compiles to a longer sequence)
-        Small::Inline(d) => (hdr + 4 + d.len() + 15) >> 4,
-    } as u8;
-    // qpn | ds
-    slot[4..8].copy_from_slice(&(((qpn & 0x00ff_ffff) << 8) | ds as u32).to_be_bytes());
-    match payload {
-        Small::None => {}
-        Small::Sge(sge) => {
-            // Data segment (data.rs): byte count, lkey, address.
-            let seg: &mut [u8; 16] = (&mut slot[hdr..hdr + 16]).try_into().unwrap();
-            seg[0..4].copy_from_slice(&sge.length.to_be_bytes());
-            seg[4..8].copy_from_slice(&sge.lkey.to_be_bytes());
-            seg[8..16].copy_from_slice(&sge.addr.to_be_bytes());
+        Small::Inline(d) => (hdr as u32 + 4 + d.len() as u32 + 15) >> 4,
+    };
+    let p = slot.as_mut_ptr();
+    // SAFETY: every store below is inside the 64-byte slot: the control segment is
+    // bytes 0..16 and the remote-address segment 16..32; hdr is 16 or 32, so a data
+    // segment ends at hdr + 16 <= 48; an inline payload is at most `lim` bytes, which
+    // Lane bounds by 64 - 4 - hdr (READ: 0), so the inline segment ends at
+    // hdr + 4 + len <= 64 and its last unit, (ds - 1) * 16, is at most 48. Unaligned
+    // writes need no alignment, and `d` is not inside `slot` (mutably borrowed).
+    unsafe {
+        let put4 = |off: usize, v: u32| p.add(off).cast::<[u8; 4]>().write_unaligned(v.to_be_bytes());
+        let put8 = |off: usize, v: u64| p.add(off).cast::<[u8; 8]>().write_unaligned(v.to_be_bytes());
+        // Control segment (ctrl.rs): opmod 0, index, opcode | qpn, ds | signature 0,
+        // stream channel 0, fm_ce_se | immediate.
+        put4(0, ((pi as u32) << 8) | opcode.as_u8() as u32);
+        put4(4, lane.qpn8 | ds);
+        put4(8, (flags.bits() | lane.sig) as u32);
+        put4(12, imm);
+        if UNITS == 2 {
+            // Remote-address segment (raddr.rs): address, key, reserved 0.
+            put8(16, raddr);
+            put8(24, (rkey as u64) << 32);
         }
-        Small::Inline(d) => {
-            // Inline segment (inline.rs): zero the 16-byte unit that ends the segment
-            // (its padding), then the header and the bytes over it.
-            let len = d.len();
-            // the segment's last unit is the WQE's last unit
-            let last = (ds as usize - 1) * DS_SIZE as usize;
-            let p = slot.as_mut_ptr();
-            // SAFETY: hdr is 16 or 32 and the shape check above bounds len by
-            // 64 - 4 - hdr, so the segment ends at hdr + 4 + len <= 64 and ds <= 4:
-            // the unit at `last` and the bytes hdr..hdr + 4 + len are inside the
-            // 64-byte slot. Unaligned writes
-            // need no alignment; `d` is not inside `slot` (which is mutably borrowed).
-            unsafe {
-                p.add(last).cast::<[u8; 16]>().write_unaligned([0; 16]);
-                p.add(hdr)
-                    .cast::<[u8; 4]>()
-                    .write_unaligned((INLINE_SEG | len as u32).to_be_bytes());
+        match payload {
+            Small::Sge(sge) => {
+                // Data segment (data.rs): byte count, lkey, address.
+                put4(hdr, sge.length);
+                put4(hdr + 4, sge.lkey);
+                put8(hdr + 8, sge.addr);
+            }
+            Small::Inline(d) => {
+                // Inline segment (inline.rs): zero the 16-byte unit that ends the
+                // segment (its padding; the segment's last unit is the WQE's), then the
+                // header and the bytes over it.
+                let len = d.len();
+                p.add((ds as usize - 1) * DS_SIZE as usize).cast::<[u8; 16]>().write_unaligned([0; 16]);
+                put4(hdr, INLINE_SEG | len as u32);
                 copy_small(p.add(hdr + 4), d.as_ptr(), len);
             }
         }
     }
-    Some(ds)
+    Some(ds as u8)
 }
 
 /// The payload shapes of the fast lane.
 #[derive(Clone, Copy)]
 enum Small<'a> {
-    None,
     Sge(&'a Sge),
     Inline(&'a [u8]),
 }
