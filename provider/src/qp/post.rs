@@ -120,6 +120,15 @@ impl Qp {
     /// write-combining store) and after it (the doorbell leaves the WC buffer now).
     #[inline(always)]
     fn post_send_small(&mut self, wr_id: u64, wr: &SendWr<'_>) -> Option<()> {
+        // With TRACE events on, the generic path posts: it emits the same two events
+        // (the WQE, then the doorbell or BlueFlame copy, before the register write). A
+        // call to emit them here would be a call in the middle of the lane, across
+        // which the slot, the index and the QP must survive in callee-saved registers,
+        // saved and restored on every post, traced or not; the check costs one load and
+        // a branch.
+        if tracing::level_enabled!(tracing::Level::TRACE) {
+            return None;
+        }
         let shared = &*self.shared;
         // A pending restart (modify to RESET) is the generic path's (restart_if_reset).
         if shared.restart.load(Ordering::Acquire) {
@@ -141,7 +150,7 @@ impl Qp {
         // `&mut self` makes this the only writer of the SQ, and the room check above
         // says the device no longer reads this WQEBB.
         let slot = unsafe { &mut *hot.sq.as_ptr().add(idx * WQEBB_SIZE as usize).cast::<[u8; 64]>() };
-        let ds = write_small(slot, pi, &hot.lane, wr)?;
+        write_small(slot, pi, &hot.lane, wr)?;
         let next = pi.wrapping_add(1);
         // SAFETY: hot.wrid and hot.next point at self.shared's sq_wrid and sq_next, one
         // entry per SQ WQEBB (create_qp sizes them with sq_wqe_cnt), and idx < cnt.
@@ -152,12 +161,6 @@ impl Qp {
             (*hot.next.as_ptr().add(idx)).store(next as u32, Ordering::Relaxed);
         }
         self.sq_cur_post = next;
-        // The events come before the doorbell, so a trace reads verb -> WQE -> doorbell
-        // -> the device's fetch. They are built out of line: when TRACE is off this costs
-        // one load and a branch, and the fast lane keeps its registers.
-        if tracing::level_enabled!(tracing::Level::TRACE) {
-            self.trace_small(pi, wr_id, ds, wr, hot.blueflame);
-        }
         // Doorbell record, then the register (fences in doorbell.rs / barrier.rs).
         // SAFETY: hot.db_sq is word 1 of our doorbell record, live while self is.
         unsafe { doorbell::publish(hot.db_sq.as_ptr(), next as u32) };
@@ -175,18 +178,6 @@ impl Qp {
         }
         self.bf_offset ^= self.bfreg.buf_size;
         Some(())
-    }
-
-    /// The generic path's two events for one WQE and its doorbell.
-    #[cold]
-    #[inline(never)]
-    fn trace_small(&self, pi: u16, wr_id: u64, ds: u8, wr: &SendWr<'_>, blueflame: bool) {
-        tracing::trace!(target: "provider::post", qpn = self.qpn, pi, wr_id, ds, op = %format_args!("{:x?}", wr.op), "wqe");
-        if blueflame {
-            tracing::trace!(target: "provider::doorbell", qpn = self.qpn, pi = self.sq_cur_post, bytes = 64usize, "blueflame");
-        } else {
-            tracing::trace!(target: "provider::doorbell", qpn = self.qpn, pi = self.sq_cur_post, "doorbell");
-        }
     }
 
     /// Posts a chain of send WRs with one doorbell (`ibv_post_send` with a list).

@@ -16,7 +16,6 @@
 //! works on the one 64-byte slot; every offset below is a constant or is bounded by the
 //! 64-byte check, which is what lets the compiler drop the bounds checks.
 
-use super::data::Sge;
 use super::inline::INLINE_SEG;
 use super::send::{Payload, SendOp, SendWr};
 use super::DS_SIZE;
@@ -81,20 +80,22 @@ pub(crate) fn write_small(slot: &mut [u8; 64], pi: u16, lane: &Lane, wr: &SendWr
         return None;
     }
     let p = &wr.payload;
-    match wr.op {
+    // The operation's fields are read where they are stored (`op`, after the checks),
+    // not carried in registers through them.
+    match &wr.op {
         SendOp::RdmaWrite { raddr, rkey } => {
-            write_op::<2>(slot, pi, lane, wr.flags, WqeOpcode::RdmaWrite, 0, (raddr, rkey), p, lane.inline_raddr)
+            write_op::<2>(slot, pi, lane, wr.flags, WqeOpcode::RdmaWrite, &0, (raddr, rkey), p, lane.inline_raddr)
         }
-        SendOp::Send => write_op::<1>(slot, pi, lane, wr.flags, WqeOpcode::Send, 0, (0, 0), p, lane.inline_send),
+        SendOp::Send => write_op::<1>(slot, pi, lane, wr.flags, WqeOpcode::Send, &0, (&0, &0), p, lane.inline_send),
         SendOp::SendImm { imm } => {
-            write_op::<1>(slot, pi, lane, wr.flags, WqeOpcode::SendImm, imm, (0, 0), p, lane.inline_send)
+            write_op::<1>(slot, pi, lane, wr.flags, WqeOpcode::SendImm, imm, (&0, &0), p, lane.inline_send)
         }
         SendOp::RdmaWriteImm { raddr, rkey, imm } => {
             write_op::<2>(slot, pi, lane, wr.flags, WqeOpcode::RdmaWriteImm, imm, (raddr, rkey), p, lane.inline_raddr)
         }
         // READ takes no inline data: a limit of 0 refuses every (non-empty) inline payload.
         SendOp::RdmaRead { raddr, rkey } if lane.read_ok => {
-            write_op::<2>(slot, pi, lane, wr.flags, WqeOpcode::RdmaRead, 0, (raddr, rkey), p, 0)
+            write_op::<2>(slot, pi, lane, wr.flags, WqeOpcode::RdmaRead, &0, (raddr, rkey), p, 0)
         }
         _ => None,
     }
@@ -112,106 +113,143 @@ fn write_op<const UNITS: usize>(
     lane: &Lane,
     flags: FmCeSe,
     opcode: WqeOpcode,
-    imm: u32,
-    (raddr, rkey): (u64, u32),
+    imm: &u32,
+    (raddr, rkey): (&u64, &u32),
     payload: &Payload<'_>,
     lim: u8,
 ) -> Option<u8> {
-    let hdr = UNITS * DS_SIZE as usize;
-    let payload = match *payload {
-        Payload::Sgl([ref sge]) if sge.length != 0 => Small::Sge(sge),
-        // `len - 1 < lim`: one comparison for 1 <= len <= lim
-        Payload::Inline([d]) if d.len().wrapping_sub(1) < lim as usize => Small::Inline(d),
-        _ => return None,
-    };
-    let ds = match payload {
-        Small::Sge(_) => UNITS as u32 + 1,
-        // header and bytes rounded up to whole 16-byte units (an add and a shift;
-        // `div_ceil` compiles to a longer sequence)
-        Small::Inline(d) => (hdr as u32 + 4 + d.len() as u32 + 15) >> 4,
-    };
-    let p = slot.as_mut_ptr();
-    // SAFETY: every store below is inside the 64-byte slot: the control segment is
-    // bytes 0..16 and the remote-address segment 16..32; hdr is 16 or 32, so a data
-    // segment ends at hdr + 16 <= 48; an inline payload is at most `lim` bytes, which
-    // Lane bounds by 64 - 4 - hdr (READ: 0), so the inline segment ends at
-    // hdr + 4 + len <= 64 and its last unit, (ds - 1) * 16, is at most 48. Unaligned
-    // writes need no alignment, and `d` is not inside `slot` (mutably borrowed).
-    unsafe {
-        let put4 = |off: usize, v: u32| p.add(off).cast::<[u8; 4]>().write_unaligned(v.to_be_bytes());
-        let put8 = |off: usize, v: u64| p.add(off).cast::<[u8; 8]>().write_unaligned(v.to_be_bytes());
-        // Control segment (ctrl.rs): opmod 0, index, opcode | qpn, ds | signature 0,
-        // stream channel 0, fm_ce_se | immediate.
-        put4(0, ((pi as u32) << 8) | opcode.as_u8() as u32);
-        put4(4, lane.qpn8 | ds);
-        put4(8, (flags.bits() | lane.sig) as u32);
-        put4(12, imm);
-        if UNITS == 2 {
-            // Remote-address segment (raddr.rs): address, key, reserved 0.
-            put8(16, raddr);
-            put8(24, (rkey as u64) << 32);
-        }
-        match payload {
-            Small::Sge(sge) => {
+    match *payload {
+        Payload::Sgl([ref sge]) if sge.length != 0 => {
+            let ds = UNITS as u32 + 1;
+            // SAFETY: the header ends at UNITS * 16 <= 32 and the data segment after it
+            // at most 16 bytes later, inside the 64-byte slot.
+            unsafe {
+                header::<UNITS>(slot, pi, lane, flags, opcode, imm, (raddr, rkey), ds);
                 // Data segment (data.rs): byte count, lkey, address.
-                put4(hdr, sge.length);
-                put4(hdr + 4, sge.lkey);
-                put8(hdr + 8, sge.addr);
+                let p = slot.as_mut_ptr().add(UNITS * DS_SIZE as usize);
+                put4(p, sge.length);
+                put4(p.add(4), sge.lkey);
+                put8(p.add(8), sge.addr);
             }
-            Small::Inline(d) => {
+            Some(ds as u8)
+        }
+        // `len - 1 < lim`: one comparison for 1 <= len <= lim
+        Payload::Inline([d]) if d.len().wrapping_sub(1) < lim as usize => {
+            let hdr = UNITS * DS_SIZE as usize;
+            let len = d.len();
+            // header and bytes rounded up to whole 16-byte units (an add and a shift;
+            // `div_ceil` compiles to a longer sequence)
+            let ds = (hdr + 4 + len + 15) >> 4;
+            // SAFETY: the inline payload is at most `lim` bytes, which Lane bounds by
+            // 64 - 4 - hdr (READ: 0), so the inline segment ends at hdr + 4 + len <= 64
+            // and its last unit, (ds - 1) * 16, starts at 48 or before: inside the slot.
+            // `d` is not inside `slot` (which is mutably borrowed).
+            unsafe {
+                header::<UNITS>(slot, pi, lane, flags, opcode, imm, (raddr, rkey), ds as u32);
                 // Inline segment (inline.rs): zero the 16-byte unit that ends the
                 // segment (its padding; the segment's last unit is the WQE's), then the
                 // header and the bytes over it.
-                let len = d.len();
-                p.add((ds as usize - 1) * DS_SIZE as usize).cast::<[u8; 16]>().write_unaligned([0; 16]);
-                put4(hdr, INLINE_SEG | len as u32);
+                let p = slot.as_mut_ptr();
+                p.add((ds - 1) * DS_SIZE as usize).cast::<[u8; 16]>().write_unaligned([0; 16]);
+                put4(p.add(hdr), INLINE_SEG | len as u32);
                 copy_small(p.add(hdr + 4), d.as_ptr(), len);
             }
+            Some(ds as u8)
         }
+        _ => None,
     }
-    Some(ds as u8)
 }
 
-/// The payload shapes of the fast lane.
-#[derive(Clone, Copy)]
-enum Small<'a> {
-    Sge(&'a Sge),
-    Inline(&'a [u8]),
-}
-
-/// Copies `len` bytes (at most 60) from `s` to `d` with 8-byte (or 4-byte) moves,
-/// the last one overlapping the one before when the length is not a multiple: a few
-/// loads and stores instead of a call to `memcpy`.
+/// The control segment and (UNITS 2) the remote-address segment.
 ///
 /// # Safety
-/// `s` must be valid for reads and `d` for writes of `len` bytes, not overlapping.
+/// None beyond the arguments' types: every store is inside bytes 0..32 of the slot.
+/// (Unsafe only for the raw stores, which need no alignment.)
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn header<const UNITS: usize>(
+    slot: &mut [u8; 64],
+    pi: u16,
+    lane: &Lane,
+    flags: FmCeSe,
+    opcode: WqeOpcode,
+    imm: &u32,
+    (raddr, rkey): (&u64, &u32),
+    ds: u32,
+) {
+    let p = slot.as_mut_ptr();
+    // SAFETY: offsets 0..32 of the 64-byte slot; unaligned stores.
+    unsafe {
+        // Control segment (ctrl.rs): opmod 0, index, opcode | qpn, ds | signature 0,
+        // stream channel 0, fm_ce_se | immediate.
+        put4(p, ((pi as u32) << 8) | opcode.as_u8() as u32);
+        put4(p.add(4), lane.qpn8 | ds);
+        put4(p.add(8), (flags.bits() | lane.sig) as u32);
+        put4(p.add(12), *imm);
+        if UNITS == 2 {
+            // Remote-address segment (raddr.rs): address, key, reserved 0.
+            put8(p.add(16), *raddr);
+            put8(p.add(24), (*rkey as u64) << 32);
+        }
+    }
+}
+
+/// A big-endian 4-byte field at `p`.
+///
+/// # Safety
+/// `p` must be valid for a 4-byte write (any alignment).
+#[inline(always)]
+unsafe fn put4(p: *mut u8, v: u32) {
+    // SAFETY: the caller's contract.
+    unsafe { p.cast::<[u8; 4]>().write_unaligned(v.to_be_bytes()) }
+}
+
+/// A big-endian 8-byte field at `p`.
+///
+/// # Safety
+/// `p` must be valid for an 8-byte write (any alignment).
+#[inline(always)]
+unsafe fn put8(p: *mut u8, v: u64) {
+    // SAFETY: the caller's contract.
+    unsafe { p.cast::<[u8; 8]>().write_unaligned(v.to_be_bytes()) }
+}
+
+/// Copies `len` bytes (at most 48) from `s` to `d` without a loop: two moves of the
+/// largest size that fits (16, 8, 4 bytes), one at the start and one ending at `len`,
+/// overlapping when the length is not twice that size (a third 16-byte move in the
+/// middle above 32 bytes); 1 to 3 bytes as first, middle and last byte. A few loads and
+/// stores instead of a call to `memcpy`, and few registers.
+///
+/// # Safety
+/// `s` must be valid for reads and `d` for writes of `len` bytes, not overlapping, and
+/// `len <= 48`.
 #[inline(always)]
 unsafe fn copy_small(d: *mut u8, s: *const u8, len: usize) {
-    // SAFETY: every access is inside `0..len` of both ranges (the caller's contract):
-    // words at `i < len - 8` and at `len - 8` when len >= 8, at 0 and `len - 4` when
-    // 4 <= len < 8, bytes below len otherwise. Unaligned accesses need no alignment.
+    /// Moves one `T` from `s + at` to `d + at`, unaligned.
+    #[inline(always)]
+    unsafe fn mv<T>(d: *mut u8, s: *const u8, at: usize) {
+        // SAFETY: the caller's: both ranges hold `at + size_of::<T>()` bytes.
+        unsafe { d.add(at).cast::<T>().write_unaligned(s.add(at).cast::<T>().read_unaligned()) }
+    }
+    // SAFETY: every move lies inside `0..len` of both ranges (the caller's contract):
+    // `at` and `len - size` with size <= len, and 16 with 16 + 16 <= len < 48.
     unsafe {
-        if len >= 8 {
-            let mut i = 0;
-            while i + 8 < len {
-                d.add(i)
-                    .cast::<u64>()
-                    .write_unaligned(s.add(i).cast::<u64>().read_unaligned());
-                i += 8;
+        if len >= 16 {
+            mv::<[u8; 16]>(d, s, 0);
+            if len > 32 {
+                mv::<[u8; 16]>(d, s, 16);
             }
-            d.add(len - 8)
-                .cast::<u64>()
-                .write_unaligned(s.add(len - 8).cast::<u64>().read_unaligned());
+            mv::<[u8; 16]>(d, s, len - 16);
+        } else if len >= 8 {
+            mv::<u64>(d, s, 0);
+            mv::<u64>(d, s, len - 8);
         } else if len >= 4 {
-            d.cast::<u32>()
-                .write_unaligned(s.cast::<u32>().read_unaligned());
-            d.add(len - 4)
-                .cast::<u32>()
-                .write_unaligned(s.add(len - 4).cast::<u32>().read_unaligned());
-        } else {
-            for i in 0..len {
-                *d.add(i) = *s.add(i);
-            }
+            mv::<u32>(d, s, 0);
+            mv::<u32>(d, s, len - 4);
+        } else if len > 0 {
+            mv::<u8>(d, s, 0);
+            mv::<u8>(d, s, len / 2);
+            mv::<u8>(d, s, len - 1);
         }
     }
 }
@@ -219,6 +257,7 @@ unsafe fn copy_small(d: *mut u8, s: *const u8, len: usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wqe::data::Sge;
     use crate::wqe::{write_send_wqe, SqRing};
 
     /// Every shape the fast lane takes gives the generic builder's bytes and touches
@@ -341,8 +380,8 @@ mod tests {
     #[test]
     fn copy_small_every_length() {
         let src: Vec<u8> = (100..150).collect();
-        for len in 0..=44 {
-            let mut dst = [0u8; 46];
+        for len in 0..=48 {
+            let mut dst = [0u8; 50];
             // SAFETY: both ranges hold len bytes and are distinct arrays.
             unsafe { copy_small(dst.as_mut_ptr().add(1), src.as_ptr(), len) };
             assert_eq!(dst[0], 0);
