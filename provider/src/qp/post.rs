@@ -107,9 +107,11 @@ impl Qp {
     /// The fast lane of [`Qp::post_send`]: one WQE of one WQEBB, then its doorbell.
     /// `None` when the request is not one of the shapes it handles, would fail a check
     /// (no send queue, inline bytes over the limit, a full ring), is refused by the
-    /// builder or a modify to RESET is pending; nothing has been written then, and the
-    /// caller takes the generic path, which restarts the counters, repeats the checks,
-    /// writes the WQE or reports the error.
+    /// builder, or TRACE events are on, or a modify to RESET is pending; nothing has
+    /// been published then (the free slot and its poller entries may hold part of what
+    /// the generic path writes there, see [`crate::wqe::small`]), and the caller takes
+    /// the generic path, which restarts the counters, repeats the checks, writes the
+    /// WQE or reports the error.
     ///
     /// Same steps as the generic path, without its iteration: build the WQE in its
     /// slot, record the wr_id and where the tail moves when it completes, publish the
@@ -150,8 +152,11 @@ impl Qp {
         // `&mut self` makes this the only writer of the SQ, and the room check above
         // says the device no longer reads this WQEBB.
         let slot = unsafe { &mut *hot.sq.as_ptr().add(idx * WQEBB_SIZE as usize).cast::<[u8; 64]>() };
-        write_small(slot, pi, &hot.lane, wr)?;
         let next = pi.wrapping_add(1);
+        // The poller's entries for this slot, before the WQE, so that the index is dead
+        // while the WQE is written (fewer registers). Harmless when the request is then
+        // refused: the slot is free and not published, the poller reads its entries
+        // only for a WQE it was given, and the generic path writes them again.
         // SAFETY: hot.wrid and hot.next point at self.shared's sq_wrid and sq_next, one
         // entry per SQ WQEBB (create_qp sizes them with sq_wqe_cnt), and idx < cnt.
         // Relaxed: the doorbell record's release store below publishes them together
@@ -160,6 +165,7 @@ impl Qp {
             (*hot.wrid.as_ptr().add(idx)).store(wr_id, Ordering::Relaxed);
             (*hot.next.as_ptr().add(idx)).store(next as u32, Ordering::Relaxed);
         }
+        write_small(slot, pi, &hot.lane, wr)?;
         self.sq_cur_post = next;
         // Doorbell record, then the register (fences in doorbell.rs / barrier.rs).
         // SAFETY: hot.db_sq is word 1 of our doorbell record, live while self is.
@@ -170,10 +176,11 @@ impl Qp {
         // reg + bf_offset. (BlueFlame registers are 256 or more bytes a half.)
         unsafe {
             let reg = hot.reg.as_ptr().add(self.bf_offset);
-            if hot.blueflame {
-                doorbell::ring_bf(reg, &[&*slot]);
-            } else {
+            // (BlueFlame second: the block laid out last falls through, no jump.)
+            if !hot.blueflame {
                 doorbell::ring_db(reg, slot[..8].try_into().unwrap());
+            } else {
+                doorbell::ring_bf(reg, &[&*slot]);
             }
         }
         self.bf_offset ^= self.bfreg.buf_size;

@@ -9,8 +9,10 @@
 //! same request (same control segment, same zero padding after inline bytes, nothing
 //! past `ds * 16`), which a test below checks over every shape and the golden test
 //! (`softhca/preload/tests/libmlx5_golden.rs`) checks against libmlx5. Anything else
-//! (including the rare empty payloads) returns `None` before writing anything, and
-//! the caller takes the generic path.
+//! (including the rare empty payloads) returns `None`, and the caller takes the
+//! generic path; the slot (free, not yet published to the device) may then hold the
+//! request's control segment (but its DS count) and remote-address segment, which the
+//! generic builder writes again (the same bytes).
 //!
 //! A WQE that starts a WQEBB and fits in it never wraps around the ring, so the writer
 //! works on the one 64-byte slot; every offset below is a constant or is bounded by the
@@ -25,8 +27,10 @@ use crate::opcode::{FmCeSe, WqeOpcode};
 
 /// Writes `wr` at producer index `pi` of QP `qpn` into `slot` (the WQEBB at that
 /// index) if it is one of the shapes above, and returns its DS count (2 to 4); `None`
-/// otherwise, with the slot untouched, so the caller writes it with
-/// [`super::write_send_wqe`] or leaves the slot unused.
+/// otherwise, when the slot holds nothing or at most the request's control (but its
+/// DS count) and remote-address segments, a part of the WQE the generic builder writes
+/// for it, so the caller writes it with [`super::write_send_wqe`] or leaves the slot
+/// unused.
 ///
 /// As with [`super::write_send_wqe`], the caller has checked that the ring has room
 /// and that an inline payload is within the QP's inline limit.
@@ -72,8 +76,7 @@ impl Lane {
 ///
 /// Each operation gets its own copy of the writer ([`write_op`], with the header size
 /// a constant), so that no operation pays for the others' values being carried to a
-/// common tail. Every check comes before the first store: a refused request leaves
-/// the slot as it was.
+/// common tail.
 #[inline(always)]
 pub(crate) fn write_small(slot: &mut [u8; 64], pi: u16, lane: &Lane, wr: &SendWr<'_>) -> Option<u8> {
     if wr.ud.is_some() {
@@ -82,6 +85,8 @@ pub(crate) fn write_small(slot: &mut [u8; 64], pi: u16, lane: &Lane, wr: &SendWr
     let p = &wr.payload;
     // The operation's fields are read where they are stored (`op`, after the checks),
     // not carried in registers through them.
+    // Every operation named (none through `_`): the jump table then covers every
+    // discriminant and needs no range check before it.
     match &wr.op {
         SendOp::RdmaWrite { raddr, rkey } => {
             write_op::<2>(slot, pi, lane, wr.flags, WqeOpcode::RdmaWrite, &0, (raddr, rkey), p, lane.inline_raddr)
@@ -97,7 +102,7 @@ pub(crate) fn write_small(slot: &mut [u8; 64], pi: u16, lane: &Lane, wr: &SendWr
         SendOp::RdmaRead { raddr, rkey } if lane.read_ok => {
             write_op::<2>(slot, pi, lane, wr.flags, WqeOpcode::RdmaRead, &0, (raddr, rkey), p, 0)
         }
-        _ => None,
+        SendOp::RdmaRead { .. } | SendOp::Nop | SendOp::SendInv { .. } | SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. } => None,
     }
 }
 
@@ -105,6 +110,11 @@ pub(crate) fn write_small(slot: &mut [u8; 64], pi: u16, lane: &Lane, wr: &SendWr
 /// the remote-address segment `(raddr, rkey)`), then the payload: one non-empty gather
 /// entry, or one non-empty inline chunk of at most `lim` bytes. Empty payloads (no
 /// segment at all) and longer lists are the generic path's.
+///
+/// The header, all but its DS count, is stored before the payload is looked at, so
+/// that the operation's values are dead (their registers free) while the payload is
+/// checked and copied; a refused request leaves just these bytes in the free slot,
+/// the same the generic builder writes there.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn write_op<const UNITS: usize>(
@@ -118,24 +128,37 @@ fn write_op<const UNITS: usize>(
     payload: &Payload<'_>,
     lim: u8,
 ) -> Option<u8> {
+    let p = slot.as_mut_ptr();
+    // SAFETY: offsets 0..32 of the 64-byte slot; unaligned stores.
+    unsafe {
+        // Control segment (ctrl.rs): opmod 0, index, opcode | qpn, ds (below) |
+        // signature 0, stream channel 0, fm_ce_se | immediate.
+        put4(p, ((pi as u32) << 8) | opcode.as_u8() as u32);
+        put4(p.add(8), (flags.bits() | lane.sig) as u32);
+        put4(p.add(12), *imm);
+        if UNITS == 2 {
+            // Remote-address segment (raddr.rs): address, key, reserved 0.
+            put8(p.add(16), *raddr);
+            put8(p.add(24), (*rkey as u64) << 32);
+        }
+    }
+    let hdr = UNITS * DS_SIZE as usize;
     match *payload {
         Payload::Sgl([ref sge]) if sge.length != 0 => {
             let ds = UNITS as u32 + 1;
-            // SAFETY: the header ends at UNITS * 16 <= 32 and the data segment after it
-            // at most 16 bytes later, inside the 64-byte slot.
+            // SAFETY: the header ends at hdr <= 32 and the data segment after it 16
+            // bytes later, inside the 64-byte slot.
             unsafe {
-                header::<UNITS>(slot, pi, lane, flags, opcode, imm, (raddr, rkey), ds);
+                put4(p.add(4), lane.qpn8 | ds);
                 // Data segment (data.rs): byte count, lkey, address.
-                let p = slot.as_mut_ptr().add(UNITS * DS_SIZE as usize);
-                put4(p, sge.length);
-                put4(p.add(4), sge.lkey);
-                put8(p.add(8), sge.addr);
+                put4(p.add(hdr), sge.length);
+                put4(p.add(hdr + 4), sge.lkey);
+                put8(p.add(hdr + 8), sge.addr);
             }
             Some(ds as u8)
         }
         // `len - 1 < lim`: one comparison for 1 <= len <= lim
         Payload::Inline([d]) if d.len().wrapping_sub(1) < lim as usize => {
-            let hdr = UNITS * DS_SIZE as usize;
             let len = d.len();
             // header and bytes rounded up to whole 16-byte units (an add and a shift;
             // `div_ceil` compiles to a longer sequence)
@@ -145,11 +168,10 @@ fn write_op<const UNITS: usize>(
             // and its last unit, (ds - 1) * 16, starts at 48 or before: inside the slot.
             // `d` is not inside `slot` (which is mutably borrowed).
             unsafe {
-                header::<UNITS>(slot, pi, lane, flags, opcode, imm, (raddr, rkey), ds as u32);
+                put4(p.add(4), lane.qpn8 | ds as u32);
                 // Inline segment (inline.rs): zero the 16-byte unit that ends the
                 // segment (its padding; the segment's last unit is the WQE's), then the
                 // header and the bytes over it.
-                let p = slot.as_mut_ptr();
                 p.add((ds - 1) * DS_SIZE as usize).cast::<[u8; 16]>().write_unaligned([0; 16]);
                 put4(p.add(hdr), INLINE_SEG | len as u32);
                 copy_small(p.add(hdr + 4), d.as_ptr(), len);
@@ -157,40 +179,6 @@ fn write_op<const UNITS: usize>(
             Some(ds as u8)
         }
         _ => None,
-    }
-}
-
-/// The control segment and (UNITS 2) the remote-address segment.
-///
-/// # Safety
-/// None beyond the arguments' types: every store is inside bytes 0..32 of the slot.
-/// (Unsafe only for the raw stores, which need no alignment.)
-#[allow(clippy::too_many_arguments)]
-#[inline(always)]
-unsafe fn header<const UNITS: usize>(
-    slot: &mut [u8; 64],
-    pi: u16,
-    lane: &Lane,
-    flags: FmCeSe,
-    opcode: WqeOpcode,
-    imm: &u32,
-    (raddr, rkey): (&u64, &u32),
-    ds: u32,
-) {
-    let p = slot.as_mut_ptr();
-    // SAFETY: offsets 0..32 of the 64-byte slot; unaligned stores.
-    unsafe {
-        // Control segment (ctrl.rs): opmod 0, index, opcode | qpn, ds | signature 0,
-        // stream channel 0, fm_ce_se | immediate.
-        put4(p, ((pi as u32) << 8) | opcode.as_u8() as u32);
-        put4(p.add(4), lane.qpn8 | ds);
-        put4(p.add(8), (flags.bits() | lane.sig) as u32);
-        put4(p.add(12), *imm);
-        if UNITS == 2 {
-            // Remote-address segment (raddr.rs): address, key, reserved 0.
-            put8(p.add(16), *raddr);
-            put8(p.add(24), (*rkey as u64) << 32);
-        }
     }
 }
 
