@@ -105,14 +105,14 @@ pub struct Qp {
     pub(crate) sq_cur_post: u16,
     /// Next RQ slot to fill (the RQ head).
     pub(crate) rq_head: u32,
-    /// Which half of the BlueFlame register the next copy goes to.
-    pub(crate) bf_offset: usize,
     /// The post path's addresses into the fields above (see `post::Hot`).
     pub(crate) hot: post::Hot,
     /// The fast lane's view of the SQ size: `geo.sq_wqe_cnt`, or 0 where the lane must
     /// never be taken (UD, no gather entries), so its room check always fails there
     /// (`post::fast_lane`); costs nothing over reading the geometry.
-    pub(crate) fast_cnt: u32,
+    /// (A u16: the room check is then one 16-bit compare; an SQ of 2^16 WQEBBs, whose
+    /// size does not fit, closes the lane.)
+    pub(crate) fast_cnt: u16,
 }
 
 impl Pd {
@@ -241,7 +241,6 @@ impl Pd {
             shared,
             sq_cur_post: 0,
             rq_head: 0,
-            bf_offset: 0,
             hot,
             fast_cnt,
         })

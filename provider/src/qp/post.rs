@@ -37,8 +37,11 @@ pub(crate) struct Hot {
     sq: NonNull<u8>,
     /// Word 1 of the doorbell record (SQ producer counter).
     db_sq: NonNull<u32>,
-    /// The BlueFlame register (its first half).
-    reg: NonNull<u8>,
+    /// The half of the BlueFlame register the next copy (or doorbell store) goes to,
+    /// and what turns one half's address into the other's (`reg ^ (reg + bf)`): one
+    /// xor a post, where an offset would need an add and the register's address too.
+    bf_next: *mut u8,
+    bf_toggle: usize,
     /// `QpShared::sq_wrid` and `sq_next`, one entry per WQEBB.
     wrid: NonNull<AtomicU64>,
     next: NonNull<AtomicU32>,
@@ -70,13 +73,22 @@ impl Hot {
             // SAFETY: the SQ follows the RQ inside the buffer (rq_size <= its length).
             sq: nn(unsafe { buf.as_ptr().add(geo.rq_size as usize) }),
             db_sq: nn(dbrec.word(prm::dbrec::SND_DBR).cast()).cast(),
-            reg: nn(bfreg.reg()),
+            bf_next: bfreg.reg(),
+            bf_toggle: (bfreg.reg() as usize) ^ (bfreg.reg() as usize + bfreg.buf_size),
             wrid: NonNull::from(&shared.sq_wrid[..]).cast(),
             next: NonNull::from(&shared.sq_next[..]).cast(),
             mask: geo.sq_wqe_cnt.wrapping_sub(1),
             blueflame: bfreg.buf_size >= WQEBB_SIZE as usize,
             lane,
         }
+    }
+
+    /// The next copy goes to the other half of the register (with `bf` 0, no
+    /// BlueFlame, the toggle is 0 and the address stays).
+    #[inline(always)]
+    fn toggle_bf(&mut self) {
+        // map_addr keeps the pointer's provenance (the UAR mapping).
+        self.bf_next = self.bf_next.map_addr(|a| a ^ self.bf_toggle);
     }
 }
 
@@ -142,7 +154,7 @@ impl Qp {
         // the slot before we overwrite it (a plain load on x86-64).
         let tail = shared.sq_tail.load(Ordering::Acquire) as u16;
         let pi = self.sq_cur_post;
-        if pi.wrapping_sub(tail) as u32 >= self.fast_cnt {
+        if pi.wrapping_sub(tail) >= self.fast_cnt {
             return None;
         }
         let hot = &self.hot;
@@ -170,20 +182,21 @@ impl Qp {
         // Doorbell record, then the register (fences in doorbell.rs / barrier.rs).
         // SAFETY: hot.db_sq is word 1 of our doorbell record, live while self is.
         unsafe { doorbell::publish(hot.db_sq.as_ptr(), next as u32) };
-        // SAFETY: hot.reg is our register, mapped for the QP's lifetime, with two halves
-        // of `bf` bytes at reg and reg + bf; the BlueFlame copy of one WQEBB (64 bytes)
-        // is made only when 64 <= bf (hot.blueflame), so it fits the half at
-        // reg + bf_offset. (BlueFlame registers are 256 or more bytes a half.)
+        // SAFETY: bf_next is one half of our register, mapped for the QP's lifetime, of
+        // `bf` bytes; the BlueFlame copy of one WQEBB (64 bytes) is made only when
+        // 64 <= bf (hot.blueflame), so it fits. (BlueFlame registers are 256 or more
+        // bytes a half.)
+        let reg = hot.bf_next;
         unsafe {
-            let reg = hot.reg.as_ptr().add(self.bf_offset);
-            // (BlueFlame second: the block laid out last falls through, no jump.)
             if !hot.blueflame {
+                // No BlueFlame: laid out after the common case.
+                std::hint::cold_path();
                 doorbell::ring_db(reg, slot[..8].try_into().unwrap());
             } else {
                 doorbell::ring_bf(reg, &[&*slot]);
             }
         }
-        self.bf_offset ^= self.bfreg.buf_size;
+        self.hot.toggle_bf();
         Some(())
     }
 
@@ -324,7 +337,7 @@ impl Qp {
         let Some((pi, info)) = last else { return };
         // SAFETY: word 1 of our doorbell record is live while self is.
         unsafe { doorbell::publish(self.dbrec.word(prm::dbrec::SND_DBR), self.sq_cur_post as u32 & 0xffff) };
-        let reg = self.bfreg.reg();
+        let reg = self.hot.bf_next;
         let bytes = ring.as_bytes();
         let wqebb = |i: u16| -> &[u8; 64] {
             let off = ring.wqe_offset(i);
@@ -337,16 +350,16 @@ impl Qp {
                 *c = wqebb(pi.wrapping_add(k as u16));
             }
             tracing::trace!(target: "provider::doorbell", qpn = self.qpn, pi = self.sq_cur_post, bytes = info.wqebb_count as usize * 64, "blueflame");
-            // SAFETY: the register has two halves of `bf` bytes at reg and reg + bf;
-            // the copy is at most `bf` bytes (ds * 16 <= bf, rounded to 64 <= bf).
-            unsafe { doorbell::ring_bf(reg.add(self.bf_offset), &chunks[..info.wqebb_count as usize]) };
+            // SAFETY: reg is one half of the register, `bf` bytes; the copy is at
+            // most `bf` bytes (ds * 16 <= bf, rounded to 64 <= bf).
+            unsafe { doorbell::ring_bf(reg, &chunks[..info.wqebb_count as usize]) };
         } else {
             let first8: [u8; 8] = wqebb(pi)[..8].try_into().unwrap();
             tracing::trace!(target: "provider::doorbell", qpn = self.qpn, pi = self.sq_cur_post, "doorbell");
             // SAFETY: the register is mapped for the QP's lifetime.
-            unsafe { doorbell::ring_db(reg.add(self.bf_offset), first8) };
+            unsafe { doorbell::ring_db(reg, first8) };
         }
-        self.bf_offset ^= bf;
+        self.hot.toggle_bf();
     }
 
     #[inline(always)]
@@ -411,11 +424,13 @@ impl Qp {
 /// checks, so it is closed (size 0: its room check always fails) for UD, whose sends
 /// carry a datagram segment, and for a QP granted no gather entries (the lane does not
 /// count them); and READ is left to the generic path on UC, which refuses it.
-pub(crate) fn fast_lane(qp_type: QpType, max_send_sge: u32, sq_wqe_cnt: u32) -> (u32, bool) {
+pub(crate) fn fast_lane(qp_type: QpType, max_send_sge: u32, sq_wqe_cnt: u32) -> (u16, bool) {
+    // An SQ whose size does not fit the lane's 16-bit room check closes it too.
+    let cnt = u16::try_from(sq_wqe_cnt).unwrap_or(0);
     match qp_type {
         _ if max_send_sge == 0 => (0, false),
-        QpType::Rc => (sq_wqe_cnt, true),
-        QpType::Uc => (sq_wqe_cnt, false),
+        QpType::Rc => (cnt, true),
+        QpType::Uc => (cnt, false),
         QpType::Ud => (0, false),
     }
 }
