@@ -134,8 +134,8 @@ fn write_op<const UNITS: usize>(
         // Control segment (ctrl.rs): opmod 0, index, opcode | qpn, ds (below) |
         // signature 0, stream channel 0, fm_ce_se | immediate.
         put4(p, ((pi as u32) << 8) | opcode.as_u8() as u32);
-        put4(p.add(8), (flags.bits() | lane.sig) as u32);
-        put4(p.add(12), *imm);
+        // (fm_ce_se and the immediate as one 8-byte store)
+        put8(p.add(8), (((flags.bits() | lane.sig) as u64) << 32) | *imm as u64);
         if UNITS == 2 {
             // Remote-address segment (raddr.rs): address, key, reserved 0.
             put8(p.add(16), *raddr);
@@ -222,15 +222,16 @@ unsafe fn copy_small(d: *mut u8, s: *const u8, len: usize) {
     // SAFETY: every move lies inside `0..len` of both ranges (the caller's contract):
     // `at` and `len - size` with size <= len, and 16 with 16 + 16 <= len < 48.
     unsafe {
-        if len >= 16 {
+        if len >= 8 && len < 16 {
+            // First: the common 8-byte payloads take the straight line.
+            mv::<u64>(d, s, 0);
+            mv::<u64>(d, s, len - 8);
+        } else if len >= 16 {
             mv::<[u8; 16]>(d, s, 0);
             if len > 32 {
                 mv::<[u8; 16]>(d, s, 16);
             }
             mv::<[u8; 16]>(d, s, len - 16);
-        } else if len >= 8 {
-            mv::<u64>(d, s, 0);
-            mv::<u64>(d, s, len - 8);
         } else if len >= 4 {
             mv::<u32>(d, s, 0);
             mv::<u32>(d, s, len - 4);
