@@ -63,11 +63,9 @@ pub struct QpInit<'a> {
 /// (acquire), so relaxed atomics suffice.
 #[derive(Debug)]
 pub(crate) struct QpShared {
-    /// wr_id of the WQE starting at each SQ WQEBB index.
-    pub(crate) sq_wrid: Box<[AtomicU64]>,
-    /// Producer index after the WQE starting at each WQEBB index: where the SQ tail
-    /// moves when that WQE completes.
-    pub(crate) sq_next: Box<[AtomicU32]>,
+    /// The poller's record of the WQE starting at each SQ WQEBB index (one array, so
+    /// that the post path stores both words through one address).
+    pub(crate) sq_ent: Box<[SqEntry]>,
     /// SQ WQEBBs consumed by the device (advanced by the poller).
     pub(crate) sq_tail: AtomicU32,
     pub(crate) rq_wrid: Box<[AtomicU64]>,
@@ -81,6 +79,19 @@ pub(crate) struct QpShared {
     /// The SRQ the QP receives from (then it has no RQ; receive CQEs name the SRQ's WQE).
     pub(crate) srq: Option<Arc<crate::srq::SrqShared>>,
 }
+
+/// What the poller needs of one posted send WQE, stored before its doorbell (16 bytes,
+/// which the post path's index arithmetic relies on, `post::Hot::mask16`).
+#[derive(Debug, Default)]
+#[repr(C, align(16))]
+pub(crate) struct SqEntry {
+    /// The WR's wr_id.
+    pub(crate) wr_id: AtomicU64,
+    /// Producer index after the WQE: where the SQ tail moves when it completes.
+    pub(crate) next: AtomicU32,
+}
+
+const _: () = assert!(std::mem::size_of::<SqEntry>() == 16);
 
 /// A queue pair.
 pub struct Qp {
@@ -204,8 +215,7 @@ impl Pd {
         };
         let wrids = |n: u32| (0..n).map(|_| AtomicU64::new(0)).collect::<Box<[_]>>();
         let shared = Arc::new(QpShared {
-            sq_wrid: wrids(geo.sq_wqe_cnt),
-            sq_next: (0..geo.sq_wqe_cnt).map(|_| AtomicU32::new(0)).collect(),
+            sq_ent: (0..geo.sq_wqe_cnt).map(|_| SqEntry::default()).collect(),
             sq_tail: AtomicU32::new(0),
             rq_wrid: wrids(geo.rq_wqe_cnt),
             rq_tail: AtomicU32::new(0),

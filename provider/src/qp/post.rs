@@ -13,9 +13,9 @@
 //! iteration and with the addresses it needs resolved at QP creation (`Hot`).
 
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 
-use super::{PostError, PostErrorKind, Qp, QpShared, QpType};
+use super::{PostError, PostErrorKind, Qp, QpShared, QpType, SqEntry};
 use crate::buf::DmaBuf;
 use crate::dbrec::Dbrec;
 use crate::doorbell;
@@ -42,11 +42,12 @@ pub(crate) struct Hot {
     /// xor a post, where an offset would need an add and the register's address too.
     bf_next: *mut u8,
     bf_toggle: usize,
-    /// `QpShared::sq_wrid` and `sq_next`, one entry per WQEBB.
-    wrid: NonNull<AtomicU64>,
-    next: NonNull<AtomicU32>,
-    /// `sq_wqe_cnt - 1`: a producer index to its WQEBB (the count is a power of two).
-    mask: u32,
+    /// `QpShared::sq_ent`, one entry per WQEBB.
+    ent: NonNull<SqEntry>,
+    /// `(sq_wqe_cnt - 1) * 16`: a producer index, times 16, to its entry's byte offset
+    /// in `ent` (16-byte entries; the count is a power of two); times 4 again, the
+    /// offset of its WQEBB. One shift and one mask serve both.
+    mask16: usize,
     /// Whether a one-WQEBB WQE is BlueFlame-copied: the register's halves hold 64
     /// bytes (the generic path's rule, ds * 16 <= bf, for every fast-lane WQE, whose
     /// ds is 2 to 4).
@@ -75,9 +76,8 @@ impl Hot {
             db_sq: nn(dbrec.word(prm::dbrec::SND_DBR).cast()).cast(),
             bf_next: bfreg.reg(),
             bf_toggle: (bfreg.reg() as usize) ^ (bfreg.reg() as usize + bfreg.buf_size),
-            wrid: NonNull::from(&shared.sq_wrid[..]).cast(),
-            next: NonNull::from(&shared.sq_next[..]).cast(),
-            mask: geo.sq_wqe_cnt.wrapping_sub(1),
+            ent: NonNull::from(&shared.sq_ent[..]).cast(),
+            mask16: (geo.sq_wqe_cnt.wrapping_sub(1) as usize) << 4,
             blueflame: bfreg.buf_size >= WQEBB_SIZE as usize,
             lane,
         }
@@ -145,7 +145,12 @@ impl Qp {
         }
         let shared = &*self.shared;
         // A pending restart (modify to RESET) is the generic path's (restart_if_reset).
-        if shared.restart.load(Ordering::Acquire) {
+        // SAFETY: a plain read of the flag (which the compiler folds into a compare; it
+        // does not fold atomic loads): its only writers are `modify` (`&self`) and
+        // `restart_if_reset` (`&mut self`), neither of which can run while this `&mut
+        // self` method does, so no store races with the read, and the borrow hand-over
+        // that ended them ordered their stores before it. The poller never writes it.
+        if unsafe { *shared.restart.as_ptr() } {
             return None;
         }
         // Room for one WQEBB (a QP without a send queue or with the lane closed,
@@ -158,25 +163,27 @@ impl Qp {
             return None;
         }
         let hot = &self.hot;
-        let idx = (pi as u32 & hot.mask) as usize;
+        // idx * 16, idx = pi mod sq_wqe_cnt
+        let off16 = ((pi as usize) << 4) & hot.mask16;
         // SAFETY: the SQ holds `fast_cnt` = sq_wqe_cnt WQEBBs at hot.sq inside self.buf
-        // (alive as long as self) and idx <= mask < that count (fast_cnt > 0 here);
-        // `&mut self` makes this the only writer of the SQ, and the room check above
-        // says the device no longer reads this WQEBB.
-        let slot = unsafe { &mut *hot.sq.as_ptr().add(idx * WQEBB_SIZE as usize).cast::<[u8; 64]>() };
+        // (alive as long as self) and idx <= sq_wqe_cnt - 1 (fast_cnt > 0 here), so the
+        // WQEBB at idx * 64 = off16 * 4 is inside it; `&mut self` makes this the only
+        // writer of the SQ, and the room check above says the device no longer reads
+        // this WQEBB.
+        let slot = unsafe { &mut *hot.sq.as_ptr().add(off16 * 4).cast::<[u8; 64]>() };
         let next = pi.wrapping_add(1);
         // The poller's entries for this slot, before the WQE, so that the index is dead
         // while the WQE is written (fewer registers). Harmless when the request is then
         // refused: the slot is free and not published, the poller reads its entries
         // only for a WQE it was given, and the generic path writes them again.
-        // SAFETY: hot.wrid and hot.next point at self.shared's sq_wrid and sq_next, one
-        // entry per SQ WQEBB (create_qp sizes them with sq_wqe_cnt), and idx < cnt.
+        // SAFETY: hot.ent points at self.shared's sq_ent, one 16-byte entry per SQ
+        // WQEBB (create_qp sizes it with sq_wqe_cnt), and off16 = idx * 16 with idx <
+        // sq_wqe_cnt.
         // Relaxed: the doorbell record's release store below publishes them together
         // with the WQE.
-        unsafe {
-            (*hot.wrid.as_ptr().add(idx)).store(wr_id, Ordering::Relaxed);
-            (*hot.next.as_ptr().add(idx)).store(next as u32, Ordering::Relaxed);
-        }
+        let ent = unsafe { &*hot.ent.as_ptr().byte_add(off16) };
+        ent.wr_id.store(wr_id, Ordering::Relaxed);
+        ent.next.store(next as u32, Ordering::Relaxed);
         write_small(slot, pi, &hot.lane, wr)?;
         self.sq_cur_post = next;
         // Doorbell record, then the register (fences in doorbell.rs / barrier.rs).
@@ -259,9 +266,9 @@ impl Qp {
         let pi = self.sq_cur_post;
         let info = write_send_wqe(ring, pi, self.qpn, &wr).map_err(wqe_error)?;
         let idx = (pi as u32 & (cnt - 1)) as usize;
-        self.shared.sq_wrid[idx].store(wr_id, Ordering::Relaxed);
+        self.shared.sq_ent[idx].wr_id.store(wr_id, Ordering::Relaxed);
         self.sq_cur_post = pi.wrapping_add(info.wqebb_count);
-        self.shared.sq_next[idx].store(self.sq_cur_post as u32, Ordering::Relaxed);
+        self.shared.sq_ent[idx].next.store(self.sq_cur_post as u32, Ordering::Relaxed);
         tracing::trace!(target: "provider::post", qpn = self.qpn, pi, wr_id, ds = info.ds, op = %format_args!("{:x?}", wr.op), "wqe");
         Ok((pi, info))
     }
@@ -293,9 +300,9 @@ impl Qp {
             *ring.wqebb_mut(pi.wrapping_add(k as u16)) = *bb;
         }
         let idx = (pi as u32 & (cnt - 1)) as usize;
-        self.shared.sq_wrid[idx].store(wr_id, Ordering::Relaxed);
+        self.shared.sq_ent[idx].wr_id.store(wr_id, Ordering::Relaxed);
         self.sq_cur_post = pi.wrapping_add(n as u16);
-        self.shared.sq_next[idx].store(self.sq_cur_post as u32, Ordering::Relaxed);
+        self.shared.sq_ent[idx].next.store(self.sq_cur_post as u32, Ordering::Relaxed);
         // ds for the BlueFlame decision only: the caller's value, at least 1.
         let info = crate::wqe::size::WqeInfo::from_ds((wqebbs[0][7] & 0x3f).max(1) as u32).expect("1..=63");
         tracing::trace!(target: "provider::post", qpn = self.qpn, pi, wr_id, ds = info.ds, "raw wqe");
