@@ -225,7 +225,7 @@ impl Pd {
         ctx.register_qp(uidx, created.qpn, shared.clone());
         tracing::debug!(target: "provider::qp", qpn = created.qpn, sq_wqebbs = geo.sq_wqe_cnt, rq_wqes = geo.rq_wqe_cnt,
                         inline = geo.max_inline, "create_qp");
-        let (fast_cnt, fast_read) = post::fast_lane(init.qp_type, created.cap.max_send_sge, geo.sq_wqe_cnt);
+        let (fast_cnt, fast_read) = post::fast_lane(init.qp_type, created.cap.max_send_sge, geo.sq_wqe_cnt, bfreg.buf_size);
         let lane = crate::wqe::small::Lane::new(created.qpn, init.sq_sig_all, created.cap.max_inline_data as usize, fast_read);
         let hot = post::Hot::new(&buf, &geo, &dbrec, &bfreg, &shared, lane);
         Ok(Qp {

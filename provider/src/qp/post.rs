@@ -10,7 +10,9 @@
 //! A single WR of the common shapes (one WQEBB: SEND/WRITE/READ with one gather entry
 //! or a short inline payload) takes a fast lane, `post_send_small`: the same WQE bytes
 //! (from [`crate::wqe::small`]), bookkeeping and doorbell, without the generic path's
-//! iteration and with the addresses it needs resolved at QP creation (`Hot`).
+//! iteration and with the addresses and constant WQE words it needs resolved at QP
+//! creation (`Hot`, `wqe::small::Lane`). With TRACE events on, or where the lane is
+//! closed (UD, no BlueFlame, see `fast_lane`), every post takes the generic path.
 
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -40,7 +42,7 @@ pub(crate) struct Hot {
     /// The half of the BlueFlame register the next copy (or doorbell store) goes to,
     /// and what turns one half's address into the other's (`reg ^ (reg + bf)`): one
     /// xor a post, where an offset would need an add and the register's address too.
-    bf_next: *mut u8,
+    bf_next: usize,
     bf_toggle: usize,
     /// `QpShared::sq_ent`, one entry per WQEBB.
     ent: NonNull<SqEntry>,
@@ -48,10 +50,6 @@ pub(crate) struct Hot {
     /// in `ent` (16-byte entries; the count is a power of two); times 4 again, the
     /// offset of its WQEBB. One shift and one mask serve both.
     mask16: usize,
-    /// Whether a one-WQEBB WQE is BlueFlame-copied: the register's halves hold 64
-    /// bytes (the generic path's rule, ds * 16 <= bf, for every fast-lane WQE, whose
-    /// ds is 2 to 4).
-    blueflame: bool,
     /// The QP's constant WQE words and limits.
     lane: Lane,
 }
@@ -74,11 +72,10 @@ impl Hot {
             // SAFETY: the SQ follows the RQ inside the buffer (rq_size <= its length).
             sq: nn(unsafe { buf.as_ptr().add(geo.rq_size as usize) }),
             db_sq: nn(dbrec.word(prm::dbrec::SND_DBR).cast()).cast(),
-            bf_next: bfreg.reg(),
+            bf_next: bfreg.reg() as usize,
             bf_toggle: (bfreg.reg() as usize) ^ (bfreg.reg() as usize + bfreg.buf_size),
             ent: NonNull::from(&shared.sq_ent[..]).cast(),
             mask16: (geo.sq_wqe_cnt.wrapping_sub(1) as usize) << 4,
-            blueflame: bfreg.buf_size >= WQEBB_SIZE as usize,
             lane,
         }
     }
@@ -87,8 +84,15 @@ impl Hot {
     /// BlueFlame, the toggle is 0 and the address stays).
     #[inline(always)]
     fn toggle_bf(&mut self) {
-        // map_addr keeps the pointer's provenance (the UAR mapping).
-        self.bf_next = self.bf_next.map_addr(|a| a ^ self.bf_toggle);
+        self.bf_next ^= self.bf_toggle;
+    }
+
+    /// The register half for the next copy. (An address rather than a pointer, so that
+    /// the toggle is a plain xor; the UAR mapping it points into lives as long as the
+    /// QP, see `Bfreg`.)
+    #[inline(always)]
+    fn bf_reg(&self) -> *mut u8 {
+        self.bf_next as *mut u8
     }
 }
 
@@ -127,7 +131,7 @@ impl Qp {
     ///
     /// Same steps as the generic path, without its iteration: build the WQE in its
     /// slot, record the wr_id and where the tail moves when it completes, publish the
-    /// producer index, BlueFlame-copy the slot (or store its first 8 bytes) to the
+    /// producer index, BlueFlame-copy the slot (the lane is open only with BlueFlame) to the
     /// register. The fences are the generic path's, in doorbell.rs and barrier.rs:
     /// a release fence before the doorbell record (WQE and bookkeeping visible first),
     /// `sfence` before the register write (the record is not overtaken by the
@@ -189,20 +193,11 @@ impl Qp {
         // Doorbell record, then the register (fences in doorbell.rs / barrier.rs).
         // SAFETY: hot.db_sq is word 1 of our doorbell record, live while self is.
         unsafe { doorbell::publish(hot.db_sq.as_ptr(), next as u32) };
-        // SAFETY: bf_next is one half of our register, mapped for the QP's lifetime, of
-        // `bf` bytes; the BlueFlame copy of one WQEBB (64 bytes) is made only when
-        // 64 <= bf (hot.blueflame), so it fits. (BlueFlame registers are 256 or more
-        // bytes a half.)
-        let reg = hot.bf_next;
-        unsafe {
-            if !hot.blueflame {
-                // No BlueFlame: laid out after the common case.
-                std::hint::cold_path();
-                doorbell::ring_db(reg, slot[..8].try_into().unwrap());
-            } else {
-                doorbell::ring_bf(reg, &[&*slot]);
-            }
-        }
+        // SAFETY: bf_reg is one half of our register, mapped for the QP's lifetime, of
+        // `bf` bytes; the lane is open only where 64 <= bf (`fast_lane`), so the
+        // BlueFlame copy of one WQEBB fits (and is what the generic path does for every
+        // fast-lane WQE, whose ds is 2 to 4: ds > 1 and ds * 16 <= bf).
+        unsafe { doorbell::ring_bf(hot.bf_reg(), &[&*slot]) };
         self.hot.toggle_bf();
         Some(())
     }
@@ -344,7 +339,7 @@ impl Qp {
         let Some((pi, info)) = last else { return };
         // SAFETY: word 1 of our doorbell record is live while self is.
         unsafe { doorbell::publish(self.dbrec.word(prm::dbrec::SND_DBR), self.sq_cur_post as u32 & 0xffff) };
-        let reg = self.hot.bf_next;
+        let reg = self.hot.bf_reg();
         let bytes = ring.as_bytes();
         let wqebb = |i: u16| -> &[u8; 64] {
             let off = ring.wqe_offset(i);
@@ -430,12 +425,14 @@ impl Qp {
 /// connected one-WQEBB SEND/WRITE/READ WQEs without the generic path's per-transport
 /// checks, so it is closed (size 0: its room check always fails) for UD, whose sends
 /// carry a datagram segment, and for a QP granted no gather entries (the lane does not
-/// count them); and READ is left to the generic path on UC, which refuses it.
-pub(crate) fn fast_lane(qp_type: QpType, max_send_sge: u32, sq_wqe_cnt: u32) -> (u16, bool) {
-    // An SQ whose size does not fit the lane's 16-bit room check closes it too.
+/// count them); and READ is left to the generic path on UC, which refuses it. It
+/// always rings with a BlueFlame copy, so it is closed too where the register (`bf`
+/// bytes a half, 0 without BlueFlame) cannot take 64 bytes, and for an SQ whose size
+/// does not fit its 16-bit room check.
+pub(crate) fn fast_lane(qp_type: QpType, max_send_sge: u32, sq_wqe_cnt: u32, bf: usize) -> (u16, bool) {
     let cnt = u16::try_from(sq_wqe_cnt).unwrap_or(0);
     match qp_type {
-        _ if max_send_sge == 0 => (0, false),
+        _ if max_send_sge == 0 || bf < WQEBB_SIZE as usize => (0, false),
         QpType::Rc => (cnt, true),
         QpType::Uc => (cnt, false),
         QpType::Ud => (0, false),

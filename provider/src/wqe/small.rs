@@ -222,7 +222,7 @@ unsafe fn copy_small(d: *mut u8, s: *const u8, len: usize) {
     // SAFETY: every move lies inside `0..len` of both ranges (the caller's contract):
     // `at` and `len - size` with size <= len, and 16 with 16 + 16 <= len < 48.
     unsafe {
-        if len >= 8 && len < 16 {
+        if (8..16).contains(&len) {
             // First: the common 8-byte payloads take the straight line.
             mv::<u64>(d, s, 0);
             mv::<u64>(d, s, len - 8);
