@@ -488,3 +488,25 @@ fn wqe_error(e: WqeError) -> PostErrorKind {
         WqeError::NotForUd(op) => PostErrorKind::BadOpcode { op, qp_type: QpType::Ud },
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The lane is open exactly where its shortcuts hold: a connected QP with gather
+    /// entries, a BlueFlame half that takes a 64-byte block (mlx5 registers: 0 without
+    /// BlueFlame, 256 or more bytes with it) and an SQ size its 16-bit room check can
+    /// hold; READ only on RC.
+    #[test]
+    fn fast_lane_opens_only_where_its_shortcuts_hold() {
+        assert_eq!(fast_lane(QpType::Rc, 1, 128, 256), (128, true));
+        assert_eq!(fast_lane(QpType::Uc, 2, 64, 512), (64, false));
+        assert_eq!(fast_lane(QpType::Rc, 1, 32768, 256), (32768, true));
+        // closed: UD, no gather entries, no BlueFlame, a half under 64 bytes, 2^16 WQEBBs
+        assert_eq!(fast_lane(QpType::Ud, 1, 128, 256).0, 0);
+        assert_eq!(fast_lane(QpType::Rc, 0, 128, 256).0, 0);
+        assert_eq!(fast_lane(QpType::Rc, 1, 128, 0).0, 0);
+        assert_eq!(fast_lane(QpType::Rc, 1, 128, 32).0, 0);
+        assert_eq!(fast_lane(QpType::Rc, 1, 65536, 256).0, 0);
+    }
+}

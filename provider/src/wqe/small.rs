@@ -366,6 +366,30 @@ mod tests {
         );
     }
 
+    /// A QP's constants: sq_sig_all gives the generic builder's bytes for the request
+    /// with CQ_UPDATE added, and an inline payload over the QP's limit (or any inline
+    /// READ) is refused.
+    #[test]
+    fn lane_adds_sq_sig_all_and_keeps_the_inline_limit() {
+        let data = [0x5au8; 12];
+        let sge = [Sge::new(0x1000, 8, 7)];
+        let write = SendOp::RdmaWrite { raddr: 0x2000, rkey: 9 };
+        let lane = Lane::new(0x12_3456, true, 8, false);
+        for payload in [Payload::Sgl(&sge), Payload::Inline(&[&data[..8]])] {
+            let wr = SendWr::new(write, payload);
+            let mut fast = [0xeeu8; 64];
+            let ds = write_small(&mut fast, 5, &lane, &wr).expect("taken");
+            let mut slow = [0xeeu8; 64];
+            let info = write_send_wqe(&mut SqRing::new(&mut slow).unwrap(), 5, 0x12_3456, &wr.signaled()).unwrap();
+            assert_eq!((ds, fast), (info.ds, slow), "{wr:?}");
+        }
+        let mut slot = [0u8; 64];
+        let nine = [&data[..9]];
+        assert_eq!(write_small(&mut slot, 0, &lane, &SendWr::new(write, Payload::Inline(&nine))), None);
+        let read = SendOp::RdmaRead { raddr: 0x2000, rkey: 9 };
+        assert_eq!(write_small(&mut slot, 0, &lane, &SendWr::new(read, Payload::Sgl(&sge))), None, "no READ on this lane");
+    }
+
     #[test]
     fn copy_small_every_length() {
         let src: Vec<u8> = (100..150).collect();
