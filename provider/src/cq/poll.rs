@@ -104,9 +104,9 @@ impl Cq {
         };
         match cqe.opcode() {
             Some(CqeOpcode::Req) => {
-                let c = cqe.wqe_counter() as usize & (qp.sq_wrid.len() - 1);
-                wc.wr_id = qp.sq_wrid[c].load(Ordering::Relaxed);
-                qp.sq_tail.store(qp.sq_next[c].load(Ordering::Relaxed), Ordering::Release);
+                let c = cqe.wqe_counter() as usize & (qp.sq_ent.len() - 1);
+                wc.wr_id = qp.sq_ent[c].wr_id.load(Ordering::Relaxed);
+                qp.sq_tail.store(qp.sq_ent[c].next.load(Ordering::Relaxed), Ordering::Release);
                 if let Some((op, flags)) = cqe.req_completion() {
                     wc.opcode = op;
                     wc.flags = flags;
@@ -122,9 +122,9 @@ impl Cq {
                 wc.status = e.status();
                 wc.vendor_err = e.vendor_err();
                 if cqe.opcode() == Some(CqeOpcode::ReqErr) {
-                    let c = e.wqe_counter() as usize & (qp.sq_wrid.len() - 1);
-                    wc.wr_id = qp.sq_wrid[c].load(Ordering::Relaxed);
-                    qp.sq_tail.store(qp.sq_next[c].load(Ordering::Relaxed), Ordering::Release);
+                    let c = e.wqe_counter() as usize & (qp.sq_ent.len() - 1);
+                    wc.wr_id = qp.sq_ent[c].wr_id.load(Ordering::Relaxed);
+                    qp.sq_tail.store(qp.sq_ent[c].next.load(Ordering::Relaxed), Ordering::Release);
                 } else {
                     wc.opcode = WcOpcode::Recv;
                     wc.wr_id = self.take_recv(&qp, e.wqe_counter());

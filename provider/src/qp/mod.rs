@@ -63,11 +63,9 @@ pub struct QpInit<'a> {
 /// (acquire), so relaxed atomics suffice.
 #[derive(Debug)]
 pub(crate) struct QpShared {
-    /// wr_id of the WQE starting at each SQ WQEBB index.
-    pub(crate) sq_wrid: Box<[AtomicU64]>,
-    /// Producer index after the WQE starting at each WQEBB index: where the SQ tail
-    /// moves when that WQE completes.
-    pub(crate) sq_next: Box<[AtomicU32]>,
+    /// The poller's record of the WQE starting at each SQ WQEBB index (one array, so
+    /// that the post path stores both words through one address).
+    pub(crate) sq_ent: Box<[SqEntry]>,
     /// SQ WQEBBs consumed by the device (advanced by the poller).
     pub(crate) sq_tail: AtomicU32,
     pub(crate) rq_wrid: Box<[AtomicU64]>,
@@ -81,6 +79,19 @@ pub(crate) struct QpShared {
     /// The SRQ the QP receives from (then it has no RQ; receive CQEs name the SRQ's WQE).
     pub(crate) srq: Option<Arc<crate::srq::SrqShared>>,
 }
+
+/// What the poller needs of one posted send WQE, stored before its doorbell (16 bytes,
+/// which the post path's index arithmetic relies on, `post::Hot::mask16`).
+#[derive(Debug, Default)]
+#[repr(C, align(16))]
+pub(crate) struct SqEntry {
+    /// The WR's wr_id.
+    pub(crate) wr_id: AtomicU64,
+    /// Producer index after the WQE: where the SQ tail moves when it completes.
+    pub(crate) next: AtomicU32,
+}
+
+const _: () = assert!(std::mem::size_of::<SqEntry>() == 16);
 
 /// A queue pair.
 pub struct Qp {
@@ -105,16 +116,14 @@ pub struct Qp {
     pub(crate) sq_cur_post: u16,
     /// Next RQ slot to fill (the RQ head).
     pub(crate) rq_head: u32,
-    /// Which half of the BlueFlame register the next copy goes to.
-    pub(crate) bf_offset: usize,
     /// The post path's addresses into the fields above (see `post::Hot`).
     pub(crate) hot: post::Hot,
     /// The fast lane's view of the SQ size: `geo.sq_wqe_cnt`, or 0 where the lane must
     /// never be taken (UD, no gather entries), so its room check always fails there
     /// (`post::fast_lane`); costs nothing over reading the geometry.
-    pub(crate) fast_cnt: u32,
-    /// The fast lane may post RDMA READ (RC; not UC).
-    pub(crate) fast_read: bool,
+    /// (A u16: the room check is then one 16-bit compare; an SQ of 2^16 WQEBBs, whose
+    /// size does not fit, closes the lane.)
+    pub(crate) fast_cnt: u16,
 }
 
 impl Pd {
@@ -206,8 +215,7 @@ impl Pd {
         };
         let wrids = |n: u32| (0..n).map(|_| AtomicU64::new(0)).collect::<Box<[_]>>();
         let shared = Arc::new(QpShared {
-            sq_wrid: wrids(geo.sq_wqe_cnt),
-            sq_next: (0..geo.sq_wqe_cnt).map(|_| AtomicU32::new(0)).collect(),
+            sq_ent: (0..geo.sq_wqe_cnt).map(|_| SqEntry::default()).collect(),
             sq_tail: AtomicU32::new(0),
             rq_wrid: wrids(geo.rq_wqe_cnt),
             rq_tail: AtomicU32::new(0),
@@ -217,8 +225,9 @@ impl Pd {
         ctx.register_qp(uidx, created.qpn, shared.clone());
         tracing::debug!(target: "provider::qp", qpn = created.qpn, sq_wqebbs = geo.sq_wqe_cnt, rq_wqes = geo.rq_wqe_cnt,
                         inline = geo.max_inline, "create_qp");
-        let hot = post::Hot::new(&buf, geo.rq_size, &dbrec, &bfreg, &shared);
-        let (fast_cnt, fast_read) = post::fast_lane(init.qp_type, created.cap.max_send_sge, geo.sq_wqe_cnt);
+        let (fast_cnt, fast_read) = post::fast_lane(init.qp_type, created.cap.max_send_sge, geo.sq_wqe_cnt, bfreg.buf_size);
+        let lane = crate::wqe::small::Lane::new(created.qpn, init.sq_sig_all, created.cap.max_inline_data as usize, fast_read);
+        let hot = post::Hot::new(&buf, &geo, &dbrec, &bfreg, &shared, lane);
         Ok(Qp {
             pd: self.inner.clone(),
             send_cq: init.send_cq.inner.clone(),
@@ -242,10 +251,8 @@ impl Pd {
             shared,
             sq_cur_post: 0,
             rq_head: 0,
-            bf_offset: 0,
             hot,
             fast_cnt,
-            fast_read,
         })
     }
 }

@@ -10,12 +10,14 @@
 //! A single WR of the common shapes (one WQEBB: SEND/WRITE/READ with one gather entry
 //! or a short inline payload) takes a fast lane, `post_send_small`: the same WQE bytes
 //! (from [`crate::wqe::small`]), bookkeeping and doorbell, without the generic path's
-//! iteration and with the addresses it needs resolved at QP creation (`Hot`).
+//! iteration and with the addresses and constant WQE words it needs resolved at QP
+//! creation (`Hot`, `wqe::small::Lane`). With TRACE events on, or where the lane is
+//! closed (UD, no BlueFlame, see `fast_lane`), every post takes the generic path.
 
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 
-use super::{PostError, PostErrorKind, Qp, QpShared, QpType};
+use super::{PostError, PostErrorKind, Qp, QpShared, QpType, SqEntry};
 use crate::buf::DmaBuf;
 use crate::dbrec::Dbrec;
 use crate::doorbell;
@@ -25,22 +27,31 @@ use crate::uar::Bfreg;
 use crate::wqe::data::write_recv_wqe;
 use crate::wqe::ring::SqRing;
 use crate::wqe::send::{write_send_wqe, Payload, SendWr, WqeError};
-use crate::wqe::small::write_small;
+use crate::wqe::small::{write_small, Lane};
 use crate::wqe::{Sge, WQEBB_SIZE};
 
-/// Addresses the fast lane uses on every post, resolved once at QP creation instead of
-/// through the QP's owners (buffer, doorbell record, UAR page, shared state) each time.
+/// What the fast lane uses on every post, resolved once at QP creation instead of
+/// through the QP's owners (buffer, doorbell record, UAR page, shared state, geometry)
+/// each time: addresses, and the constant parts of its WQEs.
 #[derive(Debug)]
 pub(crate) struct Hot {
     /// First WQEBB of the SQ.
     sq: NonNull<u8>,
     /// Word 1 of the doorbell record (SQ producer counter).
     db_sq: NonNull<u32>,
-    /// The BlueFlame register (its first half).
-    reg: NonNull<u8>,
-    /// `QpShared::sq_wrid` and `sq_next`, one entry per WQEBB.
-    wrid: NonNull<AtomicU64>,
-    next: NonNull<AtomicU32>,
+    /// The half of the BlueFlame register the next copy (or doorbell store) goes to,
+    /// and what turns one half's address into the other's (`reg ^ (reg + bf)`): one
+    /// xor a post, where an offset would need an add and the register's address too.
+    bf_next: usize,
+    bf_toggle: usize,
+    /// `QpShared::sq_ent`, one entry per WQEBB.
+    ent: NonNull<SqEntry>,
+    /// `(sq_wqe_cnt - 1) * 16`: a producer index, times 16, to its entry's byte offset
+    /// in `ent` (16-byte entries; the count is a power of two); times 4 again, the
+    /// offset of its WQEBB. One shift and one mask serve both.
+    mask16: usize,
+    /// The QP's constant WQE words and limits.
+    lane: Lane,
 }
 
 // SAFETY: the pointers address memory owned by the same `Qp` (its buffer, its doorbell
@@ -55,16 +66,33 @@ unsafe impl Sync for Hot {}
 impl Hot {
     /// Resolves the addresses; the caller keeps `buf`, `dbrec`, `bfreg` and `shared`
     /// in the same `Qp` as the result.
-    pub(crate) fn new(buf: &DmaBuf, rq_size: u32, dbrec: &Dbrec, bfreg: &Bfreg, shared: &QpShared) -> Hot {
+    pub(crate) fn new(buf: &DmaBuf, geo: &super::Geometry, dbrec: &Dbrec, bfreg: &Bfreg, shared: &QpShared, lane: Lane) -> Hot {
         let nn = |p: *mut u8| NonNull::new(p).expect("mapped memory is never at 0");
         Hot {
             // SAFETY: the SQ follows the RQ inside the buffer (rq_size <= its length).
-            sq: nn(unsafe { buf.as_ptr().add(rq_size as usize) }),
+            sq: nn(unsafe { buf.as_ptr().add(geo.rq_size as usize) }),
             db_sq: nn(dbrec.word(prm::dbrec::SND_DBR).cast()).cast(),
-            reg: nn(bfreg.reg()),
-            wrid: NonNull::from(&shared.sq_wrid[..]).cast(),
-            next: NonNull::from(&shared.sq_next[..]).cast(),
+            bf_next: bfreg.reg() as usize,
+            bf_toggle: (bfreg.reg() as usize) ^ (bfreg.reg() as usize + bfreg.buf_size),
+            ent: NonNull::from(&shared.sq_ent[..]).cast(),
+            mask16: (geo.sq_wqe_cnt.wrapping_sub(1) as usize) << 4,
+            lane,
         }
+    }
+
+    /// The next copy goes to the other half of the register (with `bf` 0, no
+    /// BlueFlame, the toggle is 0 and the address stays).
+    #[inline(always)]
+    fn toggle_bf(&mut self) {
+        self.bf_next ^= self.bf_toggle;
+    }
+
+    /// The register half for the next copy. (An address rather than a pointer, so that
+    /// the toggle is a plain xor; the UAR mapping it points into lives as long as the
+    /// QP, see `Bfreg`.)
+    #[inline(always)]
+    fn bf_reg(&self) -> *mut u8 {
+        self.bf_next as *mut u8
     }
 }
 
@@ -77,106 +105,101 @@ impl Qp {
     /// [`Qp::post_send_list`]. Both write the same WQE and ring the same doorbell.
     #[inline]
     pub fn post_send(&mut self, wr_id: u64, wr: &SendWr<'_>) -> Result<()> {
-        self.restart_if_reset();
         if self.post_send_small(wr_id, wr).is_some() {
             return Ok(());
         }
-        self.post_send_one(wr_id, wr)
+        self.post_send_one(wr, wr_id)
     }
 
     /// [`Qp::post_send`]'s generic path, kept out of line so that the fast lane's
-    /// caller does not carry its stack frame.
+    /// caller does not carry its stack frame. (`wr` before `wr_id`: the caller's
+    /// arguments stay in their registers, so the call can be a jump.)
     #[cold]
     #[inline(never)]
-    fn post_send_one(&mut self, wr_id: u64, wr: &SendWr<'_>) -> Result<()> {
+    fn post_send_one(&mut self, wr: &SendWr<'_>, wr_id: u64) -> Result<()> {
         self.post_send_list(std::slice::from_ref(&(wr_id, *wr)))
     }
 
     /// The fast lane of [`Qp::post_send`]: one WQE of one WQEBB, then its doorbell.
     /// `None` when the request is not one of the shapes it handles, would fail a check
-    /// (no send queue, inline bytes over the limit, a full ring) or is refused by the
-    /// builder; nothing has been published then (the free slot may hold a prefix of
-    /// the WQE, see [`crate::wqe::small`]), and the caller takes the generic path, which
-    /// repeats the checks, writes the WQE or reports the error.
+    /// (no send queue, inline bytes over the limit, a full ring), is refused by the
+    /// builder, or TRACE events are on, or a modify to RESET is pending; nothing has
+    /// been published then (the free slot and its poller entries may hold part of what
+    /// the generic path writes there, see [`crate::wqe::small`]), and the caller takes
+    /// the generic path, which restarts the counters, repeats the checks, writes the
+    /// WQE or reports the error.
     ///
     /// Same steps as the generic path, without its iteration: build the WQE in its
     /// slot, record the wr_id and where the tail moves when it completes, publish the
-    /// producer index, BlueFlame-copy the slot (or store its first 8 bytes) to the
+    /// producer index, BlueFlame-copy the slot (the lane is open only with BlueFlame) to the
     /// register. The fences are the generic path's, in doorbell.rs and barrier.rs:
     /// a release fence before the doorbell record (WQE and bookkeeping visible first),
     /// `sfence` before the register write (the record is not overtaken by the
     /// write-combining store) and after it (the doorbell leaves the WC buffer now).
     #[inline(always)]
     fn post_send_small(&mut self, wr_id: u64, wr: &SendWr<'_>) -> Option<()> {
-        // The SQ size, or 0 where the lane is closed (`fast_lane`).
-        let cnt = self.fast_cnt;
-        let mut flags = wr.flags;
-        if self.sq_sig_all {
-            flags |= FmCeSe::CQ_UPDATE;
-        }
-        // Room for one WQEBB (a QP without a send queue or with the lane closed, cnt 0,
-        // never has room).
-        // Acquire pairs with the poller's release of the tail: the device is done with
-        // the slot before we overwrite it (a plain load on x86-64).
-        let tail = self.shared.sq_tail.load(Ordering::Acquire) as u16;
-        if self.sq_cur_post.wrapping_sub(tail) as u32 >= cnt {
+        // With TRACE events on, the generic path posts: it emits the same two events
+        // (the WQE, then the doorbell or BlueFlame copy, before the register write). A
+        // call to emit them here would be a call in the middle of the lane, across
+        // which the slot, the index and the QP must survive in callee-saved registers,
+        // saved and restored on every post, traced or not; the check costs one load and
+        // a branch.
+        if tracing::level_enabled!(tracing::Level::TRACE) {
             return None;
         }
+        let shared = &*self.shared;
+        // A pending restart (modify to RESET) is the generic path's (restart_if_reset).
+        // SAFETY: a plain read of the flag (which the compiler folds into a compare; it
+        // does not fold atomic loads): its only writers are `modify` (`&self`) and
+        // `restart_if_reset` (`&mut self`), neither of which can run while this `&mut
+        // self` method does, so no store races with the read, and the borrow hand-over
+        // that ended them ordered their stores before it. The poller never writes it.
+        if unsafe { *shared.restart.as_ptr() } {
+            return None;
+        }
+        // Room for one WQEBB (a QP without a send queue or with the lane closed,
+        // fast_cnt 0, never has room).
+        // Acquire pairs with the poller's release of the tail: the device is done with
+        // the slot before we overwrite it (a plain load on x86-64).
+        let tail = shared.sq_tail.load(Ordering::Acquire) as u16;
         let pi = self.sq_cur_post;
-        let idx = (pi as u32 & (cnt - 1)) as usize;
+        if pi.wrapping_sub(tail) >= self.fast_cnt {
+            return None;
+        }
         let hot = &self.hot;
-        // SAFETY: the SQ holds `cnt` WQEBBs at hot.sq inside self.buf (alive as long as
-        // self) and idx < cnt; `&mut self` makes this the only writer of the SQ, and the
-        // room check above says the device no longer reads this WQEBB.
-        let slot = unsafe { &mut *hot.sq.as_ptr().add(idx * WQEBB_SIZE as usize).cast::<[u8; 64]>() };
-        let ds = write_small(slot, pi, self.qpn, wr, flags, self.cap.max_inline_data as usize, self.fast_read)?;
+        // idx * 16, idx = pi mod sq_wqe_cnt
+        let off16 = ((pi as usize) << 4) & hot.mask16;
+        // SAFETY: the SQ holds `fast_cnt` = sq_wqe_cnt WQEBBs at hot.sq inside self.buf
+        // (alive as long as self) and idx <= sq_wqe_cnt - 1 (fast_cnt > 0 here), so the
+        // WQEBB at idx * 64 = off16 * 4 is inside it; `&mut self` makes this the only
+        // writer of the SQ, and the room check above says the device no longer reads
+        // this WQEBB.
+        let slot = unsafe { &mut *hot.sq.as_ptr().add(off16 * 4).cast::<[u8; 64]>() };
         let next = pi.wrapping_add(1);
-        // SAFETY: hot.wrid and hot.next point at self.shared's sq_wrid and sq_next, one
-        // entry per SQ WQEBB (create_qp sizes them with sq_wqe_cnt), and idx < cnt.
+        // The poller's entries for this slot, before the WQE, so that the index is dead
+        // while the WQE is written (fewer registers). Harmless when the request is then
+        // refused: the slot is free and not published, the poller reads its entries
+        // only for a WQE it was given, and the generic path writes them again.
+        // SAFETY: hot.ent points at self.shared's sq_ent, one 16-byte entry per SQ
+        // WQEBB (create_qp sizes it with sq_wqe_cnt), and off16 = idx * 16 with idx <
+        // sq_wqe_cnt.
         // Relaxed: the doorbell record's release store below publishes them together
         // with the WQE.
-        unsafe {
-            (*hot.wrid.as_ptr().add(idx)).store(wr_id, Ordering::Relaxed);
-            (*hot.next.as_ptr().add(idx)).store(next as u32, Ordering::Relaxed);
-        }
+        let ent = unsafe { &*hot.ent.as_ptr().byte_add(off16) };
+        ent.wr_id.store(wr_id, Ordering::Relaxed);
+        ent.next.store(next as u32, Ordering::Relaxed);
+        write_small(slot, pi, &hot.lane, wr)?;
         self.sq_cur_post = next;
-        let bf = self.bfreg.buf_size;
-        // The events come before the doorbell, so a trace reads verb -> WQE -> doorbell
-        // -> the device's fetch. They are built out of line: when TRACE is off this costs
-        // one load and a branch, and the fast lane keeps its registers.
-        if tracing::level_enabled!(tracing::Level::TRACE) {
-            self.trace_small(pi, wr_id, ds, wr, ds > 1 && bf >= WQEBB_SIZE as usize);
-        }
         // Doorbell record, then the register (fences in doorbell.rs / barrier.rs).
         // SAFETY: hot.db_sq is word 1 of our doorbell record, live while self is.
         unsafe { doorbell::publish(hot.db_sq.as_ptr(), next as u32) };
-        // SAFETY: hot.reg is our register, mapped for the QP's lifetime, with two halves
-        // of `bf` bytes at reg and reg + bf; the BlueFlame copy of one WQEBB (64 bytes)
-        // is made only when 64 <= bf, so it fits the half at reg + bf_offset. (BlueFlame
-        // registers are 256 or more bytes a half; the generic path's rule, ds * 16 <=
-        // bf, is the same for every WQE of one WQEBB there.)
-        unsafe {
-            let reg = hot.reg.as_ptr().add(self.bf_offset);
-            if ds > 1 && bf >= WQEBB_SIZE as usize {
-                doorbell::ring_bf(reg, &[&*slot]);
-            } else {
-                doorbell::ring_db(reg, slot[..8].try_into().unwrap());
-            }
-        }
-        self.bf_offset ^= bf;
+        // SAFETY: bf_reg is one half of our register, mapped for the QP's lifetime, of
+        // `bf` bytes; the lane is open only where 64 <= bf (`fast_lane`), so the
+        // BlueFlame copy of one WQEBB fits (and is what the generic path does for every
+        // fast-lane WQE, whose ds is 2 to 4: ds > 1 and ds * 16 <= bf).
+        unsafe { doorbell::ring_bf(hot.bf_reg(), &[&*slot]) };
+        self.hot.toggle_bf();
         Some(())
-    }
-
-    /// The generic path's two events for one WQE and its doorbell.
-    #[cold]
-    #[inline(never)]
-    fn trace_small(&self, pi: u16, wr_id: u64, ds: u8, wr: &SendWr<'_>, blueflame: bool) {
-        tracing::trace!(target: "provider::post", qpn = self.qpn, pi, wr_id, ds, op = %format_args!("{:x?}", wr.op), "wqe");
-        if blueflame {
-            tracing::trace!(target: "provider::doorbell", qpn = self.qpn, pi = self.sq_cur_post, bytes = 64usize, "blueflame");
-        } else {
-            tracing::trace!(target: "provider::doorbell", qpn = self.qpn, pi = self.sq_cur_post, "doorbell");
-        }
     }
 
     /// Posts a chain of send WRs with one doorbell (`ibv_post_send` with a list).
@@ -238,9 +261,9 @@ impl Qp {
         let pi = self.sq_cur_post;
         let info = write_send_wqe(ring, pi, self.qpn, &wr).map_err(wqe_error)?;
         let idx = (pi as u32 & (cnt - 1)) as usize;
-        self.shared.sq_wrid[idx].store(wr_id, Ordering::Relaxed);
+        self.shared.sq_ent[idx].wr_id.store(wr_id, Ordering::Relaxed);
         self.sq_cur_post = pi.wrapping_add(info.wqebb_count);
-        self.shared.sq_next[idx].store(self.sq_cur_post as u32, Ordering::Relaxed);
+        self.shared.sq_ent[idx].next.store(self.sq_cur_post as u32, Ordering::Relaxed);
         tracing::trace!(target: "provider::post", qpn = self.qpn, pi, wr_id, ds = info.ds, op = %format_args!("{:x?}", wr.op), "wqe");
         Ok((pi, info))
     }
@@ -272,9 +295,9 @@ impl Qp {
             *ring.wqebb_mut(pi.wrapping_add(k as u16)) = *bb;
         }
         let idx = (pi as u32 & (cnt - 1)) as usize;
-        self.shared.sq_wrid[idx].store(wr_id, Ordering::Relaxed);
+        self.shared.sq_ent[idx].wr_id.store(wr_id, Ordering::Relaxed);
         self.sq_cur_post = pi.wrapping_add(n as u16);
-        self.shared.sq_next[idx].store(self.sq_cur_post as u32, Ordering::Relaxed);
+        self.shared.sq_ent[idx].next.store(self.sq_cur_post as u32, Ordering::Relaxed);
         // ds for the BlueFlame decision only: the caller's value, at least 1.
         let info = crate::wqe::size::WqeInfo::from_ds((wqebbs[0][7] & 0x3f).max(1) as u32).expect("1..=63");
         tracing::trace!(target: "provider::post", qpn = self.qpn, pi, wr_id, ds = info.ds, "raw wqe");
@@ -316,7 +339,7 @@ impl Qp {
         let Some((pi, info)) = last else { return };
         // SAFETY: word 1 of our doorbell record is live while self is.
         unsafe { doorbell::publish(self.dbrec.word(prm::dbrec::SND_DBR), self.sq_cur_post as u32 & 0xffff) };
-        let reg = self.bfreg.reg();
+        let reg = self.hot.bf_reg();
         let bytes = ring.as_bytes();
         let wqebb = |i: u16| -> &[u8; 64] {
             let off = ring.wqe_offset(i);
@@ -329,16 +352,16 @@ impl Qp {
                 *c = wqebb(pi.wrapping_add(k as u16));
             }
             tracing::trace!(target: "provider::doorbell", qpn = self.qpn, pi = self.sq_cur_post, bytes = info.wqebb_count as usize * 64, "blueflame");
-            // SAFETY: the register has two halves of `bf` bytes at reg and reg + bf;
-            // the copy is at most `bf` bytes (ds * 16 <= bf, rounded to 64 <= bf).
-            unsafe { doorbell::ring_bf(reg.add(self.bf_offset), &chunks[..info.wqebb_count as usize]) };
+            // SAFETY: reg is one half of the register, `bf` bytes; the copy is at
+            // most `bf` bytes (ds * 16 <= bf, rounded to 64 <= bf).
+            unsafe { doorbell::ring_bf(reg, &chunks[..info.wqebb_count as usize]) };
         } else {
             let first8: [u8; 8] = wqebb(pi)[..8].try_into().unwrap();
             tracing::trace!(target: "provider::doorbell", qpn = self.qpn, pi = self.sq_cur_post, "doorbell");
             // SAFETY: the register is mapped for the QP's lifetime.
-            unsafe { doorbell::ring_db(reg.add(self.bf_offset), first8) };
+            unsafe { doorbell::ring_db(reg, first8) };
         }
-        self.bf_offset ^= bf;
+        self.hot.toggle_bf();
     }
 
     #[inline(always)]
@@ -402,12 +425,16 @@ impl Qp {
 /// connected one-WQEBB SEND/WRITE/READ WQEs without the generic path's per-transport
 /// checks, so it is closed (size 0: its room check always fails) for UD, whose sends
 /// carry a datagram segment, and for a QP granted no gather entries (the lane does not
-/// count them); and READ is left to the generic path on UC, which refuses it.
-pub(crate) fn fast_lane(qp_type: QpType, max_send_sge: u32, sq_wqe_cnt: u32) -> (u32, bool) {
+/// count them); and READ is left to the generic path on UC, which refuses it. It
+/// always rings with a BlueFlame copy, so it is closed too where the register (`bf`
+/// bytes a half, 0 without BlueFlame) cannot take 64 bytes, and for an SQ whose size
+/// does not fit its 16-bit room check.
+pub(crate) fn fast_lane(qp_type: QpType, max_send_sge: u32, sq_wqe_cnt: u32, bf: usize) -> (u16, bool) {
+    let cnt = u16::try_from(sq_wqe_cnt).unwrap_or(0);
     match qp_type {
-        _ if max_send_sge == 0 => (0, false),
-        QpType::Rc => (sq_wqe_cnt, true),
-        QpType::Uc => (sq_wqe_cnt, false),
+        _ if max_send_sge == 0 || bf < WQEBB_SIZE as usize => (0, false),
+        QpType::Rc => (cnt, true),
+        QpType::Uc => (cnt, false),
         QpType::Ud => (0, false),
     }
 }
@@ -459,5 +486,27 @@ fn wqe_error(e: WqeError) -> PostErrorKind {
         WqeError::InlineNotAllowed(op) => PostErrorKind::InlineNotAllowed { op },
         // check_send refuses every raddr opcode on UD before the builder sees it.
         WqeError::NotForUd(op) => PostErrorKind::BadOpcode { op, qp_type: QpType::Ud },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The lane is open exactly where its shortcuts hold: a connected QP with gather
+    /// entries, a BlueFlame half that takes a 64-byte block (mlx5 registers: 0 without
+    /// BlueFlame, 256 or more bytes with it) and an SQ size its 16-bit room check can
+    /// hold; READ only on RC.
+    #[test]
+    fn fast_lane_opens_only_where_its_shortcuts_hold() {
+        assert_eq!(fast_lane(QpType::Rc, 1, 128, 256), (128, true));
+        assert_eq!(fast_lane(QpType::Uc, 2, 64, 512), (64, false));
+        assert_eq!(fast_lane(QpType::Rc, 1, 32768, 256), (32768, true));
+        // closed: UD, no gather entries, no BlueFlame, a half under 64 bytes, 2^16 WQEBBs
+        assert_eq!(fast_lane(QpType::Ud, 1, 128, 256).0, 0);
+        assert_eq!(fast_lane(QpType::Rc, 0, 128, 256).0, 0);
+        assert_eq!(fast_lane(QpType::Rc, 1, 128, 0).0, 0);
+        assert_eq!(fast_lane(QpType::Rc, 1, 128, 32).0, 0);
+        assert_eq!(fast_lane(QpType::Rc, 1, 65536, 256).0, 0);
     }
 }

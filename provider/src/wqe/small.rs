@@ -2,22 +2,22 @@
 //! without the generic builder's iteration.
 //!
 //! [`write_small_send_wqe`] handles a connected-QP SEND, SEND with immediate, RDMA
-//! WRITE, RDMA WRITE with immediate or RDMA READ whose payload is at most one gather
-//! entry or (not READ) one inline chunk, and whose WQE fits in 64 bytes: control
-//! segment, remote-address segment for RDMA, then one data segment or the inline
-//! segment. It writes exactly the bytes [`super::write_send_wqe`] writes for the same
-//! request (same control segment, same zero padding after inline bytes, nothing past
-//! `ds * 16`), which a test below checks over every shape and the golden test
+//! WRITE, RDMA WRITE with immediate or RDMA READ whose payload is one non-empty gather
+//! entry or (not READ) one non-empty inline chunk, and whose WQE fits in 64 bytes:
+//! control segment, remote-address segment for RDMA, then one data segment or the
+//! inline segment. It writes exactly the bytes [`super::write_send_wqe`] writes for the
+//! same request (same control segment, same zero padding after inline bytes, nothing
+//! past `ds * 16`), which a test below checks over every shape and the golden test
 //! (`softhca/preload/tests/libmlx5_golden.rs`) checks against libmlx5. Anything else
-//! returns `None`, and the caller takes the generic path; the slot (free, not yet
-//! published to the device) may then hold the request's control and remote-address
-//! segments, which the generic builder writes again (the same bytes).
+//! (including the rare empty payloads) returns `None`, and the caller takes the
+//! generic path; the slot (free, not yet published to the device) may then hold the
+//! request's control segment (but its DS count) and remote-address segment, which the
+//! generic builder writes again (the same bytes).
 //!
 //! A WQE that starts a WQEBB and fits in it never wraps around the ring, so the writer
 //! works on the one 64-byte slot; every offset below is a constant or is bounded by the
 //! 64-byte check, which is what lets the compiler drop the bounds checks.
 
-use super::data::Sge;
 use super::inline::INLINE_SEG;
 use super::send::{Payload, SendOp, SendWr};
 use super::DS_SIZE;
@@ -26,171 +26,219 @@ const _: () = assert!(DS_SIZE == 16);
 use crate::opcode::{FmCeSe, WqeOpcode};
 
 /// Writes `wr` at producer index `pi` of QP `qpn` into `slot` (the WQEBB at that
-/// index) if it is one of the shapes above, and returns its DS count (2 to 4, or 1
-/// for a SEND without payload); `None` otherwise, when the slot holds nothing or at
-/// most the request's control and remote-address segments (a prefix of the WQE the
-/// generic builder writes for it), so the caller writes it with
-/// [`super::write_send_wqe`] or leaves the slot unused.
+/// index) if it is one of the shapes above, and returns its DS count (2 to 4); `None`
+/// otherwise, when the slot holds nothing or at most the request's control (but its
+/// DS count) and remote-address segments, a part of the WQE the generic builder writes
+/// for it, so the caller writes it with [`super::write_send_wqe`] or leaves the slot
+/// unused.
 ///
 /// As with [`super::write_send_wqe`], the caller has checked that the ring has room
 /// and that an inline payload is within the QP's inline limit.
 #[inline(always)]
 pub fn write_small_send_wqe(slot: &mut [u8; 64], pi: u16, qpn: u32, wr: &SendWr<'_>) -> Option<u8> {
-    write_small(slot, pi, qpn, wr, wr.flags, usize::MAX, true)
+    write_small(slot, pi, &Lane::new(qpn, false, usize::MAX, true), wr)
 }
 
-/// [`write_small_send_wqe`] for the QP's post path: the control flags are given apart
-/// from `wr` (the QP adds CQ_UPDATE for `sq_sig_all` without copying the request), and
-/// an inline payload longer than `max_inline` is refused (left to the generic path,
-/// which reports it), and so is an RDMA READ unless `read_ok` (the QP's transport has
-/// READ, `qp::post::fast_lane`).
-#[inline(always)]
-pub(crate) fn write_small(
-    slot: &mut [u8; 64],
-    pi: u16,
-    qpn: u32,
-    wr: &SendWr<'_>,
-    flags: FmCeSe,
-    max_inline: usize,
+/// The per-QP constants of the fast lane's WQEs, computed once at QP creation so that
+/// a post only combines them with the request.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Lane {
+    /// The control segment's qpn_ds word without the DS count: `qpn << 8`.
+    qpn8: u32,
+    /// `fm_ce_se` bits every WQE carries: CQ_UPDATE on a QP created with sq_sig_all.
+    sig: u8,
+    /// The longest inline payload the lane writes after the control segment alone
+    /// (SEND: 64 - 16 - 4 bytes) and after control and remote-address segments (RDMA
+    /// WRITE: 64 - 32 - 4), each also bounded by the QP's inline limit: longer ones are
+    /// left to the generic path, which writes them in several WQEBBs or reports them.
+    inline_send: u8,
+    inline_raddr: u8,
+    /// The QP's transport has RDMA READ (`qp::post::fast_lane`).
     read_ok: bool,
-) -> Option<u8> {
+}
+
+impl Lane {
+    pub(crate) fn new(qpn: u32, sig_all: bool, max_inline: usize, read_ok: bool) -> Lane {
+        Lane {
+            qpn8: (qpn & 0x00ff_ffff) << 8,
+            sig: if sig_all { FmCeSe::CQ_UPDATE.bits() } else { 0 },
+            inline_send: max_inline.min(64 - 16 - 4) as u8,
+            inline_raddr: max_inline.min(64 - 32 - 4) as u8,
+            read_ok,
+        }
+    }
+}
+
+/// [`write_small_send_wqe`] for the QP's post path, with the QP's constants in `lane`:
+/// its `sq_sig_all` flag is added to the request's flags, an inline payload over its
+/// limit is refused (left to the generic path, which reports it), and so is an RDMA
+/// READ unless the transport has it.
+///
+/// Each operation gets its own copy of the writer ([`write_op`], with the header size
+/// a constant), so that no operation pays for the others' values being carried to a
+/// common tail.
+#[inline(always)]
+pub(crate) fn write_small(slot: &mut [u8; 64], pi: u16, lane: &Lane, wr: &SendWr<'_>) -> Option<u8> {
     if wr.ud.is_some() {
         return None;
     }
-    // The operation: opcode, immediate and (RDMA) the remote-address segment (raddr.rs:
-    // address, key, reserved 0) go into the slot at once; `hdr` is where the payload
-    // starts. A request refused after this point has written only these first 16 or
-    // 32 bytes, which the generic builder's WQE for it covers (it has the same header).
-    let raddr_seg = |slot: &mut [u8; 64], raddr: u64, rkey: u32| {
-        slot[16..24].copy_from_slice(&raddr.to_be_bytes());
-        slot[24..28].copy_from_slice(&rkey.to_be_bytes());
-        slot[28..32].copy_from_slice(&[0; 4]);
-    };
-    let (opcode, imm, hdr, may_inline): (WqeOpcode, u32, usize, bool) = match wr.op {
-        SendOp::Send => (WqeOpcode::Send, 0, 16, true),
-        SendOp::SendImm { imm } => (WqeOpcode::SendImm, imm, 16, true),
+    let p = &wr.payload;
+    // The operation's fields are read where they are stored (`op`, after the checks),
+    // not carried in registers through them.
+    // Every operation named (none through `_`): the jump table then covers every
+    // discriminant and needs no range check before it.
+    match &wr.op {
         SendOp::RdmaWrite { raddr, rkey } => {
-            raddr_seg(slot, raddr, rkey);
-            (WqeOpcode::RdmaWrite, 0, 32, true)
+            write_op::<2>(slot, pi, lane, wr.flags, WqeOpcode::RdmaWrite, &0, (raddr, rkey), p, lane.inline_raddr)
+        }
+        SendOp::Send => write_op::<1>(slot, pi, lane, wr.flags, WqeOpcode::Send, &0, (&0, &0), p, lane.inline_send),
+        SendOp::SendImm { imm } => {
+            write_op::<1>(slot, pi, lane, wr.flags, WqeOpcode::SendImm, imm, (&0, &0), p, lane.inline_send)
         }
         SendOp::RdmaWriteImm { raddr, rkey, imm } => {
-            raddr_seg(slot, raddr, rkey);
-            (WqeOpcode::RdmaWriteImm, imm, 32, true)
+            write_op::<2>(slot, pi, lane, wr.flags, WqeOpcode::RdmaWriteImm, imm, (raddr, rkey), p, lane.inline_raddr)
         }
-        SendOp::RdmaRead { raddr, rkey } if read_ok => {
-            raddr_seg(slot, raddr, rkey);
-            (WqeOpcode::RdmaRead, 0, 32, false)
+        // READ takes no inline data: a limit of 0 refuses every (non-empty) inline payload.
+        SendOp::RdmaRead { raddr, rkey } if lane.read_ok => {
+            write_op::<2>(slot, pi, lane, wr.flags, WqeOpcode::RdmaRead, &0, (raddr, rkey), p, 0)
         }
-        _ => return None,
-    };
-    // Control segment (ctrl.rs), all but the DS count: opmod 0, index, opcode |
-    // signature 0, stream channel 0, fm_ce_se | immediate.
-    slot[0..4].copy_from_slice(&(((pi as u32) << 8) | opcode.as_u8() as u32).to_be_bytes());
-    slot[8..12].copy_from_slice(&(flags.bits() as u32).to_be_bytes());
-    slot[12..16].copy_from_slice(&imm.to_be_bytes());
-    let payload = match wr.payload {
-        Payload::Sgl([]) => Small::None,
-        Payload::Sgl([sge]) => {
-            if sge.length == 0 {
-                Small::None
-            } else {
-                Small::Sge(sge)
-            }
-        }
-        Payload::Sgl(_) => return None,
-        // READ with inline data: the generic path reports the error.
-        Payload::Inline(_) if !may_inline => return None,
-        Payload::Inline([]) => Small::None,
-        Payload::Inline([[]]) => Small::None,
-        // header (4) + bytes must end inside the slot
-        Payload::Inline([d]) if d.len() <= 64 - 4 - hdr && d.len() <= max_inline => {
-            Small::Inline(d)
-        }
-        Payload::Inline(_) => return None,
-    };
-    let ds = match payload {
-        Small::None => hdr / DS_SIZE as usize,
-        Small::Sge(_) => hdr / DS_SIZE as usize + 1,
-        // header and bytes rounded up to whole 16-byte units (an add and a shift;
-        // `div_ceil` compiles to a longer sequence)
-        Small::Inline(d) => (hdr + 4 + d.len() + 15) >> 4,
-    } as u8;
-    // qpn | ds
-    slot[4..8].copy_from_slice(&(((qpn & 0x00ff_ffff) << 8) | ds as u32).to_be_bytes());
-    match payload {
-        Small::None => {}
-        Small::Sge(sge) => {
-            // Data segment (data.rs): byte count, lkey, address.
-            let seg: &mut [u8; 16] = (&mut slot[hdr..hdr + 16]).try_into().unwrap();
-            seg[0..4].copy_from_slice(&sge.length.to_be_bytes());
-            seg[4..8].copy_from_slice(&sge.lkey.to_be_bytes());
-            seg[8..16].copy_from_slice(&sge.addr.to_be_bytes());
-        }
-        Small::Inline(d) => {
-            // Inline segment (inline.rs): zero the 16-byte unit that ends the segment
-            // (its padding), then the header and the bytes over it.
-            let len = d.len();
-            // the segment's last unit is the WQE's last unit
-            let last = (ds as usize - 1) * DS_SIZE as usize;
-            let p = slot.as_mut_ptr();
-            // SAFETY: hdr is 16 or 32 and the shape check above bounds len by
-            // 64 - 4 - hdr, so the segment ends at hdr + 4 + len <= 64 and ds <= 4:
-            // the unit at `last` and the bytes hdr..hdr + 4 + len are inside the
-            // 64-byte slot. Unaligned writes
-            // need no alignment; `d` is not inside `slot` (which is mutably borrowed).
-            unsafe {
-                p.add(last).cast::<[u8; 16]>().write_unaligned([0; 16]);
-                p.add(hdr)
-                    .cast::<[u8; 4]>()
-                    .write_unaligned((INLINE_SEG | len as u32).to_be_bytes());
-                copy_small(p.add(hdr + 4), d.as_ptr(), len);
-            }
+        SendOp::RdmaRead { .. } | SendOp::Nop | SendOp::SendInv { .. } | SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. } => None,
+    }
+}
+
+/// One operation's WQE: `UNITS` 16-byte units of header (1: control segment; 2: and
+/// the remote-address segment `(raddr, rkey)`), then the payload: one non-empty gather
+/// entry, or one non-empty inline chunk of at most `lim` bytes. Empty payloads (no
+/// segment at all) and longer lists are the generic path's.
+///
+/// The header, all but its DS count, is stored before the payload is looked at, so
+/// that the operation's values are dead (their registers free) while the payload is
+/// checked and copied; a refused request leaves just these bytes in the free slot,
+/// the same the generic builder writes there.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn write_op<const UNITS: usize>(
+    slot: &mut [u8; 64],
+    pi: u16,
+    lane: &Lane,
+    flags: FmCeSe,
+    opcode: WqeOpcode,
+    imm: &u32,
+    (raddr, rkey): (&u64, &u32),
+    payload: &Payload<'_>,
+    lim: u8,
+) -> Option<u8> {
+    let p = slot.as_mut_ptr();
+    // SAFETY: offsets 0..32 of the 64-byte slot; unaligned stores.
+    unsafe {
+        // Control segment (ctrl.rs): opmod 0, index, opcode | qpn, ds (below) |
+        // signature 0, stream channel 0, fm_ce_se | immediate.
+        put4(p, ((pi as u32) << 8) | opcode.as_u8() as u32);
+        // (fm_ce_se and the immediate as one 8-byte store)
+        put8(p.add(8), (((flags.bits() | lane.sig) as u64) << 32) | *imm as u64);
+        if UNITS == 2 {
+            // Remote-address segment (raddr.rs): address, key, reserved 0.
+            put8(p.add(16), *raddr);
+            put8(p.add(24), (*rkey as u64) << 32);
         }
     }
-    Some(ds)
+    let hdr = UNITS * DS_SIZE as usize;
+    match *payload {
+        Payload::Sgl([ref sge]) if sge.length != 0 => {
+            let ds = UNITS as u32 + 1;
+            // SAFETY: the header ends at hdr <= 32 and the data segment after it 16
+            // bytes later, inside the 64-byte slot.
+            unsafe {
+                put4(p.add(4), lane.qpn8 | ds);
+                // Data segment (data.rs): byte count, lkey, address.
+                put4(p.add(hdr), sge.length);
+                put4(p.add(hdr + 4), sge.lkey);
+                put8(p.add(hdr + 8), sge.addr);
+            }
+            Some(ds as u8)
+        }
+        // `len - 1 < lim`: one comparison for 1 <= len <= lim
+        Payload::Inline([d]) if d.len().wrapping_sub(1) < lim as usize => {
+            let len = d.len();
+            // header and bytes rounded up to whole 16-byte units (an add and a shift;
+            // `div_ceil` compiles to a longer sequence)
+            let ds = (hdr + 4 + len + 15) >> 4;
+            // SAFETY: the inline payload is at most `lim` bytes, which Lane bounds by
+            // 64 - 4 - hdr (READ: 0), so the inline segment ends at hdr + 4 + len <= 64
+            // and its last unit, (ds - 1) * 16, starts at 48 or before: inside the slot.
+            // `d` is not inside `slot` (which is mutably borrowed).
+            unsafe {
+                put4(p.add(4), lane.qpn8 | ds as u32);
+                // Inline segment (inline.rs): zero the 16-byte unit that ends the
+                // segment (its padding; the segment's last unit is the WQE's), then the
+                // header and the bytes over it.
+                p.add((ds - 1) * DS_SIZE as usize).cast::<[u8; 16]>().write_unaligned([0; 16]);
+                put4(p.add(hdr), INLINE_SEG | len as u32);
+                copy_small(p.add(hdr + 4), d.as_ptr(), len);
+            }
+            Some(ds as u8)
+        }
+        _ => None,
+    }
 }
 
-/// The payload shapes of the fast lane.
-#[derive(Clone, Copy)]
-enum Small<'a> {
-    None,
-    Sge(&'a Sge),
-    Inline(&'a [u8]),
-}
-
-/// Copies `len` bytes (at most 60) from `s` to `d` with 8-byte (or 4-byte) moves,
-/// the last one overlapping the one before when the length is not a multiple: a few
-/// loads and stores instead of a call to `memcpy`.
+/// A big-endian 4-byte field at `p`.
 ///
 /// # Safety
-/// `s` must be valid for reads and `d` for writes of `len` bytes, not overlapping.
+/// `p` must be valid for a 4-byte write (any alignment).
+#[inline(always)]
+unsafe fn put4(p: *mut u8, v: u32) {
+    // SAFETY: the caller's contract.
+    unsafe { p.cast::<[u8; 4]>().write_unaligned(v.to_be_bytes()) }
+}
+
+/// A big-endian 8-byte field at `p`.
+///
+/// # Safety
+/// `p` must be valid for an 8-byte write (any alignment).
+#[inline(always)]
+unsafe fn put8(p: *mut u8, v: u64) {
+    // SAFETY: the caller's contract.
+    unsafe { p.cast::<[u8; 8]>().write_unaligned(v.to_be_bytes()) }
+}
+
+/// Copies `len` bytes (at most 48) from `s` to `d` without a loop: two moves of the
+/// largest size that fits (16, 8, 4 bytes), one at the start and one ending at `len`,
+/// overlapping when the length is not twice that size (a third 16-byte move in the
+/// middle above 32 bytes); 1 to 3 bytes as first, middle and last byte. A few loads and
+/// stores instead of a call to `memcpy`, and few registers.
+///
+/// # Safety
+/// `s` must be valid for reads and `d` for writes of `len` bytes, not overlapping, and
+/// `len <= 48`.
 #[inline(always)]
 unsafe fn copy_small(d: *mut u8, s: *const u8, len: usize) {
-    // SAFETY: every access is inside `0..len` of both ranges (the caller's contract):
-    // words at `i < len - 8` and at `len - 8` when len >= 8, at 0 and `len - 4` when
-    // 4 <= len < 8, bytes below len otherwise. Unaligned accesses need no alignment.
+    /// Moves one `T` from `s + at` to `d + at`, unaligned.
+    #[inline(always)]
+    unsafe fn mv<T>(d: *mut u8, s: *const u8, at: usize) {
+        // SAFETY: the caller's: both ranges hold `at + size_of::<T>()` bytes.
+        unsafe { d.add(at).cast::<T>().write_unaligned(s.add(at).cast::<T>().read_unaligned()) }
+    }
+    // SAFETY: every move lies inside `0..len` of both ranges (the caller's contract):
+    // `at` and `len - size` with size <= len, and 16 with 16 + 16 <= len < 48.
     unsafe {
-        if len >= 8 {
-            let mut i = 0;
-            while i + 8 < len {
-                d.add(i)
-                    .cast::<u64>()
-                    .write_unaligned(s.add(i).cast::<u64>().read_unaligned());
-                i += 8;
+        if (8..16).contains(&len) {
+            // First: the common 8-byte payloads take the straight line.
+            mv::<u64>(d, s, 0);
+            mv::<u64>(d, s, len - 8);
+        } else if len >= 16 {
+            mv::<[u8; 16]>(d, s, 0);
+            if len > 32 {
+                mv::<[u8; 16]>(d, s, 16);
             }
-            d.add(len - 8)
-                .cast::<u64>()
-                .write_unaligned(s.add(len - 8).cast::<u64>().read_unaligned());
+            mv::<[u8; 16]>(d, s, len - 16);
         } else if len >= 4 {
-            d.cast::<u32>()
-                .write_unaligned(s.cast::<u32>().read_unaligned());
-            d.add(len - 4)
-                .cast::<u32>()
-                .write_unaligned(s.add(len - 4).cast::<u32>().read_unaligned());
-        } else {
-            for i in 0..len {
-                *d.add(i) = *s.add(i);
-            }
+            mv::<u32>(d, s, 0);
+            mv::<u32>(d, s, len - 4);
+        } else if len > 0 {
+            mv::<u8>(d, s, 0);
+            mv::<u8>(d, s, len / 2);
+            mv::<u8>(d, s, len - 1);
         }
     }
 }
@@ -198,6 +246,7 @@ unsafe fn copy_small(d: *mut u8, s: *const u8, len: usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wqe::data::Sge;
     use crate::wqe::{write_send_wqe, SqRing};
 
     /// Every shape the fast lane takes gives the generic builder's bytes and touches
@@ -317,11 +366,35 @@ mod tests {
         );
     }
 
+    /// A QP's constants: sq_sig_all gives the generic builder's bytes for the request
+    /// with CQ_UPDATE added, and an inline payload over the QP's limit (or any inline
+    /// READ) is refused.
+    #[test]
+    fn lane_adds_sq_sig_all_and_keeps_the_inline_limit() {
+        let data = [0x5au8; 12];
+        let sge = [Sge::new(0x1000, 8, 7)];
+        let write = SendOp::RdmaWrite { raddr: 0x2000, rkey: 9 };
+        let lane = Lane::new(0x12_3456, true, 8, false);
+        for payload in [Payload::Sgl(&sge), Payload::Inline(&[&data[..8]])] {
+            let wr = SendWr::new(write, payload);
+            let mut fast = [0xeeu8; 64];
+            let ds = write_small(&mut fast, 5, &lane, &wr).expect("taken");
+            let mut slow = [0xeeu8; 64];
+            let info = write_send_wqe(&mut SqRing::new(&mut slow).unwrap(), 5, 0x12_3456, &wr.signaled()).unwrap();
+            assert_eq!((ds, fast), (info.ds, slow), "{wr:?}");
+        }
+        let mut slot = [0u8; 64];
+        let nine = [&data[..9]];
+        assert_eq!(write_small(&mut slot, 0, &lane, &SendWr::new(write, Payload::Inline(&nine))), None);
+        let read = SendOp::RdmaRead { raddr: 0x2000, rkey: 9 };
+        assert_eq!(write_small(&mut slot, 0, &lane, &SendWr::new(read, Payload::Sgl(&sge))), None, "no READ on this lane");
+    }
+
     #[test]
     fn copy_small_every_length() {
         let src: Vec<u8> = (100..150).collect();
-        for len in 0..=44 {
-            let mut dst = [0u8; 46];
+        for len in 0..=48 {
+            let mut dst = [0u8; 50];
             // SAFETY: both ranges hold len bytes and are distinct arrays.
             unsafe { copy_small(dst.as_mut_ptr().add(1), src.as_ptr(), len) };
             assert_eq!(dst[0], 0);
