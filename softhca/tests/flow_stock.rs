@@ -20,21 +20,13 @@
 
 #[path = "../preload/tests/common/mod.rs"]
 mod pcommon;
+mod netns;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
+use netns::{is_root, sh, wait_output, Link};
 use testkit::Need;
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
-fn sh(cmd: &str) -> bool {
-    Command::new("sh").arg("-c").arg(cmd).status().is_ok_and(|s| s.success())
-}
 
 /// Root, ip, python3 and the test program; None (with a SKIP line) otherwise.
 fn prerequisites() -> Option<PathBuf> {
@@ -68,74 +60,6 @@ fn program(name: &str) -> Option<PathBuf> {
     Some(exe)
 }
 
-/// Two namespaces joined by a veth pair: softhca's end (`a`, 10.79.N.1) and the Linux
-/// stack's (`b`, 10.79.N.2); removed on drop.
-struct Link {
-    ns_a: String,
-    ns_b: String,
-    if_a: String,
-    ip_a: String,
-}
-
-impl Link {
-    fn new(n: u8) -> Link {
-        let tag = format!("{}{n}", std::process::id() % 10000);
-        let (ns_a, ns_b) = (format!("fsa{tag}"), format!("fsb{tag}"));
-        let (if_a, if_b) = (ns_a.clone(), ns_b.clone());
-        let (ip_a, ip_b) = (format!("10.79.{n}.1"), format!("10.79.{n}.2"));
-        let ok = sh(&format!(
-            "set -e; ip netns add {ns_a}; ip netns add {ns_b}; \
-             ip link add {if_a} address 02:00:00:79:{n:02x}:01 type veth peer name {if_b} address 02:00:00:79:{n:02x}:02; \
-             ip link set {if_a} netns {ns_a}; ip link set {if_b} netns {ns_b}; \
-             ip -n {ns_a} addr add {ip_a}/24 dev {if_a}; ip -n {ns_b} addr add {ip_b}/24 dev {if_b}; \
-             ip -n {ns_a} link set {if_a} up; ip -n {ns_b} link set {if_b} up; \
-             ip -n {ns_a} link set lo up; ip -n {ns_b} link set lo up"
-        ));
-        assert!(ok, "setting up the namespaces failed");
-        Link { ns_a, ns_b, if_a, ip_a }
-    }
-
-    /// The test program in namespace a, softhca's port on the veth there, no fan-out.
-    fn softhca(&self, exe: &Path, args: &[&str]) -> Command {
-        let mut c = Command::new("ip");
-        c.args(["netns", "exec", &self.ns_a, "env"])
-            .arg(format!("LD_PRELOAD={}", pcommon::preload().display()))
-            .arg(format!("DOORBELL_ETH_IF={}", self.if_a))
-            .arg(format!("DOORBELL_SOFTHCA_ADDR={}", self.ip_a))
-            .arg("DOORBELL_ETH_TEST_FANOUT=0")
-            .arg(exe)
-            .args(args)
-            .env_remove("RUST_LOG");
-        c
-    }
-
-    fn python(&self, script: &str, args: &[&str]) -> Command {
-        let mut c = Command::new("ip");
-        c.args(["netns", "exec", &self.ns_b, "python3", "-c", script]).args(args);
-        c
-    }
-}
-
-impl Drop for Link {
-    fn drop(&mut self) {
-        sh(&format!("ip netns del {} 2>/dev/null; ip netns del {} 2>/dev/null", self.ns_a, self.ns_b));
-    }
-}
-
-/// Waits (up to a generous deadline that only turns a hang into a failure) until
-/// `p`'s output satisfies `done`.
-fn wait_output(p: &pcommon::Proc, what: &str, mut done: impl FnMut(&str) -> bool) -> String {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let out = p.stdout_so_far();
-        if done(&out) {
-            return out;
-        }
-        assert!(Instant::now() < deadline, "{what}: not seen; output so far:\n{out}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 /// From namespace b through the Linux stack: `hit-i` to argv[2] and `miss-i` to
 /// argv[2]+1, interleaved, three each, then `...end` to argv[2].
 const SENDERS: &str = r#"
@@ -155,9 +79,9 @@ fn hex(s: &str) -> String {
 #[test]
 fn ibv_create_flow_steers_one_udp_port_into_the_raw_qp() {
     let Some(exe) = prerequisites() else { return };
-    let l = Link::new(1);
+    let l = Link::new("fs", 79, 1);
     let (port, tag) = (4242u16, 0xabcdeu32);
-    let rx = pcommon::spawn(l.softhca(&exe, &["udp", &port.to_string(), &tag.to_string()]), "flow_qp udp");
+    let rx = pcommon::spawn(l.softhca(&exe, &["udp", &port.to_string(), &tag.to_string()], false), "flow_qp udp");
     wait_output(&rx, "receiver READY", |o| o.contains("READY") || o.contains("FAIL"));
     let senders = pcommon::spawn(l.python(SENDERS, &[&l.ip_a, &port.to_string()]), "senders")
         .wait_until(Instant::now() + Duration::from_secs(60));
@@ -194,8 +118,8 @@ s.sendto(b"marker-end", (ip, last))
 /// Runs flow_dv `mode` on `port`, the senders ending on `last`: (frames, counter).
 fn run_dv(n: u8, mode: &str, port: u16, last: u16) -> Option<(Vec<(String, u32, String)>, (u64, u64))> {
     let exe = program("flow_dv")?;
-    let l = Link::new(n);
-    let rx = pcommon::spawn(l.softhca(&exe, &[mode, &port.to_string()]), "flow_dv");
+    let l = Link::new("fs", 79, n);
+    let rx = pcommon::spawn(l.softhca(&exe, &[mode, &port.to_string()], false), "flow_dv");
     wait_output(&rx, "receiver READY", |o| o.contains("READY") || o.contains("FAIL"));
     let senders = pcommon::spawn(l.python(DV_SENDERS, &[&l.ip_a, &port.to_string(), &last.to_string()]), "senders")
         .wait_until(Instant::now() + Duration::from_secs(60));

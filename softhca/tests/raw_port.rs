@@ -23,21 +23,13 @@
 
 #[path = "../preload/tests/common/mod.rs"]
 mod pcommon;
+mod netns;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
+use netns::{is_root, sh, wait_output, Link};
 use testkit::Need;
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
-fn sh(cmd: &str) -> bool {
-    Command::new("sh").arg("-c").arg(cmd).status().is_ok_and(|s| s.success())
-}
 
 fn build() -> Option<PathBuf> {
     if !Path::new("/usr/include/infiniband/mlx5dv.h").exists() {
@@ -70,91 +62,6 @@ fn prerequisites() -> Option<PathBuf> {
     build()
 }
 
-/// Two namespaces joined by a veth pair: softhca's end (`a`, 10.78.N.1) and the host
-/// side (`b`, 10.78.N.2), with fixed MACs; removed on drop.
-struct Link {
-    ns_a: String,
-    ns_b: String,
-    if_a: String,
-    if_b: String,
-    ip_a: String,
-    ip_b: String,
-    mac_a: String,
-    mac_b: String,
-}
-
-impl Link {
-    fn new(n: u8) -> Link {
-        let tag = format!("{}{n}", std::process::id() % 10000);
-        let l = Link {
-            ns_a: format!("rpa{tag}"),
-            ns_b: format!("rpb{tag}"),
-            if_a: format!("rpa{tag}"),
-            if_b: format!("rpb{tag}"),
-            ip_a: format!("10.78.{n}.1"),
-            ip_b: format!("10.78.{n}.2"),
-            mac_a: format!("02:00:00:78:{n:02x}:01"),
-            mac_b: format!("02:00:00:78:{n:02x}:02"),
-        };
-        let ok = sh(&format!(
-            "set -e; ip netns add {na}; ip netns add {nb}; \
-             ip link add {ia} address {ma} type veth peer name {ib} address {mb}; \
-             ip link set {ia} netns {na}; ip link set {ib} netns {nb}; \
-             ip -n {na} addr add {pa}/24 dev {ia}; ip -n {nb} addr add {pb}/24 dev {ib}; \
-             ip -n {na} link set {ia} up; ip -n {nb} link set {ib} up; \
-             ip -n {na} link set lo up; ip -n {nb} link set lo up",
-            na = l.ns_a, nb = l.ns_b, ia = l.if_a, ib = l.if_b, ma = l.mac_a, mb = l.mac_b, pa = l.ip_a, pb = l.ip_b
-        ));
-        assert!(ok, "setting up the namespaces failed");
-        l
-    }
-
-    /// The test program in namespace a, softhca's port on the veth there.
-    fn softhca(&self, exe: &Path, args: &[&str], fanout: bool) -> Command {
-        let mut c = Command::new("ip");
-        c.args(["netns", "exec", &self.ns_a, "env"])
-            .arg(format!("LD_PRELOAD={}", pcommon::preload().display()))
-            .arg(format!("DOORBELL_ETH_IF={}", self.if_a))
-            .arg(format!("DOORBELL_SOFTHCA_ADDR={}", self.ip_a))
-            .arg(format!("DOORBELL_ETH_TEST_FANOUT={}", u8::from(fanout)))
-            .arg(exe)
-            .args(args)
-            .env_remove("RUST_LOG");
-        c
-    }
-
-    /// A python3 script in namespace b.
-    fn python(&self, script: &str, args: &[&str]) -> Command {
-        let mut c = Command::new("ip");
-        c.args(["netns", "exec", &self.ns_b, "python3", "-c", script]).args(args);
-        c
-    }
-
-    fn mac_hex(mac: &str) -> String {
-        mac.replace(':', "")
-    }
-}
-
-impl Drop for Link {
-    fn drop(&mut self) {
-        sh(&format!("ip netns del {} 2>/dev/null; ip netns del {} 2>/dev/null", self.ns_a, self.ns_b));
-    }
-}
-
-/// Waits (up to a generous deadline that only turns a hang into a failure) until
-/// `p`'s output satisfies `done`.
-fn wait_output(p: &pcommon::Proc, what: &str, mut done: impl FnMut(&str) -> bool) -> String {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let out = p.stdout_so_far();
-        if done(&out) {
-            return out;
-        }
-        assert!(Instant::now() < deadline, "{what}: not seen; output so far:\n{out}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 /// Prints READY once bound, then `FRAME <hex>` for each frame of ethertype argv[2]
 /// received on interface argv[1].
 const SNIFF: &str = r#"
@@ -171,7 +78,7 @@ while True:
 #[test]
 fn frames_sent_by_a_raw_qp_arrive_byte_exact() {
     let Some(exe) = prerequisites() else { return };
-    let l = Link::new(1);
+    let l = Link::new("rp", 78, 1);
     let sniff = pcommon::spawn(l.python(SNIFF, &[&l.if_b, "88b5"]), "sniffer");
     wait_output(&sniff, "sniffer READY", |o| o.contains("READY"));
     let head = format!("{}{}88b5", Link::mac_hex(&l.mac_b), Link::mac_hex(&l.mac_a));
@@ -257,7 +164,7 @@ print(c[IP].chksum == p[IP].chksum, c[UDP].chksum == p[UDP].chksum)
 #[test]
 fn frames_from_scapy_and_the_linux_stack_reach_the_raw_qp() {
     let Some(exe) = prerequisites() else { return };
-    let l = Link::new(2);
+    let l = Link::new("rp", 78, 2);
     let rx = pcommon::spawn(l.softhca(&exe, &["recv", "0"], true), "raw_qp recv");
     wait_output(&rx, "receiver READY", |o| o.contains("READY"));
     let tag = format!("{}", std::process::id());
@@ -299,7 +206,7 @@ fn frames_from_scapy_and_the_linux_stack_reach_the_raw_qp() {
 #[test]
 fn malformed_raw_send_wqes_complete_with_the_mlx5_syndromes() {
     let Some(exe) = prerequisites() else { return };
-    let l = Link::new(3);
+    let l = Link::new("rp", 78, 3);
     for (kind, status) in [("noeth", "2"), ("short", "1")] {
         let done = pcommon::spawn(l.softhca(&exe, &["bad", kind], false), format!("raw_qp bad {kind}"))
             .wait_until(Instant::now() + Duration::from_secs(120));
