@@ -131,66 +131,7 @@ impl Rc {
 
 const RECV_WRID: u64 = 1;
 const SEND_WRID: u64 = 2;
-/// Bytes of the exchange message, NUL included.
-pub const MSG_SIZE: usize = 52;
-
-/// One end's address as exchanged.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Dest {
-    pub lid: u16,
-    pub qpn: u32,
-    pub psn: u32,
-    pub gid: [u8; 16],
-}
-
-impl Dest {
-    /// The 52-byte wire form.
-    pub fn to_wire(self) -> [u8; MSG_SIZE] {
-        let gid: String = self.gid.iter().map(|b| format!("{b:02x}")).collect();
-        let s = format!("{:04x}:{:06x}:{:06x}:{gid}", self.lid, self.qpn & 0xff_ffff, self.psn & 0xff_ffff);
-        let mut m = [0u8; MSG_SIZE];
-        m[..s.len()].copy_from_slice(s.as_bytes());
-        m
-    }
-
-    /// Parses the wire form (hex fields separated by ':', then 32 hex digits).
-    pub fn from_wire(m: &[u8]) -> Result<Dest> {
-        let end = m.iter().position(|&b| b == 0).unwrap_or(m.len());
-        let s = std::str::from_utf8(&m[..end]).map_err(|_| anyhow!("bad remote address"))?;
-        let f: Vec<&str> = s.splitn(4, ':').collect();
-        let bad = || anyhow!("couldn't parse remote address {s:?}");
-        if f.len() != 4 || f[3].len() != 32 {
-            return Err(bad());
-        }
-        let h = |x: &str| u32::from_str_radix(x, 16).map_err(|_| bad());
-        let mut gid = [0u8; 16];
-        for (i, b) in gid.iter_mut().enumerate() {
-            *b = u8::from_str_radix(&f[3][2 * i..2 * i + 2], 16).map_err(|_| bad())?;
-        }
-        Ok(Dest { lid: h(f[0])? as u16, qpn: h(f[1])?, psn: h(f[2])?, gid })
-    }
-
-    fn print(&self, who: &str) {
-        println!(
-            "  {who} address:  LID {:#06x}, QPN {:#08x}, PSN {:#08x}, GID {}",
-            self.lid,
-            self.qpn,
-            self.psn,
-            Ipv6Addr::from(self.gid)
-        );
-    }
-}
-
-/// The remote address line has one space fewer than the local one.
-fn print_remote(d: &Dest) {
-    println!(
-        "  remote address: LID {:#06x}, QPN {:#08x}, PSN {:#08x}, GID {}",
-        d.lid,
-        d.qpn,
-        d.psn,
-        Ipv6Addr::from(d.gid)
-    );
-}
+use provider::oob::{Dest, WIRE_LEN as MSG_SIZE};
 
 fn mtu_code(bytes: u32) -> Result<u8> {
     Ok(match bytes {
@@ -285,7 +226,7 @@ pub fn run(a: &Args) -> Result<()> {
         _ => ([0u8; 16], 0),
     };
     let me = Dest { lid: pa.lid, qpn: rc.qpn(), psn: rand::random::<u32>() & 0xff_ffff, gid };
-    me.print("local");
+    println!("{}", me.address_line(true));
     std::io::stdout().flush()?;
 
     let connect = |rc: &mut Rc, rem: &Dest| -> Result<()> {
@@ -326,7 +267,7 @@ pub fn run(a: &Args) -> Result<()> {
         s.read_exact(&mut m).context("couldn't read remote address")?;
         s.write_all(b"done\0").context("couldn't send \"done\"")?;
         let rem = Dest::from_wire(&m)?;
-        print_remote(&rem);
+        println!("{}", rem.address_line(false));
         connect(&mut rc, &rem)?;
         rem
     } else {
@@ -339,7 +280,7 @@ pub fn run(a: &Args) -> Result<()> {
         s.write_all(&me.to_wire()).context("couldn't send local address")?;
         let mut done = [0u8; 5];
         s.read_exact(&mut done).context("couldn't read \"done\"")?;
-        print_remote(&rem);
+        println!("{}", rem.address_line(false));
         rem
     };
     let _ = rem;
@@ -505,23 +446,3 @@ fn connect_tcp(host: &str, port: u16) -> Result<TcpStream> {
     Err(anyhow!("couldn't connect to {host}:{port}: {}", last.map(|e| e.to_string()).unwrap_or_else(|| "no address".into())))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn wire_message_is_rc_pingpongs() {
-        let gid = std::net::Ipv6Addr::from([0, 0, 0, 0, 0, 0xffff, 0x7f00, 2]).octets();
-        let d = Dest { lid: 0, qpn: 0x11a, psn: 0x3b2c1d, gid };
-        let w = d.to_wire();
-        assert_eq!(&w[..51], b"0000:00011a:3b2c1d:00000000000000000000ffff7f000002");
-        assert_eq!(w[51], 0);
-        assert_eq!(Dest::from_wire(&w).unwrap(), d);
-    }
-
-    #[test]
-    fn address_lines() {
-        // C's "0x%04x" etc. are Rust's {:#06x}: the width counts the prefix.
-        assert_eq!(format!("{:#06x}, {:#08x}", 0, 0x11a), "0x0000, 0x00011a");
-    }
-}

@@ -51,7 +51,7 @@ fn main() -> Res<()> {
     let lid = ctx.query_port(o.ib_port)?.legacy_resp.lid;
     let (gid, sgid_index) = pp::local_gid(&ctx, &o)?;
     let me = Dest { lid, qpn: qp.qpn(), psn: pp::psn(), gid };
-    me.print(true);
+    println!("{}", me.address_line(true));
     let rem = pp::exchange(&o, &[me], |rem| {
         let ah = Ah { dgid: rem[0].gid, sgid_index, hop_limit: 1, sl: o.sl, port: o.ib_port, ..Default::default() };
         let rtr = QpAttr { state: Some(QpState::Rtr), ah: Some(ah), path_mtu: Some(mtu), dest_qpn: Some(rem[0].qpn), rq_psn: Some(rem[0].psn), ..Default::default() };
@@ -65,7 +65,7 @@ fn main() -> Res<()> {
         }
         .map_err(|e| format!("Failed to modify QP to RTS: {e}").into())
     })?;
-    rem[0].print(false);
+    println!("{}", rem[0].address_line(false));
 
     // SAFETY: the send reads the buffer at post time (inline) or through the MR.
     let data = [unsafe { std::slice::from_raw_parts(buf.ptr() as *const u8, size) }];

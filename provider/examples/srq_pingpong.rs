@@ -55,7 +55,7 @@ fn main() -> Res<()> {
     let mut mine = vec![Dest::default(); MAX_QP];
     for (d, qp) in mine.iter_mut().zip(&qps) {
         *d = Dest { lid, qpn: qp.qpn(), psn: pp::psn(), gid };
-        d.print(true);
+        println!("{}", d.address_line(true));
     }
     let connect = |rem: &[Dest]| -> Res<()> {
         for (i, qp) in qps.iter().enumerate() {
@@ -72,7 +72,7 @@ fn main() -> Res<()> {
     };
     let rem = pp::exchange(&o, &mine, connect)?;
     for d in &rem[..nqp] {
-        d.print(false);
+        println!("{}", d.address_line(false));
     }
 
     // SAFETY: the send reads the buffer at post time only (inline) or through the MR.

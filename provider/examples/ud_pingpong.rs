@@ -61,7 +61,7 @@ fn main() -> Res<()> {
         ah = Some(pd.create_ah(&attr).map_err(|e| format!("Failed to create AH: {e}"))?);
         Ok(())
     })?;
-    rem[0].print(false);
+    println!("{}", rem[0].address_line(false));
     let ah = ah.expect("connected");
 
     // SAFETY: the send reads its bytes at post time (inline) or through the MR.

@@ -36,7 +36,7 @@ fn main() -> Res<()> {
     qp.post_recv(1, &[buf.sge(0..0)])?;
     let (gid, sgid_index) = pp::local_gid(&ctx, &o)?;
     let me = Dest { lid: ctx.query_port(o.ib_port)?.legacy_resp.lid, qpn: qp.qpn(), psn: pp::psn(), gid };
-    me.print(true);
+    println!("{}", me.address_line(true));
     let rem = pp::exchange(&o, &[me], |rem| {
         let ah = Ah { dgid: rem[0].gid, sgid_index, hop_limit: 1, port: o.ib_port, ..Default::default() };
         qp.modify(&QpAttr {
@@ -45,7 +45,7 @@ fn main() -> Res<()> {
         })?;
         Ok(qp.to_rts(me.psn, 14, 7, 7, 1)?)
     })?;
-    rem[0].print(false);
+    println!("{}", rem[0].address_line(false));
     // The buffer's key and address, on a second connection to the same port.
     let key_line = format!("{:08x}:{:016x}", buf.rkey(), buf.addr());
     let (rkey, raddr) = if let Some(host) = &o.host {

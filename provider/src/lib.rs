@@ -14,7 +14,8 @@
 //!   (`Pd::reg_mr`, a borrow), or the bare [`Mr`] of `reg_mr_raw` / `reg_dmabuf_mr`;
 //! * shared receive queues and UD: [`srq`] (`Pd::create_srq`, `Pd::create_qp_with_srq`),
 //!   [`ah`] (`Pd::create_ah`), `qp::ud`, and their events in [`async_event`];
-//! * connecting: [`Qp::connect`] with [`ConnectOptions`] (ibv_rc_pingpong's defaults);
+//! * connecting: [`Qp::connect`] with [`ConnectOptions`] (ibv_rc_pingpong's defaults),
+//!   and [`oob`], the address message the libibverbs example programs exchange over TCP;
 //! * posting: [`SendWr`], [`SendOp`], [`Payload`], [`Sge`]; refusals are [`PostError`]s;
 //! * the mlx5-specific raw parts, in [`mlx5`]: [`wqe`] (WQE segments, SQ ring writer),
 //!   [`cqe`] (CQE layout, ownership, syndromes), [`opcode`], [`buf`] (rings),
@@ -33,6 +34,7 @@ pub mod error;
 pub mod memory_region;
 pub mod mlx5;
 pub mod mr;
+pub mod oob;
 pub mod pd;
 pub mod qp;
 pub mod srq;

@@ -6,12 +6,10 @@
 #![allow(dead_code)]
 
 use std::io::{Read, Write};
-use std::net::{Ipv6Addr, TcpListener, TcpStream};
+use std::net::{TcpListener, TcpStream};
 
 pub type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
-/// Bytes of one exchanged address, NUL included.
-pub const MSG_SIZE: usize = 52;
 pub const RECV_WRID: u64 = 1;
 pub const SEND_WRID: u64 = 2;
 
@@ -98,47 +96,8 @@ impl Default for Opts {
     }
 }
 
-/// One end's address as exchanged.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Dest {
-    pub lid: u16,
-    pub qpn: u32,
-    pub psn: u32,
-    pub gid: [u8; 16],
-}
-
-impl Dest {
-    /// `"%04x:%06x:%06x:%s"` with the GID as 32 hex digits in byte order
-    /// (`gid_to_wire_gid`), NUL-padded to 52 bytes.
-    pub fn to_wire(self) -> [u8; MSG_SIZE] {
-        let gid: String = self.gid.iter().map(|b| format!("{b:02x}")).collect();
-        let s = format!("{:04x}:{:06x}:{:06x}:{gid}", self.lid, self.qpn & 0xff_ffff, self.psn & 0xff_ffff);
-        let mut m = [0u8; MSG_SIZE];
-        m[..s.len()].copy_from_slice(s.as_bytes());
-        m
-    }
-
-    pub fn from_wire(m: &[u8]) -> Res<Dest> {
-        let end = m.iter().position(|&b| b == 0).unwrap_or(m.len());
-        let s = std::str::from_utf8(&m[..end])?;
-        let f: Vec<&str> = s.splitn(4, ':').collect();
-        if f.len() != 4 || f[3].len() != 32 {
-            return Err(format!("couldn't parse remote address {s:?}").into());
-        }
-        let mut gid = [0u8; 16];
-        for (i, b) in gid.iter_mut().enumerate() {
-            *b = u8::from_str_radix(&f[3][2 * i..2 * i + 2], 16)?;
-        }
-        let h = |x: &str| u32::from_str_radix(x, 16);
-        Ok(Dest { lid: h(f[0])? as u16, qpn: h(f[1])?, psn: h(f[2])?, gid })
-    }
-
-    /// `"  local address:  LID 0x%04x, QPN 0x%06x, PSN 0x%06x, GID %s"` (and "remote").
-    pub fn print(&self, local: bool) {
-        let who = if local { "local address: " } else { "remote address:" };
-        println!("  {who} LID {:#06x}, QPN {:#08x}, PSN {:#08x}, GID {}", self.lid, self.qpn, self.psn, Ipv6Addr::from(self.gid));
-    }
-}
+/// One end's address as exchanged (the stock programs' message: `provider::oob`).
+pub use provider::oob::Dest;
 
 /// The exchange of `mine` (several for srq_pingpong) for as many remote addresses:
 /// the client writes its addresses, reads the server's, then writes "done"; the
@@ -147,9 +106,9 @@ impl Dest {
 pub fn exchange(o: &Opts, mine: &[Dest], connect: impl FnOnce(&[Dest]) -> Res<()>) -> Res<Vec<Dest>> {
     let read_all = |s: &mut TcpStream| -> Res<Vec<Dest>> {
         (0..mine.len()).map(|_| {
-            let mut m = [0u8; MSG_SIZE];
+            let mut m = [0u8; provider::oob::WIRE_LEN];
             s.read_exact(&mut m)?;
-            Dest::from_wire(&m)
+            Ok(Dest::from_wire(&m)?)
         }).collect()
     };
     let write_all = |s: &mut TcpStream| -> Res<()> {
