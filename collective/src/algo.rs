@@ -33,6 +33,9 @@ pub const DEFAULT_DOUBLING_MAX_BYTES: usize = 256 << 10;
 /// there (1.3 times) and the ring from 256 KiB to 64 MiB (1.04 to 1.4 times).
 pub const DEFAULT_HALVING_MIN_BYTES: usize = 64 << 10;
 
+/// Messages above this many bytes use the all-to-all on 4 or 8 ranks (when not forced).
+pub const DEFAULT_ALLTOALL_MIN_BYTES: usize = usize::MAX;
+
 /// An all-reduce algorithm.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Algo {
@@ -42,6 +45,9 @@ pub enum Algo {
     Doubling,
     /// Recursive halving-doubling (4 or 8 ranks; others fall back to the ring).
     Halving,
+    /// One-step reduce-scatter and all-gather ([`crate::alltoall`]; 4 or 8 ranks, others
+    /// fall back as a forced halving-doubling does).
+    AllToAll,
 }
 
 impl Algo {
@@ -51,6 +57,7 @@ impl Algo {
             Algo::Tree => "tree",
             Algo::Doubling => "doubling",
             Algo::Halving => "halving",
+            Algo::AllToAll => "alltoall",
         }
     }
 }
@@ -69,7 +76,8 @@ impl FromStr for Algo {
             "tree" => Ok(Algo::Tree),
             "doubling" | "rd" => Ok(Algo::Doubling),
             "halving" | "rabenseifner" => Ok(Algo::Halving),
-            _ => Err(format!("unknown algorithm {s:?} (ring, tree, doubling, halving)")),
+            "alltoall" | "all-to-all" | "a2a" => Ok(Algo::AllToAll),
+            _ => Err(format!("unknown algorithm {s:?} (ring, tree, doubling, halving, alltoall)")),
         }
     }
 }
@@ -85,6 +93,8 @@ pub struct AlgoChoice {
     pub doubling_max_bytes: usize,
     /// Messages above this (bytes) take halving-doubling where it runs, when not forced.
     pub halving_min_bytes: usize,
+    /// Messages above this (bytes) take the all-to-all where it runs, when not forced.
+    pub alltoall_min_bytes: usize,
 }
 
 impl Default for AlgoChoice {
@@ -94,6 +104,7 @@ impl Default for AlgoChoice {
             tree_max_bytes: DEFAULT_TREE_MAX_BYTES,
             doubling_max_bytes: DEFAULT_DOUBLING_MAX_BYTES,
             halving_min_bytes: DEFAULT_HALVING_MIN_BYTES,
+            alltoall_min_bytes: DEFAULT_ALLTOALL_MIN_BYTES,
         }
     }
 }
@@ -117,6 +128,9 @@ impl AlgoChoice {
         if let Ok(v) = std::env::var("DOORBELL_HALVING_MIN_BYTES") {
             c.halving_min_bytes = v.parse().map_err(|_| format!("DOORBELL_HALVING_MIN_BYTES={v:?} is not a number"))?;
         }
+        if let Ok(v) = std::env::var("DOORBELL_ALLTOALL_MIN_BYTES") {
+            c.alltoall_min_bytes = v.parse().map_err(|_| format!("DOORBELL_ALLTOALL_MIN_BYTES={v:?} is not a number"))?;
+        }
         Ok(c)
     }
 
@@ -127,13 +141,17 @@ impl AlgoChoice {
     pub fn pick(&self, bytes: usize, nranks: usize, nslots: usize) -> Algo {
         let doubling = crate::doubling::applies(nranks);
         let halving = crate::halving::applies(nranks, nslots);
+        let alltoall = crate::alltoall::applies(nranks, nslots);
         match self.forced {
             Some(Algo::Doubling) if !doubling => return Algo::Tree,
             Some(Algo::Halving) if !halving => return Algo::Ring,
+            Some(Algo::AllToAll) if !alltoall => return if halving { Algo::Halving } else { Algo::Ring },
             Some(a) => return a,
             None => {}
         }
-        if halving && bytes > self.halving_min_bytes {
+        if alltoall && bytes > self.alltoall_min_bytes {
+            Algo::AllToAll
+        } else if halving && bytes > self.halving_min_bytes {
             Algo::Halving
         } else if doubling && bytes <= self.doubling_max_bytes {
             Algo::Doubling
@@ -179,5 +197,14 @@ mod tests {
         assert_eq!("Rabenseifner".parse::<Algo>(), Ok(Algo::Halving));
         assert_eq!("Ring".parse::<Algo>(), Ok(Algo::Ring));
         assert_eq!("rd".parse::<Algo>(), Ok(Algo::Doubling));
+        assert_eq!("All-To-All".parse::<Algo>(), Ok(Algo::AllToAll));
+        let a = AlgoChoice { forced: Some(Algo::AllToAll), ..c };
+        assert_eq!(a.pick(8, 8, 2), Algo::AllToAll, "two slots are enough");
+        assert_eq!(a.pick(8, 6, 4), Algo::Ring, "forced all-to-all falls back like halving-doubling");
+        assert_eq!(a.pick(8, 16, 4), Algo::Ring);
+        let t = AlgoChoice { alltoall_min_bytes: 1 << 20, ..c };
+        assert_eq!(t.pick(1 << 20, 4, 4), Algo::Halving);
+        assert_eq!(t.pick((1 << 20) + 1, 4, 4), Algo::AllToAll);
+        assert_eq!(t.pick((1 << 20) + 1, 6, 4), Algo::Ring, "six ranks: neither");
     }
 }

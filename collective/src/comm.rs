@@ -21,6 +21,7 @@ use std::time::Duration;
 
 use crate::affinity::{self, Bind};
 use crate::algo::{Algo, AlgoChoice};
+use crate::alltoall;
 use crate::bootstrap::{Exchange, Monitor, TcpBootstrap, Watch};
 use crate::doubling;
 use crate::dtype::Element;
@@ -222,6 +223,9 @@ fn topology(rank: usize, size: usize, lanes: usize) -> (Vec<usize>, StreamList, 
     let (di, dout) = doubling::streams(rank, size);
     ins.extend(di);
     outs.extend(dout);
+    let (ai, aout) = alltoall::streams(rank, size);
+    ins.extend(ai);
+    outs.extend(aout);
     let mut peers: Vec<usize> = ins.iter().chain(&outs).map(|&(p, _)| p).collect();
     peers.sort_unstable();
     peers.dedup();
@@ -442,6 +446,10 @@ impl Communicator {
             Algo::Halving => {
                 let chunk = (self.tuning.slot_bytes / std::mem::size_of::<T>()).max(1);
                 halving::all_reduce_plan(&self.engine, self.rank, self.size, count, chunk, in_place)
+            }
+            Algo::AllToAll => {
+                let chunk = (self.tuning.slot_bytes / std::mem::size_of::<T>()).max(1);
+                alltoall::all_reduce_plan(&self.engine, self.rank, self.size, count, chunk)
             }
         }
     }

@@ -39,7 +39,7 @@ use crate::direct::{self, Announced, Announcement, Target};
 use crate::dtype::Element;
 use crate::error::{Error, Result};
 use crate::op::ReduceOp;
-use crate::plan::{Action, Plan, Source};
+use crate::plan::{Action, Plan, Source, MAX_IO};
 use crate::staging::Staging;
 use crate::stream::{imm, Channel, InStream, OutStream, Region, MAX_CHANNELS, MAX_SLOTS};
 use crate::transport::{Event, Transport};
@@ -53,6 +53,35 @@ const WAIT_SLICE: Duration = Duration::from_millis(2);
 /// Idle passes of the run loop per clock reading (for [`SPIN_FOR`] and the no-progress
 /// timeout, both far longer than this many passes).
 const CLOCK_EVERY: u32 = 8;
+
+/// Bytes of the result per pass of [`reduce_fused`]: with the matching pieces of four
+/// inputs this stays in the first-level cache between the passes.
+const FUSE_BYTES: usize = 8 << 10;
+
+/// `dst = ((first op in[0]) op in[1]) op ...`, where `first` is `local` (then the first
+/// pass is `in[0] op local`, as a single-input action computes it) or, without it, `dst`
+/// itself. Several messages are combined piece by piece ([`FUSE_BYTES`]) rather than
+/// one whole pass per message, so that the result is written to memory once and each
+/// input read once: the all-to-all's owner combines a message from every other rank
+/// ([`crate::alltoall`]).
+fn reduce_fused<T: Element>(dst: &mut [T], local: Option<&[T]>, ins: &[&[T]], op: ReduceOp) {
+    let step = (FUSE_BYTES / std::mem::size_of::<T>()).max(1);
+    let n = dst.len();
+    for at in (0..n).step_by(step) {
+        let end = (at + step).min(n);
+        let d = &mut dst[at..end];
+        let rest = match local {
+            Some(l) => {
+                T::reduce(d, &ins[0][at..end], &l[at..end], op);
+                &ins[1..]
+            }
+            None => ins,
+        };
+        for s in rest {
+            T::reduce_acc(d, &s[at..end], op);
+        }
+    }
+}
 
 /// [`SPIN_FOR`], or `DOORBELL_SPIN_US`.
 fn spin_for() -> Duration {
@@ -644,9 +673,11 @@ impl Engine {
             let in_dst = a.local.is_some_and(|off| std::ptr::eq(send.wrapping_add(off), dst.as_ptr()));
             let local: Option<&[T]> = if in_dst { None } else { a.local.map(|off| unsafe { std::slice::from_raw_parts(send.add(off), n) }) };
             if in_dst {
-                for k in 0..ins.len() {
-                    T::reduce_acc(dst, in_slot(self, k), op);
+                let mut slots: [&[T]; MAX_IO] = [&[]; MAX_IO];
+                for (k, s) in slots.iter_mut().enumerate().take(ins.len()) {
+                    *s = in_slot(self, k);
                 }
+                reduce_fused(dst, None, &slots[..ins.len()], op);
             } else if a.acc {
                 // The partial result stored earlier at recv[store]: combined into the
                 // send slot, or, without outputs, in place (dst is that very range).
@@ -666,9 +697,12 @@ impl Engine {
                 match (ins.len(), local) {
                     (0, Some(l)) => dst.copy_from_slice(l),
                     (1, Some(l)) => T::reduce(dst, in_slot(self, 0), l, op),
-                    (2, Some(l)) => {
-                        T::reduce(dst, in_slot(self, 0), l, op);
-                        T::reduce_acc(dst, in_slot(self, 1), op);
+                    (k, Some(l)) if k >= 2 => {
+                        let mut slots: [&[T]; MAX_IO] = [&[]; MAX_IO];
+                        for (i, s) in slots.iter_mut().enumerate().take(k) {
+                            *s = in_slot(self, i);
+                        }
+                        reduce_fused(dst, Some(l), &slots[..k], op);
                     }
                     (1, None) if placed => {
                         // The message is at recv[store]: nothing to do if that is dst,

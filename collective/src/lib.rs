@@ -11,7 +11,8 @@
 //! * API: [`comm`] ([`Communicator`]), element types [`dtype`], operations [`op`];
 //! * algorithms: [`ring`] (reduce-scatter + all-gather, chain broadcast), [`tree`]
 //!   (double binary tree), [`doubling`] (recursive doubling), [`halving`]
-//!   (halving-doubling), [`algo`] (which one, by size);
+//!   (halving-doubling), [`alltoall`] (one-step reduce-scatter and all-gather),
+//!   [`algo`] (which one, by size);
 //! * machinery: [`plan`] (actions and lanes), [`engine`] (running a plan), [`stream`]
 //!   (slots, credits, immediates), [`direct`] (all-gather writes straight into the
 //!   receiver's buffer), [`reduce`] (kernels), [`staging`], [`transport`]
@@ -22,6 +23,7 @@
 
 pub mod affinity;
 pub mod algo;
+pub mod alltoall;
 pub mod bootstrap;
 pub mod comm;
 pub mod doubling;

@@ -1,22 +1,27 @@
 //! Plans: what one rank does in one collective, as independent *lanes* of *actions*.
 //!
-//! An action takes up to two incoming messages (the oldest unconsumed message of each
-//! input stream), optionally its own contribution from the send buffer (or, for
+//! An action takes up to [`MAX_IO`] incoming messages (the oldest unconsumed message of
+//! each input stream), optionally its own contribution from the send buffer (or, for
 //! recursive doubling, the partial result it stored earlier), reduces or
 //! copies them into a result, optionally stores the result in the receive buffer,
-//! and sends it on up to two output streams. Every algorithm (ring reduce-scatter
+//! and sends it on up to [`MAX_IO`] output streams. Every algorithm (ring reduce-scatter
 //! and all-gather steps, tree reduce and broadcast steps, recursive doubling's
 //! exchanges, chain broadcast) is a
 //! sequence of such actions. Actions of a lane run in order; lanes run
 //! independently, so parallel rings and the two trees overlap. An action runs when
 //! all its inputs have arrived and all its outputs have a free slot (credit).
 
+/// Most inputs and most outputs of one action: the all-to-all reduce-scatter's owner of a
+/// block takes one message from every other rank and sends the result to each of them
+/// ([`crate::alltoall`], up to eight ranks).
+pub const MAX_IO: usize = 7;
+
 /// One step of a plan. Offsets and `len` are in elements.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Action {
-    inputs: [u32; 2],
+    inputs: [u32; MAX_IO],
     n_in: u8,
-    outputs: [u32; 3],
+    outputs: [u32; MAX_IO],
     n_out: u8,
     /// Our contribution: `send[local .. local + len]`.
     pub local: Option<usize>,
@@ -41,9 +46,9 @@ impl Action {
     /// An action over `len` elements.
     pub fn new(len: usize) -> Action {
         Action {
-            inputs: [0; 2],
+            inputs: [0; MAX_IO],
             n_in: 0,
-            outputs: [0; 3],
+            outputs: [0; MAX_IO],
             n_out: 0,
             local: None,
             store: None,
@@ -55,18 +60,18 @@ impl Action {
         }
     }
 
-    /// Adds an input stream (at most two).
+    /// Adds an input stream (at most [`MAX_IO`]).
     pub fn input(mut self, stream: u32) -> Action {
-        assert!(self.n_in < 2, "at most two inputs");
+        assert!((self.n_in as usize) < MAX_IO, "at most {MAX_IO} inputs");
         self.inputs[self.n_in as usize] = stream;
         self.n_in += 1;
         self
     }
 
-    /// Adds an output stream (at most three: halving-doubling's owner of a block sends
-    /// it to one partner per step, three with eight ranks).
+    /// Adds an output stream (at most [`MAX_IO`]: halving-doubling's owner of a block
+    /// sends it to one partner per step, the all-to-all's to every other rank).
     pub fn output(mut self, stream: u32) -> Action {
-        assert!(self.n_out < 3, "at most three outputs");
+        assert!((self.n_out as usize) < MAX_IO, "at most {MAX_IO} outputs");
         self.outputs[self.n_out as usize] = stream;
         self.n_out += 1;
         self

@@ -12,7 +12,7 @@ use common::*;
 
 /// Every algorithm, forced. Doubling needs a power-of-two rank count; forced on any
 /// other it runs the tree, which the tests then check once more.
-const ALGOS: [Algo; 4] = [Algo::Ring, Algo::Tree, Algo::Doubling, Algo::Halving];
+const ALGOS: [Algo; 5] = [Algo::Ring, Algo::Tree, Algo::Doubling, Algo::Halving, Algo::AllToAll];
 
 fn small_tuning(algo: Option<Algo>) -> Tuning {
     Tuning {
@@ -243,4 +243,51 @@ fn halving_on_4_and_8_ranks() {
         let c = Communicator::in_process(&fabric, r, small_tuning(Some(Algo::Halving))).unwrap();
         assert_eq!(c.algo_for(1 << 20), Algo::Ring);
     });
+}
+
+/// The all-to-all where it runs (4 and 8 ranks; two slots per stream are enough), with
+/// blocks of a few elements so that calls take many rounds (and each stream holds a
+/// round's finished block and the next round's contribution at once). As in the
+/// halving-doubling test, the even ranks take direct writes and the odd ones do not; in
+/// place nothing goes direct. Counts below the rank count leave blocks empty (no message
+/// either way); other rank counts fall back as a forced halving-doubling does.
+#[test]
+fn alltoall_on_4_and_8_ranks() {
+    for n in [4usize, 8] {
+        let fabric = MemFabric::new(n);
+        on_threads(n, Duration::from_secs(120), move |r| {
+            let mut c = Communicator::in_process(&fabric, r, small_tuning(Some(Algo::AllToAll))).unwrap();
+            assert_eq!(c.algo_for(1 << 20), Algo::AllToAll);
+            c.set_direct(r % 2 == 0);
+            for user in [None, Some(1)] {
+                c.set_user_buffers(user);
+                for dt in DataType::ALL {
+                    for op in ReduceOp::ALL {
+                        for count in counts(n).into_iter().chain([2, 8 * 64 * n + 5]) {
+                            dispatch_dtype!(dt, T => check_all_reduce::<T>(&mut c, op, count, "alltoall"));
+                        }
+                    }
+                }
+            }
+            let (sent, received) = c.direct_messages();
+            if r % 2 == 0 {
+                assert!(received > 0, "rank {r} takes direct writes");
+            } else {
+                assert_eq!(received, 0, "rank {r} said no");
+            }
+            assert!(sent > 0, "rank {r} sent direct (to the even ranks)");
+            let before = c.direct_messages();
+            let mut buf = vec![1.5f32; 8 * 64 * n];
+            c.all_reduce_in_place(&mut buf, ReduceOp::Sum).unwrap();
+            assert!(buf.iter().all(|&x| x == 1.5 * n as f32));
+            assert_eq!(c.direct_messages(), before, "in place: nothing direct");
+        });
+    }
+    for (n, want) in [(6usize, Algo::Ring), (16, Algo::Ring), (2, Algo::Ring)] {
+        let fabric = MemFabric::new(n);
+        on_threads(n, Duration::from_secs(60), move |r| {
+            let c = Communicator::in_process(&fabric, r, small_tuning(Some(Algo::AllToAll))).unwrap();
+            assert_eq!(c.algo_for(1 << 20), want, "{n} ranks");
+        });
+    }
 }

@@ -23,7 +23,7 @@ use collective::{dispatch_dtype, Algo, AlgoChoice, Communicator, DataType, Eleme
 use common::on_threads;
 
 const COUNT: usize = 61;
-const ALGOS: [Algo; 4] = [Algo::Ring, Algo::Tree, Algo::Doubling, Algo::Halving];
+const ALGOS: [Algo; 5] = [Algo::Ring, Algo::Tree, Algo::Doubling, Algo::Halving, Algo::AllToAll];
 
 fn is_unsigned(dt: DataType) -> bool {
     matches!(dt, DataType::Uint8 | DataType::Uint32 | DataType::Uint64)
