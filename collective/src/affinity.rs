@@ -62,6 +62,12 @@ pub fn choose(bind: Bind, local_rank: usize, local_size: usize, allowed: &[usize
     pin.then(|| allowed[local_rank * allowed.len() / local_size])
 }
 
+/// How many CPUs this process may run on now (its affinity mask), if the system says.
+pub fn allowed_cpus() -> Option<usize> {
+    let mask = sched_getaffinity(Pid::from_raw(0)).ok()?;
+    Some((0..CpuSet::count()).filter(|&c| mask.is_set(c).unwrap_or(false)).count())
+}
+
 /// Applies [`choose`] to this process: every thread it has now, and (by inheritance)
 /// every thread it starts later, runs only on the chosen CPU. Returns that CPU.
 pub fn place(bind: Bind, local_rank: usize, local_size: Option<usize>) -> Result<Option<usize>> {

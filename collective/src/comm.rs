@@ -25,7 +25,7 @@ use crate::alltoall;
 use crate::bootstrap::{Exchange, Monitor, TcpBootstrap, Watch};
 use crate::doubling;
 use crate::dtype::Element;
-use crate::engine::{BufferUse, Bufs, Engine, LinkInfo};
+use crate::engine::{BufferUse, Bufs, Engine, Idle, LinkInfo};
 use crate::error::{Error, Result};
 use crate::halving;
 use crate::launch::LaunchEnv;
@@ -196,6 +196,28 @@ impl InitOpts {
     }
 }
 
+/// The idle policy (`DOORBELL_IDLE`: `yield`, `spin`, or `auto`, the default): spin
+/// where the node has a CPU for each of its `local_size` ranks, else yield
+/// ([`Idle`]). Decided before the rank is pinned (which narrows its CPUs to one).
+fn idle_policy(local_size: Option<usize>) -> Result<Idle> {
+    match std::env::var("DOORBELL_IDLE").ok().as_deref().map(str::trim) {
+        Some("yield") => Ok(Idle::Yield),
+        Some("spin") => Ok(Idle::Spin),
+        None | Some("") | Some("auto") => {
+            let spare = local_size.zip(affinity::allowed_cpus()).is_some_and(|(n, cpus)| n <= cpus);
+            Ok(if spare { Idle::Spin } else { Idle::Yield })
+        }
+        Some(v) => Err(Error::Invalid(format!("DOORBELL_IDLE={v:?}: auto, yield or spin"))),
+    }
+}
+
+/// What a kept plan was built for: the collective (0 all-reduce, 1 barrier), element
+/// count and size, in place, and the algorithm.
+type PlanKey = (u8, usize, usize, bool, Algo);
+
+/// Plans kept for repeated calls (a training loop's few shapes).
+const KEPT_PLANS: usize = 16;
+
 /// One rank of a group that runs collectives together.
 pub struct Communicator {
     rank: usize,
@@ -206,6 +228,10 @@ pub struct Communicator {
     monitor: Option<Monitor>,
     /// The CPU this rank was pinned to ([`crate::affinity`]), if it was.
     cpu: Option<usize>,
+    /// Plans of earlier calls, newest last: building one per call cost 3 % of an 8 B
+    /// all-reduce (allocations, the algorithm's stream lookups). A plan depends only
+    /// on its key and the tuning, and the tuning's algorithm choice clears them.
+    plans: Vec<(PlanKey, Plan)>,
 }
 
 impl std::fmt::Debug for Communicator {
@@ -296,6 +322,7 @@ impl Communicator {
     /// `master_addr:master_port`.
     pub fn init(opts: InitOpts) -> Result<Communicator> {
         opts.tuning.validate()?;
+        let idle = idle_policy(opts.local_size)?;
         // Before the device's threads start, so that they inherit the placement.
         let cpu = affinity::place(opts.bind, opts.local_rank, opts.local_size)?;
         let mut boot = TcpBootstrap::connect(opts.rank, opts.size, &opts.master_addr, opts.master_port, opts.timeout)?;
@@ -307,6 +334,7 @@ impl Communicator {
         })?;
         comm.monitor = Some(boot.into_monitor(watch)?);
         comm.cpu = cpu;
+        comm.engine.set_idle(idle);
         tracing::info!(target: "collective", rank = comm.rank, size = comm.size, transport = %comm.engine.describe(), "communicator ready");
         Ok(comm)
     }
@@ -354,7 +382,7 @@ impl Communicator {
             engine.connect(&LinkInfo { peer: p, ..mine })?;
         }
         ex.barrier()?;
-        Ok(Communicator { rank, size, local_rank, tuning, engine, monitor: None, cpu: None })
+        Ok(Communicator { rank, size, local_rank, tuning, engine, monitor: None, cpu: None, plans: Vec::new() })
     }
 
     /// This rank.
@@ -408,6 +436,29 @@ impl Communicator {
     /// Changes the algorithm policy (e.g. to force the ring or the tree).
     pub fn set_algo(&mut self, choice: AlgoChoice) {
         self.tuning.algo = choice;
+        self.plans.clear();
+    }
+
+    /// The kept plan for `key`, rewound, or a new one from `build`; hand it back with
+    /// [`Communicator::keep_plan`] after the call.
+    fn take_plan(&mut self, key: PlanKey, build: impl FnOnce(&Self) -> Plan) -> Plan {
+        match self.plans.iter().position(|(k, _)| *k == key) {
+            Some(i) => {
+                let mut p = self.plans.swap_remove(i).1;
+                p.rewind();
+                p
+            }
+            None => build(self),
+        }
+    }
+
+    /// Keeps `plan` for the next call with `key` (the oldest goes beyond
+    /// [`KEPT_PLANS`]).
+    fn keep_plan(&mut self, key: PlanKey, plan: Plan) {
+        if self.plans.len() >= KEPT_PLANS {
+            self.plans.remove(0);
+        }
+        self.plans.push((key, plan));
     }
 
     /// The algorithm an all-reduce of `bytes` would use.
@@ -465,8 +516,11 @@ impl Communicator {
             recv.copy_from_slice(send);
             return Ok(());
         }
-        let mut plan = self.all_reduce_plan::<T>(send.len(), false);
-        self.engine.run(&mut plan, Bufs::OutOfPlace(send, recv), op, self.buffer_use())
+        let key = (0, send.len(), std::mem::size_of::<T>(), false, self.algo_for(std::mem::size_of_val(send)));
+        let mut plan = self.take_plan(key, |c| c.all_reduce_plan::<T>(send.len(), false));
+        let r = self.engine.run(&mut plan, Bufs::OutOfPlace(send, recv), op, self.buffer_use());
+        self.keep_plan(key, plan);
+        r
     }
 
     /// [`Communicator::all_reduce`] with one buffer as both contribution and result.
@@ -474,8 +528,11 @@ impl Communicator {
         if self.size == 1 {
             return Ok(());
         }
-        let mut plan = self.all_reduce_plan::<T>(buf.len(), true);
-        self.engine.run(&mut plan, Bufs::InPlace(buf), op, self.buffer_use())
+        let key = (0, buf.len(), std::mem::size_of::<T>(), true, self.algo_for(std::mem::size_of_val(buf)));
+        let mut plan = self.take_plan(key, |c| c.all_reduce_plan::<T>(buf.len(), true));
+        let r = self.engine.run(&mut plan, Bufs::InPlace(buf), op, self.buffer_use());
+        self.keep_plan(key, plan);
+        r
     }
 
     /// Copies `root`'s `buf` into every other rank's `buf` (same length everywhere).
@@ -524,12 +581,15 @@ impl Communicator {
         }
         let mut x = [1u8];
         // The fewest sequential messages: recursive doubling where it applies.
-        let mut plan = if doubling::applies(self.size) {
-            doubling::all_reduce_plan(&self.engine, self.rank, self.size, 1, 1)
-        } else {
-            tree::all_reduce_plan(&self.engine, self.rank, self.size, 1, 1)
-        };
-        self.engine.run(&mut plan, Bufs::InPlace(&mut x), ReduceOp::Max, self.buffer_use())
+        let algo = if doubling::applies(self.size) { Algo::Doubling } else { Algo::Tree };
+        let key = (1, 1, 1, true, algo);
+        let mut plan = self.take_plan(key, |c| match algo {
+            Algo::Doubling => doubling::all_reduce_plan(&c.engine, c.rank, c.size, 1, 1),
+            _ => tree::all_reduce_plan(&c.engine, c.rank, c.size, 1, 1),
+        });
+        let r = self.engine.run(&mut plan, Bufs::InPlace(&mut x), ReduceOp::Max, self.buffer_use());
+        self.keep_plan(key, plan);
+        r
     }
 }
 

@@ -58,6 +58,9 @@ pub fn all_reduce_plan(e: &Engine, rank: usize, n: usize, count: usize, chunk: u
     if !applies(n) || count == 0 {
         return plan;
     }
+    // Each step's stream carries one message each way per chunk, in the same order on
+    // both partners: a consumed message is always answered by our next one.
+    plan.credits_ride = true;
     let k = steps(n);
     let (out, inp) = step_streams(e, rank, n);
     let chunks = count.div_ceil(chunk.max(1)).max(1);

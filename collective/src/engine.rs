@@ -89,6 +89,22 @@ fn spin_for() -> Duration {
     *V.get_or_init(|| std::env::var("DOORBELL_SPIN_US").ok().and_then(|v| v.trim().parse().ok()).map_or(SPIN_FOR, Duration::from_micros))
 }
 
+/// What an idle pass of the run loop does before it polls again, during [`SPIN_FOR`].
+///
+/// `Yield` gives the CPU to whichever rank has work (`sched_yield`): what a rank must do
+/// when ranks outnumber CPUs, or its partner may not run until the scheduler's tick.
+/// `Spin` polls again at once (with the CPU's spin-wait hint): with a CPU per rank
+/// nobody else wants ours, and a `sched_yield` per pass only delays seeing the message
+/// that arrives meanwhile (2.5 yields per call in the 2-rank 8 B all-reduce, see
+/// docs/collectives.md, "Small-message latency"). Open MPI makes the same choice
+/// (`mpi_yield_when_idle` when oversubscribed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Idle {
+    #[default]
+    Yield,
+    Spin,
+}
+
 /// The buffers of one collective.
 pub enum Bufs<'a, T> {
     /// Distinct send and receive buffers.
@@ -142,6 +158,7 @@ pub struct Engine {
     /// Messages sent straight into a receiver's buffer, and received in ours.
     direct_sent: u64,
     direct_received: u64,
+    idle: Idle,
 }
 
 /// How a call may use the application's buffers (the communicator's tuning, passed to
@@ -273,6 +290,7 @@ impl Engine {
             calls: 0,
             direct_sent: 0,
             direct_received: 0,
+            idle: Idle::default(),
         })
     }
 
@@ -280,6 +298,19 @@ impl Engine {
     /// ours, so far ([`crate::direct`]).
     pub fn direct_messages(&self) -> (u64, u64) {
         (self.direct_sent, self.direct_received)
+    }
+
+    /// What idle passes do ([`Idle`]).
+    pub fn set_idle(&mut self, idle: Idle) {
+        self.idle = idle;
+    }
+
+    /// One idle pass's pause ([`Idle`]).
+    fn relax(&self) {
+        match self.idle {
+            Idle::Yield => std::thread::yield_now(),
+            Idle::Spin => std::hint::spin_loop(),
+        }
     }
 
     /// Bytes per slot: the largest message.
@@ -436,8 +467,11 @@ impl Engine {
 
     fn run_inner<T: Element>(&mut self, plan: &mut Plan, sources: Option<&[Vec<Source>]>, bufs: &UserBufs<T>, op: ReduceOp) -> Result<()> {
         let mut idle: u32 = 0;
-        let mut idle_since = Instant::now(); // (set again when an idle spell is timed)
+        // Set by the first timed pass of an idle spell: a call whose messages are there
+        // in time reads no clock at all.
+        let mut idle_since: Option<Instant> = None;
         let mut flushed = false;
+        let ride = plan.credits_ride;
         loop {
             let mut progressed = false;
             let mut done = true;
@@ -447,7 +481,7 @@ impl Engine {
                     // SAFETY: run() checked the plan's extents against the buffers and
                     // the no-alias rule; send/recv outlive this call; the sources come
                     // from Plan::sources for these buffers.
-                    if unsafe { self.exec(a, via, bufs, op)? } {
+                    if unsafe { self.exec(a, via, bufs, op, ride)? } {
                         lane.next += 1;
                         progressed = true;
                     } else {
@@ -481,14 +515,14 @@ impl Engine {
                     self.flush_credits(false)?;
                     flushed = true;
                 }
-                std::thread::yield_now();
+                self.relax();
                 continue;
             }
             let now = Instant::now();
             if idle == CLOCK_EVERY {
-                idle_since = now;
+                idle_since = Some(now);
             }
-            let waited = now.saturating_duration_since(idle_since);
+            let waited = now.saturating_duration_since(*idle_since.get_or_insert(now));
             if waited >= self.timeout {
                 return Err(self.stall_error(plan, waited));
             }
@@ -499,7 +533,7 @@ impl Engine {
                     self.flush_credits(false)?;
                     flushed = true;
                 }
-                std::thread::yield_now();
+                self.relax();
                 continue;
             }
             // About to sleep: nobody must wait for a credit of ours meanwhile.
@@ -621,7 +655,9 @@ impl Engine {
     /// alias, no action may have both a local contribution and a store without an
     /// output; `via` must be what [`Plan::sources`] gave this action for these buffers
     /// and keys.
-    unsafe fn exec<T: Element>(&mut self, a: &Action, via: Source, bufs: &UserBufs<T>, op: ReduceOp) -> Result<bool> {
+    /// `ride`: the plan's [`Plan::credits_ride`]; a consumed message of a stream with a
+    /// paired output stream then leaves its credit to that stream's next message.
+    unsafe fn exec<T: Element>(&mut self, a: &Action, via: Source, bufs: &UserBufs<T>, op: ReduceOp, ride: bool) -> Result<bool> {
         let (send, recv) = (bufs.send, bufs.recv);
         let sz = std::mem::size_of::<T>();
         let bytes = a.len * sz;
@@ -773,7 +809,8 @@ impl Engine {
         }
         for &i in ins {
             let s = &mut self.ins[i as usize];
-            if s.consume() {
+            let rides = ride && self.out_of[s.link][s.ch.reverse().index()] != NONE;
+            if s.consume() && !rides {
                 let (link, im) = (s.link, imm::credit(s.ch, s.consumed));
                 s.reported = s.consumed;
                 self.transport.notify(link, im)?;

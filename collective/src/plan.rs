@@ -142,11 +142,24 @@ impl Lane {
 #[derive(Debug, Clone, Default)]
 pub struct Plan {
     pub lanes: Vec<Lane>,
+    /// Every stream this plan consumes from is answered in lock step by a message on
+    /// its paired stream ([`crate::stream`], "Piggybacked credits") later in the same
+    /// call or in the next call that uses it (recursive doubling: one message each way
+    /// per step and chunk). The engine then sends no credit when half the slots are
+    /// consumed: it rides on that message; the engine's idle flush still returns any
+    /// credit a sender is stuck without.
+    pub credits_ride: bool,
 }
 
 impl Plan {
     pub fn with_lanes(n: usize) -> Plan {
-        Plan { lanes: vec![Lane::default(); n] }
+        Plan { lanes: vec![Lane::default(); n], credits_ride: false }
+    }
+
+    /// Back to the first action of every lane, to run the same plan again (the
+    /// communicator keeps plans for repeated calls of one shape).
+    pub fn rewind(&mut self) {
+        self.lanes.iter_mut().for_each(|l| l.next = 0);
     }
 
     pub fn push(&mut self, lane: usize, a: Action) {

@@ -241,7 +241,9 @@ impl RdmaTransport {
     }
 
     fn post(&mut self, link: usize, op: SendOp, sge: Option<Sge>, user: bool) -> Result<()> {
-        let deadline = Instant::now() + Duration::from_secs(30);
+        // Read only once the SQ is full: a clock read per post showed in the profile of
+        // the 8 B all-reduce.
+        let mut deadline: Option<Instant> = None;
         loop {
             let l = &mut self.links[link];
             let signal = user || l.unsignaled + 1 >= SIGNAL_EVERY;
@@ -267,7 +269,8 @@ impl RdmaTransport {
                     if let Some(why) = failed {
                         return Err(Error::PeerFailed { rank: self.links[link].peer, why });
                     }
-                    if Instant::now() > deadline {
+                    let now = Instant::now();
+                    if now > *deadline.get_or_insert(now + Duration::from_secs(30)) {
                         return Err(Error::Timeout {
                             rank: self.links[link].peer,
                             after: Duration::from_secs(30),
