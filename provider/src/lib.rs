@@ -10,8 +10,12 @@
 //!   (GET_CONTEXT with libmlx5's driver data, UARs, cached attributes);
 //! * objects: [`pd`], [`mr`], [`cq`], [`channel`], [`qp`] (with `qp::sizing` for
 //!   libmlx5's queue geometry and `qp::attr` for state changes);
-//! * memory: [`MemoryRegion`] (`Pd::alloc_mr`, owned) and [`BorrowedMr`]
-//!   (`Pd::reg_mr`, a borrow), or the bare [`Mr`] of `reg_mr_raw` / `reg_dmabuf_mr`;
+//! * memory (which call when: docs/provider.md, "PD, MR, CQ"): [`MemoryRegion`]
+//!   (`Pd::alloc_mr`: the provider allocates and owns it), [`OwnedMr`] (`Pd::reg_owned`,
+//!   `Pd::reg_owned_range`: memory of a [`StableMemory`] type the registration owns),
+//!   [`BorrowedMr`] (`Pd::reg_mr`, an exclusive borrow), [`SharedMr`]
+//!   (`Pd::reg_mr_shared`, a shared borrow the device only reads), or the bare [`Mr`] of
+//!   `reg_dmabuf_mr`;
 //! * shared receive queues and UD: [`srq`] (`Pd::create_srq`, `Pd::create_qp_with_srq`),
 //!   [`ah`] (`Pd::create_ah`), `qp::ud`, and their events in [`async_event`];
 //! * connecting: [`Qp::connect`] with [`ConnectOptions`] (ibv_rc_pingpong's defaults),
@@ -35,9 +39,12 @@ pub mod memory_region;
 pub mod mlx5;
 pub mod mr;
 pub mod oob;
+pub mod owned_mr;
 pub mod pd;
 pub mod qp;
+pub mod shared_mr;
 pub mod srq;
+pub mod stable_memory;
 
 // The raw modules' old paths (they live in `mlx5`).
 pub use mlx5::{barrier, buf, cqe, dbrec, doorbell, opcode, uar, wqe};
@@ -53,7 +60,10 @@ pub use error::{Error, Result};
 pub use memory_region::MemoryRegion;
 pub use mr::{Access, Mr};
 pub use opcode::FmCeSe;
+pub use owned_mr::{OwnedMr, RegError};
 pub use pd::Pd;
+pub use shared_mr::SharedMr;
+pub use stable_memory::StableMemory;
 pub use qp::{
     Ah, ConnectOptions, Mtu, PostError, PostErrorKind, Qp, QpAttr, QpCap, QpInit, QpState, QpType, Remote,
 };

@@ -25,9 +25,11 @@ bitflags::bitflags! {
 /// A registration: keys, address and length of memory the device may access,
 /// deregistered on drop. It does not own the memory; the safe ways to get one keep the
 /// memory alive for it: [`Pd::alloc_mr`] ([`crate::MemoryRegion`], memory and
-/// registration together) and [`Pd::reg_mr`] ([`crate::BorrowedMr`], a borrow of the
-/// caller's memory). [`Pd::reg_mr_raw`] (any address, `unsafe`) and
-/// [`Pd::reg_dmabuf_mr`] (GPU and other dma-buf memory) return it bare.
+/// registration together), [`Pd::reg_owned`] ([`crate::OwnedMr`], memory the caller
+/// allocated, owned by the registration), [`Pd::reg_mr`] ([`crate::BorrowedMr`], an
+/// exclusive borrow) and [`Pd::reg_mr_shared`] ([`crate::SharedMr`], a shared borrow,
+/// read-only). [`Pd::reg_dmabuf_mr`] (GPU and other dma-buf memory) returns it bare:
+/// the kernel holds the dma-buf for it.
 pub struct Mr {
     pd: Arc<PdInner>,
     handle: u32,
@@ -38,7 +40,9 @@ pub struct Mr {
 }
 
 impl Pd {
-    /// `ibv_reg_mr` of `len` bytes at `addr`.
+    /// `ibv_reg_mr` of `len` bytes at `addr`: what the safe registrations are built on.
+    /// Private to the provider: callers elsewhere say what keeps their memory alive
+    /// with a [`crate::StableMemory`] impl, or lend it by borrow.
     ///
     /// # Safety
     /// `[addr, addr + len)` must stay mapped, and not be freed or reused for other
@@ -131,7 +135,7 @@ impl Mr {
 }
 
 /// A range's `[start, end)` with `len` for an open end (unchecked; saturating).
-fn bounds(range: &impl RangeBounds<usize>, len: usize) -> (usize, usize) {
+pub(crate) fn bounds(range: &impl RangeBounds<usize>, len: usize) -> (usize, usize) {
     let start = match range.start_bound() {
         Bound::Included(&s) => s,
         Bound::Excluded(&s) => s.saturating_add(1),
