@@ -23,7 +23,7 @@
 //! `--timeout` ends a stalled run.
 
 use std::io::{Read, Write};
-use std::net::{Ipv6Addr, TcpListener, TcpStream, ToSocketAddrs};
+use std::net::{TcpListener, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context as _, Result};
