@@ -86,7 +86,7 @@ fn counters_are_printed_per_rank_when_asked() {
 
 #[test]
 fn launch_runs_non_power_of_two_worlds_every_algorithm() {
-    for (n, algo) in [(3usize, "ring"), (5, "tree"), (6, "ring"), (7, "tree"), (2, "tree"), (8, "ring"), (4, "doubling"), (6, "doubling"), (8, "halving"), (5, "halving")] {
+    for (n, algo) in [(3usize, "ring"), (5, "tree"), (6, "ring"), (7, "tree"), (2, "tree"), (8, "ring"), (4, "doubling"), (6, "doubling"), (8, "halving"), (5, "halving"), (4, "alltoall"), (8, "alltoall")] {
         let port = free_port().to_string();
         let nn = n.to_string();
         let o = run(
@@ -126,12 +126,23 @@ fn runs_under_mpirun() {
 
 #[test]
 fn a_killed_rank_is_named_by_the_others() {
+    killed_rank_is_named("ring");
+}
+
+/// All-to-all: every rank has a stream to every other, so all three survivors wait on
+/// the dead one directly (the ring's only through their neighbours).
+#[test]
+fn a_killed_rank_is_named_by_the_others_alltoall() {
+    killed_rank_is_named("alltoall");
+}
+
+fn killed_rank_is_named(algo: &str) {
     let n = 4;
     let port = free_port().to_string();
     let mut ranks: Vec<Option<common::Proc>> = (0..n)
         .map(|r| {
             let mut cmd = command(BIN);
-            cmd.args(["allreduce", "--count", "1024", "-b", "16M", "-e", "16M", "-n", "100000", "-w", "0", "-c", "0", "--algo", "ring"])
+            cmd.args(["allreduce", "--count", "1024", "-b", "16M", "-e", "16M", "-n", "100000", "-w", "0", "-c", "0", "--algo", algo])
                 .env("RANK", r.to_string())
                 .env("WORLD_SIZE", n.to_string())
                 .env("MASTER_ADDR", "127.0.0.1")

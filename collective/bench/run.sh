@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The collective benchmark of docs/BENCHMARKS.md: 4 ranks (-p) on this machine, doorbell's
-# ring, tree, recursive doubling and halving-doubling all-reduce (float sum, softhca between
+# ring, tree, recursive doubling, halving-doubling and all-to-all all-reduce (float sum, softhca between
 # processes of this host: its same-host path unless DOORBELL_WIRE=udp) against Open MPI's
 # MPI_Allreduce over its shared-memory transport (`--mca btl vader,self`: CMA single copy
 # for large messages, shared-memory queues for small ones) and over TCP loopback
@@ -12,8 +12,8 @@
 # a call there takes tens of microseconds, and 10 or 20 of them are a sample too small
 # to compare on a machine whose scheduling hiccups last longer than that.
 #
-# The machine is shared and its speed drifts by up to 2x within minutes, so the five
-# programs run in rounds (ring, tree, doubling, halving, Open MPI; -r rounds), each round's
+# The machine is shared and its speed drifts by up to 2x within minutes, so the
+# programs run in rounds (ring, tree, doubling, halving, alltoall, Open MPI; -r rounds), each round's
 # doorbell numbers are compared with that round's Open MPI numbers, and the table shows
 # medians over the rounds: the median time of each program, and the median (with the
 # lowest and highest) of the per-round ratios best doorbell time / Open MPI time (below 1:
@@ -28,10 +28,10 @@
 # -p sets the number of ranks (4 by default; 2 shows the transports without two ranks
 # per CPU).
 #
-# -I interleaves the sizes above 64 KiB: each size is a launch of its own, and the five
+# -I interleaves the sizes above 64 KiB: each size is a launch of its own, and the
 # programs measure it one after the other (in an order that rotates with the round)
 # before the next size, so a slow period of the machine, which lasts minutes, falls on
-# all five programs of a size rather than on one program's whole sweep.
+# all the programs of a size rather than on one program's whole sweep.
 #
 # Needs openmpi-bin and libopenmpi-dev (mpicc, mpirun) and a release build of doorbell
 # (built here if missing).
@@ -57,7 +57,8 @@ mpicc -O2 -o "$out/mpi_allreduce" "$root/collective/bench/mpi_allreduce.c"
 # of a program in a round appends its table to that program's file for the round.
 split=65536
 lo=$(numfmt --from=iec "$minb") hi=$(numfmt --from=iec "$maxb")
-progs=(ring tree doubling halving mpi_vader mpi_tcp)
+progs=(ring tree doubling halving alltoall mpi_vader mpi_tcp)
+ndb=5 # doorbell's programs: the first ndb of progs
 btls=(vader tcp)
 if (( ucx )); then progs+=(mpi_ucx); btls+=(ucx); fi
 # launch PROGRAM ROUND ARGS...: one run of PROGRAM, its table appended to its file.
@@ -83,7 +84,7 @@ big_lo=$(( lo > split ? lo : 2 * split ))
 echo "# $(date -u +%FT%TZ) $nranks ranks, $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg), $rounds rounds$( (( interleave )) && echo ", sizes interleaved")" | tee "$out/env.txt"
 for r in $(seq 1 "$rounds"); do
   for b in "${btls[@]}"; do : > "$out/mpi_${b}_r$r.txt"; done
-  for p in "${progs[@]:0:4}"; do : > "$out/doorbell_${p}_r$r.txt"; done
+  for p in "${progs[@]:0:ndb}"; do : > "$out/doorbell_${p}_r$r.txt"; done
 done
 for r in $(seq 1 "$rounds"); do
   for p in "${progs[@]}"; do
@@ -113,15 +114,15 @@ sys.path.insert(0, sys.argv[3])
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 import pool  # the table parser and the policy reader, shared with pool.py
 rows = lambda name: pool.rows(os.path.join(out, name))
-algos = ['ring', 'tree', 'doubling', 'halving']
+algos = ['ring', 'tree', 'doubling', 'halving', 'alltoall']
 btls = [b for b in ['vader', 'tcp', 'ucx'] if os.path.exists(os.path.join(out, f'mpi_{b}_r1.txt'))]
 runs = [({a: rows(f'doorbell_{a}_r{k}.txt') for a in algos}, {b: rows(f'mpi_{b}_r{k}.txt') for b in btls}) for k in range(1, rounds + 1)]
 policy = pool.policy(out)
 default = lambda s: next(a for a, top in policy if s <= top)
 sizes = set.intersection(*[set.intersection(*[set(m[b]) for b in btls]) & set.intersection(*[set(d[a]) for a in algos]) for d, m in runs])
 print(f"\nDefault: {', '.join(f'{a} up to {t} B' if t != float('inf') else f'{a} above' for a, t in policy)}")
-print(f"\n| size | ring us | tree us | doubling us | halving us | {' | '.join(f'Open MPI {b} us' for b in btls)} | best algo | best/vader time | {' | '.join(f'default/{b} busbw' for b in btls)} | default algo |")
-print("|---:|---:|---:|---:|---:|" + "---:|" * len(btls) + ":--|:--|" + ":--|" * len(btls) + ":--|")
+print(f"\n| size | ring us | tree us | doubling us | halving us | alltoall us | {' | '.join(f'Open MPI {b} us' for b in btls)} | best algo | best/vader time | {' | '.join(f'default/{b} busbw' for b in btls)} | default algo |")
+print("|---:|---:|---:|---:|---:|---:|" + "---:|" * len(btls) + ":--|:--|" + ":--|" * len(btls) + ":--|")
 cross = {}
 for s in sorted(sizes):
     t = {a: st.median(d[a][s][0] for d, _ in runs) for a in algos}
@@ -137,6 +138,6 @@ for s in sorted(sizes):
     fmt = lambda v: f"{st.median(v):.2f} ({min(v):.2f}-{max(v):.2f})" if v else "-"
     print(f"| {s} | {' | '.join(f'{t[a]:.1f}' for a in algos)} | {' | '.join(f'{mt[b]:.1f}' for b in btls)} | {best} | {fmt(times)} | {' | '.join(fmt(dflt[b]) for b in btls)} | {default(s)} |")
 print()
-for x, y in [('tree', 'doubling'), ('ring', 'tree'), ('ring', 'doubling'), ('halving', 'doubling'), ('ring', 'halving')]:
+for x, y in [('tree', 'doubling'), ('ring', 'tree'), ('ring', 'doubling'), ('halving', 'doubling'), ('ring', 'halving'), ('alltoall', 'halving')]:
     print(f"{x} at least as fast as {y} (median times) first at: {cross.get((x, y))} B")
 PY

@@ -291,3 +291,41 @@ fn alltoall_on_4_and_8_ranks() {
         });
     }
 }
+
+/// Recursive doubling sends no threshold credits: a consumed message's credit rides on
+/// the paired stream's next message, in this call or the next doubling call, and the
+/// idle flush returns it to a sender stuck without one. With two slots per stream that
+/// must hold across calls of one chunk (one message per stream and call: every credit
+/// rides into the next call), calls of many chunks (more messages per call than slots),
+/// calls of other algorithms on other streams in between (the credits wait), and a rank
+/// that arrives late (its partners find no credit and must be freed by the flush).
+#[test]
+fn doubling_credits_ride_across_calls_and_algorithms() {
+    for n in [2usize, 4, 8] {
+        let fabric = MemFabric::new(n);
+        on_threads(n, Duration::from_secs(120), move |r| {
+            let mut c = Communicator::in_process(&fabric, r, small_tuning(Some(Algo::Doubling))).unwrap();
+            for i in 0..300usize {
+                // 1 element (one message per stream), 5 chunks of 64 floats, 1 again.
+                let count = [1usize, 5 * 64, 1][i % 3];
+                if i % 50 == 7 && r == n - 1 {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                if i % 25 == 0 {
+                    c.set_algo(AlgoChoice { forced: Some(Algo::Ring), ..AlgoChoice::default() });
+                    check_all_reduce::<f32>(&mut c, ReduceOp::Sum, 3 * n + 2, "ring between doubling calls");
+                    c.barrier().unwrap();
+                    c.set_algo(AlgoChoice { forced: Some(Algo::Doubling), ..AlgoChoice::default() });
+                }
+                if i % 2 == 0 {
+                    check_all_reduce::<i32>(&mut c, ReduceOp::Sum, count, "doubling");
+                } else {
+                    let want = reference::<u64>(ReduceOp::Max, n, count);
+                    let mut buf = data::<u64>(ReduceOp::Max, r, count);
+                    c.all_reduce_in_place(&mut buf, ReduceOp::Max).unwrap();
+                    assert_eq!(buf, want, "doubling in place, call {i}, {n} ranks");
+                }
+            }
+        });
+    }
+}

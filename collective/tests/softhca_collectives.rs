@@ -17,6 +17,10 @@ use common::*;
 mod stock;
 use stock::free_port;
 
+/// Every algorithm; all-to-all applies to 4 and 8 ranks (others fall back to
+/// halving-doubling or the ring, which the forced runs then check too).
+const ALGOS: [Algo; 5] = [Algo::Ring, Algo::Tree, Algo::Doubling, Algo::Halving, Algo::AllToAll];
+
 /// Small slots, and every call sent straight from the buffers (see `staged`).
 fn tuning(slot_bytes: usize) -> Tuning {
     Tuning {
@@ -57,7 +61,7 @@ fn every_type_and_op_on_four_ranks() {
     on_threads(n, Duration::from_secs(240), move |r| {
         let mut c = comm(r, n, port, tuning(1024));
         assert!(c.transport().starts_with("rdma"), "{}", c.transport());
-        for algo in [Algo::Ring, Algo::Tree, Algo::Doubling, Algo::Halving] {
+        for algo in ALGOS {
             c.set_algo(AlgoChoice { forced: Some(algo), ..AlgoChoice::default() });
             for dt in DataType::ALL {
                 for op in ReduceOp::ALL {
@@ -83,7 +87,7 @@ fn two_to_eight_ranks_awkward_counts() {
             // straight from the application's buffers.
             let staged = Tuning { user_buffer_min_bytes: None, ..tuning(512) };
             let mut c = comm(r, n, port, staged);
-            for algo in [Algo::Ring, Algo::Tree, Algo::Doubling, Algo::Halving] {
+            for algo in ALGOS {
                 c.set_algo(AlgoChoice { forced: Some(algo), ..AlgoChoice::default() });
                 for count in [0usize, 1, n - 1, n + 1, 1001] {
                     check_all_reduce::<f32>(&mut c, ReduceOp::Sum, count, algo.name());
@@ -118,7 +122,7 @@ fn large_message_default_tuning() {
     let port = free_port();
     on_threads(n, Duration::from_secs(240), move |r| {
         let mut c = comm(r, n, port, Tuning::default());
-        for algo in [Algo::Ring, Algo::Tree, Algo::Doubling, Algo::Halving] {
+        for algo in ALGOS {
             c.set_algo(AlgoChoice { forced: Some(algo), ..AlgoChoice::default() });
             check_all_reduce::<f32>(&mut c, ReduceOp::Sum, (1 << 20) + 3, algo.name());
         }
