@@ -37,12 +37,12 @@
 //! use of that range of the receive buffer (the partial results kept there during the
 //! reduce-scatter). A receiver that cannot take direct writes (in place, where the
 //! range is still the contribution of blocks not reduced yet; or a transport without
-//! remote keys for application memory) announces "no". After a failure the transport
-//! drops its remote registrations of application memory ([`crate::transport::Transport::abandon`]),
-//! so a late write fails at the writer instead of landing in memory given back. After a
-//! call that succeeded the registration is kept for the next one (as the local ones
-//! are, [`crate::transport::Transport::user_lkey`]): every write into it was an input of that call
-//! and has arrived, and a peer writes again only after an announcement of a later call.
+//! remote keys for application memory) announces "no". The registration lasts for
+//! the call ([`crate::transport::Transport::reg_user`]): after a failure the transport
+//! first stops its QPs ([`crate::transport::Transport::abandon`]) and the engine then
+//! drops the registration, so a late write fails at the writer instead of landing in
+//! memory given back; after a call that succeeded every write into it was an input of
+//! that call and has arrived, and the next call registers (and announces) again.
 //! Ranks whose plans disagree (different counts) would break that; the length in the
 //! announcement turns the writes that would leave the buffer into errors, and the
 //! reduce-scatter's length checks catch the rest before the all-gather starts.

@@ -250,6 +250,15 @@ pub fn as_bytes<T: Element>(s: &[T]) -> &[u8] {
     unsafe { std::slice::from_raw_parts(s.as_ptr().cast::<u8>(), std::mem::size_of_val(s)) }
 }
 
+/// The bytes of a mutable slice of elements.
+#[inline]
+pub fn as_bytes_mut<T: Element>(s: &mut [T]) -> &mut [u8] {
+    // SAFETY: as for as_bytes; every byte pattern is a valid value of every Element
+    // type (integers, IEEE floats, f16/bf16 bit patterns), so writes of any bytes
+    // through the result leave valid elements, and the borrow is exclusive as `s` was.
+    unsafe { std::slice::from_raw_parts_mut(s.as_mut_ptr().cast::<u8>(), std::mem::size_of_val(s)) }
+}
+
 /// Runs `$body` with `$T` bound to the Rust type of the runtime [`DataType`] `$dt`.
 ///
 /// ```

@@ -18,7 +18,8 @@
 //! ranks), and it sleeps so as not to burn a core.
 //!
 //! User buffers. From [`BufferUse::user_min`] up, where the transport can
-//! send from application memory ([`Transport::user_lkey`]), an action whose result is
+//! send from application memory ([`Transport::reg_user`], a registration for the
+//! call), an action whose result is
 //! stored builds it in the receive buffer and sends it from there, and an action that
 //! forwards its contribution unchanged sends it straight from the send buffer
 //! ([`crate::plan::Source`]): in a ring all-reduce that leaves 3 of the 7 block copies
@@ -36,13 +37,13 @@ use std::time::{Duration, Instant};
 
 use crate::bootstrap::Watch;
 use crate::direct::{self, Announced, Announcement, Target};
-use crate::dtype::Element;
+use crate::dtype::{self, Element};
 use crate::error::{Error, Result};
 use crate::op::ReduceOp;
 use crate::plan::{Action, Plan, Source, MAX_IO};
 use crate::staging::Staging;
 use crate::stream::{imm, Channel, InStream, OutStream, Region, MAX_CHANNELS, MAX_SLOTS};
-use crate::transport::{Event, Transport};
+use crate::transport::{Event, Transport, UserMem, UserMr};
 
 /// How long the loop polls, yielding the CPU between polls, before it sleeps on the
 /// transport (`DOORBELL_SPIN_US` overrides, in microseconds).
@@ -105,6 +106,16 @@ pub enum Idle {
     Spin,
 }
 
+/// `t.reg_user(mem)` where wanted and there is something to register; the memory back
+/// otherwise.
+fn reg_if<'a>(t: &mut dyn Transport, mem: UserMem<'a>, want: bool) -> std::result::Result<UserMr<'a>, UserMem<'a>> {
+    if want && !mem.is_empty() {
+        t.reg_user(mem)
+    } else {
+        Err(mem)
+    }
+}
+
 /// The buffers of one collective.
 pub enum Bufs<'a, T> {
     /// Distinct send and receive buffers.
@@ -124,10 +135,8 @@ pub struct LinkInfo {
 
 /// Streams, staging and the transport of one rank.
 pub struct Engine {
-    // Dropped first: deregisters the staging memory before it is unmapped.
+    /// Owns the staging mappings (registered with it: [`Transport::register`]).
     transport: Box<dyn Transport>,
-    _recv_stage: Staging,
-    _send_stage: Staging,
     pub(crate) outs: Vec<OutStream>,
     pub(crate) ins: Vec<InStream>,
     out_of: Vec<[u32; MAX_CHANNELS]>,
@@ -222,13 +231,13 @@ impl Engine {
         let (out_lay, out_bytes) = lay(outs);
         // The mailboxes follow the slots (which end 64-byte aligned).
         let mail = peers.len() * direct::PER_PEER;
-        let mut recv_stage = Staging::new(in_bytes + mail).map_err(|e| Error::io("map receive staging", e))?;
-        let mut send_stage = Staging::new(out_bytes + mail).map_err(|e| Error::io("map send staging", e))?;
-        // SAFETY: the stagings are owned by the Engine and declared after the
-        // transport, so they are unmapped only after it (and its MRs) are dropped.
-        let rk = unsafe { transport.register(recv_stage.ptr() as u64, recv_stage.len())? };
-        // SAFETY: as above.
-        let sk = unsafe { transport.register(send_stage.ptr() as u64, send_stage.len())? };
+        let recv_stage = Staging::new(in_bytes + mail).map_err(|e| Error::io("map receive staging", e))?;
+        let send_stage = Staging::new(out_bytes + mail).map_err(|e| Error::io("map send staging", e))?;
+        // The transport keeps both mappings (registered) as long as it lives, and the
+        // engine owns it: the addresses below stay valid for the engine's life.
+        let (recv_at, send_at) = (recv_stage.addr(), send_stage.addr());
+        let rk = transport.register(recv_stage)?;
+        let sk = transport.register(send_stage)?;
         let link_of = |peer: usize| peers.iter().position(|&p| p == peer).expect("stream to a peer without a link");
         let mut in_of = vec![[NONE; MAX_CHANNELS]; peers.len()];
         let mut out_of = vec![[NONE; MAX_CHANNELS]; peers.len()];
@@ -238,7 +247,7 @@ impl Engine {
             assert_eq!(in_of[link][ch.index()], NONE, "duplicate stream");
             in_of[link][ch.index()] = i as u32;
             let region = Region {
-                addr: recv_stage.addr() + in_lay[i].0 as u64,
+                addr: recv_at + in_lay[i].0 as u64,
                 rkey: rk.rkey,
                 nslots: in_lay[i].1 as u32,
                 slot_bytes: slot_bytes as u32,
@@ -255,19 +264,17 @@ impl Engine {
                 peer,
                 ch,
                 remote: Region { nslots: out_lay[i].1 as u32, ..Region::default() },
-                local_addr: send_stage.addr() + out_lay[i].0 as u64,
+                local_addr: send_at + out_lay[i].0 as u64,
                 lkey: sk.lkey,
                 sent: 0,
                 credited: 0,
             });
         }
         let pair = out_streams.iter().map(|o: &OutStream| in_of[o.link][o.ch.reverse().index()]).collect();
-        let (mail_in, mail_out) = (recv_stage.addr() + in_bytes as u64, send_stage.addr() + out_bytes as u64);
+        let (mail_in, mail_out) = (recv_at + in_bytes as u64, send_at + out_bytes as u64);
         let links = peers.len();
         Ok(Engine {
             transport,
-            _recv_stage: recv_stage,
-            _send_stage: send_stage,
             outs: out_streams,
             ins: in_streams,
             out_of,
@@ -395,9 +402,9 @@ impl Engine {
         if let Some(why) = &self.broken {
             return Err(Error::Invalid(format!("communicator unusable after an earlier failure: {why}")));
         }
-        let (send, slen, recv, rlen, aliased) = match bufs {
-            Bufs::OutOfPlace(s, r) => (s.as_ptr(), s.len(), r.as_mut_ptr(), r.len(), false),
-            Bufs::InPlace(b) => (b.as_ptr(), b.len(), b.as_mut_ptr(), b.len(), true),
+        let (slen, rlen, aliased) = match &bufs {
+            Bufs::OutOfPlace(s, r) => (s.len(), r.len(), false),
+            Bufs::InPlace(b) => (b.len(), b.len(), true),
         };
         let (smax, rmax) = plan.extents();
         assert!(smax <= slen && rmax <= rlen, "plan exceeds the buffers ({smax} > {slen} or {rmax} > {rlen})");
@@ -406,27 +413,45 @@ impl Engine {
             assert!(!(aliased && a.local.is_some() && a.store.is_some() && a.outputs().is_empty()), "in-place action without staging");
         }
         let sz = std::mem::size_of::<T>();
-        let mut bufs = UserBufs { send, recv, send_lkey: None, recv_lkey: None, placed: false };
         // A direct plan announces whether peers may write our receive buffer: not in
         // place (the range still holds contributions not yet sent; crate::direct).
-        // Asked for before the local keys, so that one registration serves both.
         let direct = plan.has_direct();
-        let mut target = None;
-        if direct && used.direct && !aliased && rlen > 0 {
-            // SAFETY: the buffer is borrowed for this call, which returns only after
-            // every direct write into it has arrived (each completes an input of one
-            // of its actions), and abandons the registration if it fails.
-            let len = rlen * sz;
-            target = unsafe { self.transport.user_rkey(recv as u64, len)? }.map(|k| Target { addr: recv as u64, len: len as u64, rkey: k.rkey });
-        }
-        if used.user_min.is_some_and(|m| slen.max(rlen) * sz >= m) {
-            // SAFETY: the buffers are borrowed for this call, and run_inner settles
-            // every write sent from them before it returns.
-            unsafe {
-                bufs.recv_lkey = self.transport.user_lkey(recv as u64, rlen * sz, true)?;
-                bufs.send_lkey = if aliased { bufs.recv_lkey } else { self.transport.user_lkey(send as u64, slen * sz, false)? };
+        let remote = direct && used.direct && !aliased && rlen > 0;
+        let local = used.user_min.is_some_and(|m| slen.max(rlen) * sz >= m);
+        // The call's registrations of the application's buffers: they hold the borrows
+        // until the end of this function, after the writes from them are settled (or
+        // abandoned), and every access to the buffers meanwhile goes through them.
+        let mut regs: Vec<UserMr<'_>> = Vec::new();
+        let t = &mut *self.transport;
+        let mut reg = |mem, want| reg_if(t, mem, want);
+        let (send, recv, send_lkey, recv_lkey, target) = match bufs {
+            Bufs::OutOfPlace(s, r) => {
+                let (recv, rreg) = match reg(UserMem::Write(dtype::as_bytes_mut(r), remote), remote || local) {
+                    Ok(m) => (m.ptr.cast::<T>(), Some(m)),
+                    Err(back) => (back.ptr().cast::<T>(), None),
+                };
+                let (send, sreg) = match reg(UserMem::Read(dtype::as_bytes(s)), local) {
+                    Ok(m) => (m.ptr.cast_const().cast::<T>(), Some(m)),
+                    Err(back) => (back.ptr().cast_const().cast::<T>(), None),
+                };
+                let target = rreg.as_ref().filter(|_| remote).map(|m| Target { addr: m.ptr as u64, len: m.len as u64, rkey: m.keys.rkey });
+                let recv_lkey = rreg.as_ref().filter(|_| local).map(|m| m.keys.lkey);
+                let send_lkey = sreg.as_ref().map(|m| m.keys.lkey);
+                regs.extend(rreg);
+                regs.extend(sreg);
+                (send, recv, send_lkey, recv_lkey, target)
             }
-        }
+            Bufs::InPlace(b) => {
+                let (p, r) = match reg(UserMem::Write(dtype::as_bytes_mut(b), false), local) {
+                    Ok(m) => (m.ptr.cast::<T>(), Some(m)),
+                    Err(back) => (back.ptr().cast::<T>(), None),
+                };
+                let lkey = r.as_ref().map(|m| m.keys.lkey);
+                regs.extend(r);
+                (p.cast_const(), p, lkey, lkey, None)
+            }
+        };
+        let mut bufs = UserBufs { send, recv, send_lkey, recv_lkey, placed: false };
         // Small calls (and transports without user buffers) skip the analysis.
         let sources = (bufs.send_lkey.is_some() || bufs.recv_lkey.is_some())
             .then(|| plan.sources(aliased, bufs.send_lkey.is_some(), bufs.recv_lkey.is_some(), op == ReduceOp::Avg));
@@ -438,6 +463,9 @@ impl Engine {
             self.transport.abandon();
             self.broken = Some(e.to_string());
         }
+        // Deregistered only now: after settle (nothing reads them, every peer's write
+        // into them arrived) or abandon (nothing posted reads them any more).
+        drop(regs);
         r
     }
 

@@ -1,5 +1,10 @@
 //! Staging memory: page-aligned anonymous mappings the transport registers, carved
 //! into per-stream slot rings.
+//!
+//! The transport takes the mapping ([`crate::transport::Transport::register`]) and
+//! keeps it until it is dropped, after its registrations: the engine, which owns the
+//! transport, reaches the slots through the address it read before handing it over
+//! (the mapping never moves).
 
 use std::io;
 
@@ -34,6 +39,17 @@ impl Staging {
     /// True when empty (never: at least a page is mapped).
     pub fn is_empty(&self) -> bool {
         self.map.is_empty()
+    }
+}
+
+// SAFETY: the anonymous mapping is unmapped only when the MmapMut inside is dropped, with
+// the Staging; it never moves, and Staging hands out no way to remap or shrink it.
+unsafe impl provider::StableMemory for Staging {
+    fn stable_ptr(&mut self) -> *mut u8 {
+        self.map.as_mut_ptr()
+    }
+    fn stable_len(&self) -> usize {
+        self.map.len()
     }
 }
 

@@ -25,7 +25,7 @@ use crate::comm::{Fail, RecvBuf, RecvComm, SendComm, MAX_RECVS};
 use crate::conn::{self, Connecting, ListenComm, CONNECTING, STAGE_OFFSET};
 use crate::device;
 use crate::live::Live;
-use crate::mr::MrHandle;
+use crate::mr::{MrHandle, NcclBuffer, Registration};
 use crate::sys::*;
 
 /// A request NCCL tests.
@@ -342,12 +342,18 @@ pub unsafe extern "C" fn reg_mr(comm: *mut c_void, data: *mut c_void, size: usiz
     if ty & (NCCL_PTR_HOST | NCCL_PTR_CUDA) == 0 {
         return invalid(format!("regMr of type {ty:#x}"));
     }
-    // SAFETY: NCCL keeps the buffer allocated until deregMr (the plugin contract).
-    let r = unsafe { d.pd.reg_mr_raw(data as *mut u8, size, MR_ACCESS) };
+    // SAFETY: NCCL keeps the buffer allocated until deregMr (the plugin contract), and
+    // the handle made from it owns it until then.
+    let buf = unsafe { NcclBuffer::new(data as u64, size) };
+    let r = if ty & NCCL_PTR_CUDA != 0 {
+        d.pd.reg_device(buf, MR_ACCESS).map(Registration::Device).map_err(|e| e.error)
+    } else {
+        d.pd.reg_owned(buf, MR_ACCESS).map(Registration::Host).map_err(|e| e.error)
+    };
     match r {
-        Ok(mr) => {
+        Ok(reg) => {
             // SAFETY: checked non-null.
-            unsafe { *mhandle = MRS.insert(MrHandle { mr, dev: devi }) };
+            unsafe { *mhandle = MRS.insert(MrHandle { reg, dev: devi }) };
             NCCL_SUCCESS
         }
         Err(e) => {
@@ -375,7 +381,7 @@ pub unsafe extern "C" fn reg_mr_dmabuf(comm: *mut c_void, data: *mut c_void, siz
     match d.pd.reg_dmabuf_mr(bfd, offset, size, data as u64, MR_ACCESS) {
         Ok(mr) => {
             // SAFETY: checked non-null.
-            unsafe { *mhandle = MRS.insert(MrHandle { mr, dev: devi }) };
+            unsafe { *mhandle = MRS.insert(MrHandle { reg: Registration::DmaBuf(mr), dev: devi }) };
             NCCL_SUCCESS
         }
         Err(e) => {

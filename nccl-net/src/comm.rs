@@ -96,17 +96,17 @@ impl Region {
 /// Checks that `[data, data + size)` lies in `mh`'s registration; returns its keys.
 fn keys_for(mh: Option<&MrHandle>, data: u64, size: usize, what: &str) -> Res<(u32, u32)> {
     if size == 0 {
-        return Ok(mh.map_or((0, 0), |m| (m.mr.lkey(), m.mr.rkey())));
+        return Ok(mh.map_or((0, 0), |m| (m.mr().lkey(), m.mr().rkey())));
     }
     let Some(m) = mh else { return Err(usage(format!("{what} of {size} bytes at {data:#x} without a memory handle"))) };
-    let (start, len) = (m.mr.addr(), m.mr.len() as u64);
+    let (start, len) = (m.mr().addr(), m.mr().len() as u64);
     if data < start || data.saturating_add(size as u64) > start + len {
         return Err(usage(format!(
             "{what} of {size} bytes at {data:#x} is outside its memory handle's registration [{start:#x}, {:#x})",
             start + len
         )));
     }
-    Ok((m.mr.lkey(), m.mr.rkey()))
+    Ok((m.mr().lkey(), m.mr().rkey()))
 }
 
 #[derive(Debug, Clone, Copy)]

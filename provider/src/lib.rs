@@ -14,8 +14,9 @@
 //!   (`Pd::alloc_mr`: the provider allocates and owns it), [`OwnedMr`] (`Pd::reg_owned`,
 //!   `Pd::reg_owned_range`: memory of a [`StableMemory`] type the registration owns),
 //!   [`BorrowedMr`] (`Pd::reg_mr`, an exclusive borrow), [`SharedMr`]
-//!   (`Pd::reg_mr_shared`, a shared borrow the device only reads), or the bare [`Mr`] of
-//!   `reg_dmabuf_mr`;
+//!   (`Pd::reg_mr_shared`, a shared borrow the device only reads), [`DeviceMr`]
+//!   (`Pd::reg_device`: GPU memory by address, the peer-memory path), or the bare
+//!   [`Mr`] of `reg_dmabuf_mr`;
 //! * shared receive queues and UD: [`srq`] (`Pd::create_srq`, `Pd::create_qp_with_srq`),
 //!   [`ah`] (`Pd::create_ah`), `qp::ud`, and their events in [`async_event`];
 //! * connecting: [`Qp::connect`] with [`ConnectOptions`] (ibv_rc_pingpong's defaults),
@@ -34,6 +35,7 @@ pub mod channel;
 pub mod context;
 pub mod cq;
 pub mod device;
+pub mod device_mr;
 pub mod error;
 pub mod memory_region;
 pub mod mlx5;
@@ -51,6 +53,7 @@ pub use mlx5::{barrier, buf, cqe, dbrec, doorbell, opcode, uar, wqe};
 
 // The everyday types, at the root: open, register, create, connect, post, poll.
 pub use borrowed_mr::BorrowedMr;
+pub use device_mr::{DeviceMemory, DeviceMr};
 pub use caps::{DeviceCaps, LinkLayer, PortAttr, PortState};
 pub use channel::CompChannel;
 pub use context::Context;

@@ -48,7 +48,7 @@ impl Pd {
     /// `[addr, addr + len)` must stay mapped, and not be freed or reused for other
     /// data the program reads, until the returned [`Mr`] is dropped: the device may
     /// access it at any time while registered (remote peers too, as `access` allows).
-    pub unsafe fn reg_mr_raw(&self, addr: *mut u8, len: usize, access: Access) -> Result<Mr> {
+    pub(crate) unsafe fn reg_mr_raw(&self, addr: *mut u8, len: usize, access: Access) -> Result<Mr> {
         let _span = tracing::debug_span!("provider::reg_mr", len).entered();
         check_access("reg_mr", access)?;
         let a = addr as u64;

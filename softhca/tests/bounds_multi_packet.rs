@@ -28,7 +28,7 @@ mod common;
 use common::*;
 use provider::cqe::WcStatus;
 use provider::wqe::{Payload, SendOp, Sge};
-use provider::{Access, Mr};
+use provider::{Access, OwnedMr};
 
 const MTU: usize = 1024;
 /// 4 packets.
@@ -37,9 +37,9 @@ const LEN: usize = 4 * MTU;
 const MR_LEN: usize = 8 * MTU;
 const GUARD: usize = 4096;
 
-/// A buffer with only its middle registered.
+/// A buffer with only its middle registered (the MR owns a clone of the buffer).
 struct Window {
-    mr: Mr,
+    mr: OwnedMr<Buf>,
     buf: Buf,
 }
 
@@ -47,9 +47,7 @@ impl Window {
     fn new(h: &Host, access: Access, seed: u64) -> Window {
         let buf = Buf::new(GUARD + MR_LEN + GUARD);
         buf.fill_pattern(seed);
-        // SAFETY: `[GUARD, GUARD + MR_LEN)` lies inside `buf`, which is dropped after the
-        // MR (field order of `Window`).
-        let mr = unsafe { h.pd.reg_mr_raw((buf.addr() as usize + GUARD) as *mut u8, MR_LEN, access) }.expect("reg_mr");
+        let mr = h.pd.reg_owned_range(buf.clone(), GUARD..GUARD + MR_LEN, access).expect("reg_mr");
         Window { mr, buf }
     }
     fn mr_start(&self) -> u64 {

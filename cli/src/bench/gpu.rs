@@ -38,7 +38,7 @@ use gdr::caps::{self, Verdict};
 use gdr::cuda::Gpu;
 use gdr::pinned::PinnedHost;
 use nix::errno::Errno;
-use provider::{Access, Context, Mr, Pd};
+use provider::{Access, Context, DeviceMemory, DeviceMr, Mr, Pd};
 
 use super::opts::{Opts, Params, Test};
 
@@ -122,6 +122,41 @@ pub fn resolve_bus_id(o: &Opts) -> Result<Option<Opts>> {
     bail!("no GPU at PCI address {bus} (the CUDA driver sees: {})", if seen.is_empty() { "none".into() } else { seen.join(", ") })
 }
 
+/// GPU memory and its registration, owned together.
+pub enum GpuMr {
+    /// A dma-buf MR (declared first: deregistered before the memory is freed).
+    DmaBuf { mr: Mr, mem: GpuMem },
+    /// The device pointer registered on the peer-memory path; the region owns the memory.
+    Peer(DeviceMr<GpuMem>),
+}
+
+impl GpuMr {
+    pub fn mr(&self) -> &Mr {
+        match self {
+            GpuMr::DmaBuf { mr, .. } => mr,
+            GpuMr::Peer(m) => m.mr(),
+        }
+    }
+
+    pub fn mem(&self) -> &GpuMem {
+        match self {
+            GpuMr::DmaBuf { mem, .. } => mem,
+            GpuMr::Peer(m) => m.get_ref(),
+        }
+    }
+}
+
+// SAFETY: the buffer is a cuMemAlloc allocation of at least `len` bytes (GpuBuffer),
+// freed only when the GpuMem is dropped; its device pointer does not move with the value.
+unsafe impl DeviceMemory for GpuMem {
+    fn device_addr(&self) -> u64 {
+        self.buf.device_ptr()
+    }
+    fn device_len(&self) -> usize {
+        self.len
+    }
+}
+
 /// The GPU side of one end: the device buffer, how it is registered, and a pinned
 /// staging buffer through which the CPU fills and reads it (and which the cudaMemcpy
 /// reference copies from and to).
@@ -175,16 +210,14 @@ impl GpuMem {
         }
     }
 
-    /// Registers the buffer: a dma-buf MR with the device address as iova, or
-    /// `ibv_reg_mr` on the device pointer, which only a kernel with nvidia-peermem can pin.
-    ///
-    /// # Safety
-    /// The MR must be dropped before this value.
-    pub unsafe fn register(&self, ctx: &Context, pd: &Pd, access: Access) -> Result<Mr> {
+    /// Registers the buffer, which the result owns: a dma-buf MR with the device
+    /// address as iova, or `ibv_reg_mr` on the device pointer, which only a kernel with
+    /// nvidia-peermem can pin.
+    pub fn register(self, ctx: &Context, pd: &Pd, access: Access) -> Result<GpuMr> {
         let softhca = ctx.name() == provider::device::soft_name();
         match &self.dmabuf {
             Some(d) => {
-                pd.reg_dmabuf_mr(d.fd(), d.offset, self.len, d.iova, access).map_err(|e| {
+                let mr = pd.reg_dmabuf_mr(d.fd(), d.offset, self.len, d.iova, access).map_err(|e| {
                     let why = if e.errno() == Errno::EOPNOTSUPP {
                         if softhca {
                             "softhca refused the dma-buf: no peer-memory resolver took it (softhca reaches GPU memory through gdr's CUDA resolver)"
@@ -195,16 +228,16 @@ impl GpuMem {
                         "ibv_reg_dmabuf_mr failed"
                     };
                     anyhow::anyhow!("register GPU memory as a dma-buf MR: {why}: {e}")
-                })
+                })?;
+                Ok(GpuMr::DmaBuf { mr, mem: self })
             }
             None if softhca => bail!(
                 "{} cannot register GPU memory with ibv_reg_mr: that is the legacy peer-memory path (nvidia-peermem pins the pages for a kernel driver), and softhca cannot pin GPU memory; add --use-cuda-dmabuf",
                 ctx.name()
             ),
             None => {
-                // SAFETY: the caller drops the MR before the buffer is freed. The kernel,
-                // not the CPU, resolves the address (through nvidia-peermem).
-                unsafe { pd.reg_mr_raw(self.addr() as *mut u8, self.len, access) }.map_err(|e| {
+                // The kernel, not the CPU, resolves the address (through nvidia-peermem).
+                pd.reg_device(self, access).map(GpuMr::Peer).map_err(|provider::RegError { error: e, .. }| {
                     let peermem = caps::peermem_clients(&caps::sysfs_root());
                     let loaded = match peermem.first() {
                         Some(c) => format!("loaded: {}", c.what),

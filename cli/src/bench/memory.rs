@@ -9,15 +9,15 @@
 use anyhow::{Context as _, Result};
 use provider::{Access, Context, MemoryRegion, Mr, Pd};
 
-use super::gpu::GpuMem;
+use super::gpu::{GpuMem, GpuMr};
 use super::opts::Opts;
 
 /// The memory and its registration, owned together.
 pub enum Memory {
     /// Host pages registered with `ibv_reg_mr`, freed after deregistration.
     Host(MemoryRegion),
-    /// GPU memory and its MR (declared first: deregistered before the memory is freed).
-    Gpu { mr: Mr, mem: GpuMem },
+    /// GPU memory and its MR, owned together.
+    Gpu(GpuMr),
 }
 
 impl Memory {
@@ -29,10 +29,7 @@ impl Memory {
             None => Ok(Memory::Host(pd.alloc_mr(len, access).with_context(|| format!("register {len} bytes of host memory"))?)),
             Some(n) => {
                 let mem = GpuMem::new(n, len, stage, o.use_cuda_dmabuf).with_context(|| format!("GPU {n} memory"))?;
-                // SAFETY: the MR is stored with the memory in the variant, declared
-                // before it, so it is dropped (deregistered) before the memory is freed.
-                let mr = unsafe { mem.register(ctx, pd, access) }?;
-                Ok(Memory::Gpu { mr, mem })
+                Ok(Memory::Gpu(mem.register(ctx, pd, access)?))
             }
         }
     }
@@ -41,7 +38,7 @@ impl Memory {
     pub fn mr(&self) -> &Mr {
         match self {
             Memory::Host(r) => r.mr(),
-            Memory::Gpu { mr, .. } => mr,
+            Memory::Gpu(g) => g.mr(),
         }
     }
 
@@ -50,7 +47,7 @@ impl Memory {
     pub fn addr(&self) -> u64 {
         match self {
             Memory::Host(b) => b.addr(),
-            Memory::Gpu { mem: g, .. } => g.addr(),
+            Memory::Gpu(g) => g.mem().addr(),
         }
     }
 
@@ -58,7 +55,7 @@ impl Memory {
     pub fn len(&self) -> usize {
         match self {
             Memory::Host(b) => b.len(),
-            Memory::Gpu { mem: g, .. } => g.len(),
+            Memory::Gpu(g) => g.mem().len(),
         }
     }
 
@@ -66,14 +63,14 @@ impl Memory {
     pub fn host_ptr(&self) -> Option<*mut u8> {
         match self {
             Memory::Host(b) => Some(b.ptr()),
-            Memory::Gpu { .. } => None,
+            Memory::Gpu(_) => None,
         }
     }
 
     pub fn gpu(&self) -> Option<&GpuMem> {
         match self {
             Memory::Host(_) => None,
-            Memory::Gpu { mem: g, .. } => Some(g),
+            Memory::Gpu(g) => Some(g.mem()),
         }
     }
 
@@ -88,7 +85,7 @@ impl Memory {
                 f(unsafe { std::slice::from_raw_parts_mut(b.ptr().add(off), len) });
                 Ok(())
             }
-            Memory::Gpu { mem: g, .. } => g.fill(off, len, f),
+            Memory::Gpu(g) => g.mem().fill(off, len, f),
         }
     }
 
@@ -98,7 +95,7 @@ impl Memory {
         match self {
             // SAFETY: as in `fill`.
             Memory::Host(b) => Ok(f(unsafe { std::slice::from_raw_parts(b.ptr().add(off), len) })),
-            Memory::Gpu { mem: g, .. } => g.inspect(off, len, f),
+            Memory::Gpu(g) => g.mem().inspect(off, len, f),
         }
     }
 }

@@ -14,7 +14,8 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 
-use super::{Event, Keys, Transport};
+use super::{Event, Keys, Transport, UserMem, UserMr};
+use crate::staging::Staging;
 use crate::bootstrap::Exchange;
 use crate::error::{Error, Result};
 
@@ -33,6 +34,26 @@ struct Fabric {
     next_key: AtomicU32,
     barrier: Barrier,
     gather: Mutex<Vec<Vec<u8>>>,
+}
+
+impl Fabric {
+    fn add_region(&self, addr: u64, len: usize, owner: usize) -> u32 {
+        let key = self.next_key.fetch_add(1, Ordering::Relaxed);
+        self.regions.lock().unwrap().insert(key, Region { addr, len, owner });
+        key
+    }
+}
+
+/// A call's registration of application memory: the region goes with it.
+struct FabricKey {
+    fabric: Arc<Fabric>,
+    key: u32,
+}
+
+impl Drop for FabricKey {
+    fn drop(&mut self) {
+        self.fabric.regions.lock().unwrap().remove(&self.key);
+    }
 }
 
 /// A set of `nranks` in-process endpoints.
@@ -67,7 +88,7 @@ impl MemFabric {
             peers: peers.to_vec(),
             link_of: peers.iter().enumerate().map(|(l, &p)| (p, l)).collect(),
             keys: Vec::new(),
-            user_keys: HashMap::new(),
+            stagings: Vec::new(),
             outbox: Vec::new(),
         }
     }
@@ -86,8 +107,8 @@ pub struct MemTransport {
     peers: Vec<usize>,
     link_of: HashMap<usize, usize>,
     keys: Vec<u32>,
-    /// Application buffers registered for sending: (address, length) to key.
-    user_keys: HashMap<(u64, usize), u32>,
+    /// The staging mappings it registered (dropped after their regions, in Drop).
+    stagings: Vec<Staging>,
     /// Posted and not carried out yet: (link, source, lkey, length, destination,
     /// rkey, immediate); a notification has length 0 and no addresses.
     outbox: Vec<(usize, u64, u32, u32, u64, u32, u32)>,
@@ -125,10 +146,10 @@ impl Transport for MemTransport {
         format!("mem rank {} of {}", self.rank, self.fabric.nranks)
     }
 
-    unsafe fn register(&mut self, addr: u64, len: usize) -> Result<Keys> {
-        let key = self.fabric.next_key.fetch_add(1, Ordering::Relaxed);
-        self.fabric.regions.lock().unwrap().insert(key, Region { addr, len, owner: self.rank });
+    fn register(&mut self, mem: Staging) -> Result<Keys> {
+        let key = self.fabric.add_region(mem.addr(), mem.len(), self.rank);
         self.keys.push(key);
+        self.stagings.push(mem);
         Ok(Keys { lkey: key, rkey: key })
     }
 
@@ -144,21 +165,17 @@ impl Transport for MemTransport {
         Ok(())
     }
 
-    /// Any buffer: the fabric copies by address, so a kept key is always right.
-    unsafe fn user_lkey(&mut self, addr: u64, len: usize, _writable: bool) -> Result<Option<u32>> {
-        if let Some(&k) = self.user_keys.get(&(addr, len)) {
-            return Ok(Some(k));
-        }
-        // SAFETY: forwarded contract (mapped until the writes from it are settled).
-        let k = unsafe { self.register(addr, len)? };
-        self.user_keys.insert((addr, len), k.lkey);
-        Ok(Some(k.lkey))
-    }
-
-    unsafe fn user_rkey(&mut self, addr: u64, len: usize) -> Result<Option<Keys>> {
-        // Regions are checked by owner and range at every write: one key serves both.
-        let k = unsafe { self.user_lkey(addr, len, true)? };
-        Ok(k.map(|k| Keys { lkey: k, rkey: k }))
+    /// Any buffer: a region of the fabric for the call, removed when the call drops
+    /// the registration (writes checked against it after that fail, as a late write
+    /// into deregistered memory does on a NIC).
+    fn reg_user<'a>(&mut self, mem: UserMem<'a>) -> std::result::Result<UserMr<'a>, UserMem<'a>> {
+        let (ptr, len) = match mem {
+            UserMem::Read(b) => (b.as_ptr().cast_mut(), b.len()),
+            UserMem::Write(b, _) => (b.as_mut_ptr(), b.len()),
+        };
+        let key = self.fabric.add_region(ptr as u64, len, self.rank);
+        let guard = FabricKey { fabric: self.fabric.clone(), key };
+        Ok(UserMr { keys: Keys { lkey: key, rkey: key }, ptr, len, guard: Box::new(guard) })
     }
 
     fn write_imm(&mut self, link: usize, src: u64, lkey: u32, len: u32, dst: u64, rkey: u32, imm: u32, _user: bool) -> Result<()> {
@@ -176,12 +193,9 @@ impl Transport for MemTransport {
     }
 
     fn abandon(&mut self) {
+        // Nothing posted is carried out any more; the call's registrations go when the
+        // engine drops them.
         self.outbox.clear();
-        // Application memory is handed back: a peer's late write must fail.
-        let mut regions = self.fabric.regions.lock().unwrap();
-        for (_, k) in self.user_keys.drain() {
-            regions.remove(&k);
-        }
     }
 
     fn wait(&mut self, timeout: std::time::Duration) -> Result<()> {

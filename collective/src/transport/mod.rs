@@ -13,6 +13,62 @@ pub mod mem;
 pub mod rdma;
 
 use crate::error::Result;
+use crate::staging::Staging;
+
+/// Application memory lent to [`Transport::reg_user`] for one call.
+#[derive(Debug)]
+pub enum UserMem<'a> {
+    /// Sent from only (an out-of-place send buffer): the device only reads it.
+    Read(&'a [u8]),
+    /// The receive buffer (or the one buffer of an in-place call): sent from, and with
+    /// `remote` written by peers.
+    Write(&'a mut [u8], bool),
+}
+
+impl UserMem<'_> {
+    /// Bytes lent.
+    pub fn len(&self) -> usize {
+        match self {
+            UserMem::Read(b) => b.len(),
+            UserMem::Write(b, _) => b.len(),
+        }
+    }
+
+    /// Nothing lent.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The first byte, derived from the borrow (writable only for [`UserMem::Write`]):
+    /// what the engine uses for memory no transport registered.
+    pub fn ptr(self) -> *mut u8 {
+        match self {
+            UserMem::Read(b) => b.as_ptr().cast_mut(),
+            UserMem::Write(b, _) => b.as_mut_ptr(),
+        }
+    }
+}
+
+/// Anything that ends a registration when dropped (a provider MR over a borrow, a
+/// fabric key), type-erased so that every transport can return its own.
+pub trait Registration {}
+impl<T> Registration for T {}
+
+/// A registration of application memory for one call ([`Transport::reg_user`]).
+pub struct UserMr<'a> {
+    pub keys: Keys,
+    /// The first byte, derived from the borrow the registration holds: the engine's
+    /// reads and writes of the buffer go through it while the registration lives.
+    pub ptr: *mut u8,
+    pub len: usize,
+    pub guard: Box<dyn Registration + 'a>,
+}
+
+impl std::fmt::Debug for UserMr<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UserMr").field("keys", &self.keys).field("ptr", &self.ptr).field("len", &self.len).finish_non_exhaustive()
+    }
+}
 
 /// Keys of a registered region.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -35,12 +91,10 @@ pub trait Transport {
     /// A short description for logs ("rdma softhca0 127.0.0.3", "mem").
     fn describe(&self) -> String;
 
-    /// Registers `[addr, addr + len)` for local use and remote writes.
-    ///
-    /// # Safety
-    /// The memory must stay mapped, and not be handed to other owners, until the
-    /// transport is dropped: peers may write it at any time while it is registered.
-    unsafe fn register(&mut self, addr: u64, len: usize) -> Result<Keys>;
+    /// Registers `mem` for local use and remote writes, and keeps it (registered) until
+    /// the transport is dropped: peers may write it at any time meanwhile. Its address
+    /// (read before the call) stays valid that long.
+    fn register(&mut self, mem: Staging) -> Result<Keys>;
 
     /// What the peer of `link` needs to connect to us (opaque to the bootstrap).
     fn conn_info(&self, link: usize) -> Vec<u8>;
@@ -48,35 +102,18 @@ pub trait Transport {
     /// Connects `link` with the peer's [`Transport::conn_info`] for us.
     fn connect(&mut self, link: usize, peer_info: &[u8]) -> Result<()>;
 
-    /// A local key for application memory `[addr, addr + len)` that writes may be sent
-    /// straight from (with `user` set in [`Transport::write_imm`]), or `None` where this
-    /// transport can only send from memory it registered with [`Transport::register`].
+    /// Registers the application's memory for the duration of one call, where this
+    /// transport can send from it (and, with [`UserMem::Write`]'s `remote`, let peers
+    /// write into it: the direct all-gather, [`crate::direct`]). Where it cannot (or
+    /// the device refuses), the memory comes back and the engine stages instead.
     ///
-    /// The registration may be kept and handed out again for a later call that covers
-    /// the same range, so a transport answers only where that is safe whatever the
-    /// application does with the memory in between. On a device that pins the pages of
-    /// a registration, a buffer freed and reallocated at the same address would no
-    /// longer be the registered memory; that needs an invalidation hook this crate does
-    /// not have, so such devices answer `None`.
-    ///
-    /// # Safety
-    /// The memory must stay mapped, readable (and, with `writable`, writable) until the
-    /// last write sent from it has been settled ([`Transport::settle`]).
-    unsafe fn user_lkey(&mut self, _addr: u64, _len: usize, _writable: bool) -> Result<Option<u32>> {
-        Ok(None)
-    }
-
-    /// Keys for application memory `[addr, addr + len)` that peers may write into
-    /// (direct all-gather, [`crate::direct`]), or `None` where this transport cannot
-    /// offer that. Kept registrations follow the rules of [`Transport::user_lkey`];
-    /// [`Transport::abandon`] drops them, so that nothing lands in the memory after a
-    /// failed call has handed it back.
-    ///
-    /// # Safety
-    /// The memory must stay mapped and writable until the peers' writes into it have
-    /// arrived, or until [`Transport::abandon`].
-    unsafe fn user_rkey(&mut self, _addr: u64, _len: usize) -> Result<Option<Keys>> {
-        Ok(None)
+    /// The borrow in `mem` is held by the returned [`UserMr`] and the registration
+    /// ends when it is dropped, at the end of the call, so no registration outlives the
+    /// memory: a kept registration would need the invalidation hooks (a buffer freed and
+    /// mapped again at the same address) that this crate does not have. The engine
+    /// reaches the bytes through [`UserMr::ptr`] while it lives.
+    fn reg_user<'a>(&mut self, mem: UserMem<'a>) -> std::result::Result<UserMr<'a>, UserMem<'a>> {
+        Err(mem)
     }
 
     /// Writes `len` bytes from registered local memory at `src` (key `lkey`) to the
@@ -96,9 +133,9 @@ pub trait Transport {
     }
 
     /// After a failure, when the collective returns without settling: makes sure
-    /// nothing reads application memory for a write posted with `user` any more, and
-    /// that no peer can write into application memory registered with
-    /// [`Transport::user_rkey`] (the application may free it as soon as it has the
+    /// nothing reads application memory for a write posted with `user` any more (the
+    /// engine then drops the call's [`UserMr`]s, after which no peer can write into the
+    /// application's memory either: the application may free it as soon as it has the
     /// error). The links may be unusable afterwards; the engine refuses further work
     /// after a failure anyway.
     fn abandon(&mut self) {}

@@ -11,12 +11,13 @@
 //!   unsignaled WQEs, so a broken link always surfaces.
 //! * Notifications (credits) are zero-byte WRITE WITH IMM to a 64-byte landing
 //!   region each rank registers and publishes with its connection data.
-//! * Writes straight from the application's buffers ([`Transport::user_lkey`]) only
-//!   on the embedded softhca: it resolves an MR's addresses in this process's address
-//!   space at every access, so a registration kept for a later call (up to
-//!   [`USER_MRS`] of them) always means the memory mapped there now. Such writes are
-//!   signaled, and [`Transport::settle`] waits for their completions (the peer's ACK)
-//!   before the collective returns.
+//! * Writes straight from the application's buffers ([`Transport::reg_user`]) only
+//!   on the embedded softhca, where a registration is a range of this process's
+//!   addresses (no pinning), so registering the buffers for each call costs little; on
+//!   a NIC every call would pin and unpin the pages, which NCCL leaves to an explicit
+//!   `ncclCommRegister`. The registrations hold the call's borrows of the buffers and
+//!   end with the call. Such writes are signaled, and [`Transport::settle`] waits for
+//!   their completions (the peer's ACK) before the collective returns.
 //! * Progress: on a software device (softhca) the transport drives the data path
 //!   itself ([`Context::progress`], polled mode): every `poll` first runs a device step
 //!   in this thread, so writes just posted leave at once and arrived packets turn into
@@ -35,9 +36,10 @@ use provider::cqe::{WcOpcode, WcStatus};
 use provider::qp::attr::{QpAttr, QpState, Remote};
 use provider::qp::{QpCap, QpInit, QpType};
 use provider::wqe::{Payload, SendOp, SendWr, Sge};
-use provider::{Access, CompChannel, Context, Cq, MemoryRegion, Mr, Pd, Qp, Wc};
+use provider::{Access, CompChannel, Context, Cq, MemoryRegion, OwnedMr, Pd, Qp, Wc};
 
-use super::{Event, Keys, Transport};
+use super::{Event, Keys, Transport, UserMem, UserMr};
+use crate::staging::Staging;
 use crate::error::{Error, Result};
 
 /// Receive WQEs kept posted per QP.
@@ -52,8 +54,6 @@ pub const ACK_TIMEOUT: u8 = 14;
 pub const RETRY_CNT: u8 = 7;
 /// The variable that turns polled mode off (`0`).
 pub const POLLED_ENV: &str = "DOORBELL_POLLED";
-/// Registrations of application buffers kept for later calls (oldest dropped first).
-pub const USER_MRS: usize = 8;
 
 struct Link {
     qp: Qp,
@@ -72,24 +72,12 @@ struct Link {
     connected: bool,
 }
 
-/// A kept registration of application memory.
-struct UserMr {
-    addr: u64,
-    len: usize,
-    /// The device may write it: a receive buffer sent from, or written by peers.
-    writable: bool,
-    /// Peers may write it (direct all-gather).
-    remote: bool,
-    mr: Mr,
-}
-
 /// RC QPs over a provider device.
 pub struct RdmaTransport {
     // Field order is drop order: QPs, then MRs, then the CQ, PD and context.
     links: Vec<Link>,
-    /// Application buffers, oldest first.
-    user_mrs: Vec<UserMr>,
-    mrs: Vec<Mr>,
+    /// The staging mappings, registered (each MR is dropped before its mapping).
+    mrs: Vec<OwnedMr<Staging>>,
     /// The word peers write their notifications into (registered memory it owns).
     notify_mr: MemoryRegion,
     cq: Cq,
@@ -158,7 +146,6 @@ impl RdmaTransport {
         tracing::debug!(target: "collective::rdma", rank, dev = ctx.name(), links = links.len(), "transport open");
         Ok(RdmaTransport {
             links,
-            user_mrs: Vec::new(),
             mrs: Vec::new(),
             notify_mr,
             cq,
@@ -331,64 +318,14 @@ fn netdev_mtu(ifindex: u32) -> Option<u32> {
     std::fs::read_to_string(format!("/sys/class/net/{name}/mtu")).ok()?.trim().parse().ok()
 }
 
-impl RdmaTransport {
-    /// A registration covering `[addr, addr + len)` with at least the access asked
-    /// for: a kept one (moved to the back, as the most recently used), or a new one,
-    /// which evicts the oldest beyond [`USER_MRS`]. `None` where application memory
-    /// cannot be registered here (see the module doc) or the device refuses it.
-    ///
-    /// # Safety
-    /// As [`Transport::user_lkey`] (and, with `remote`, [`Transport::user_rkey`]).
-    unsafe fn user_mr(&mut self, addr: u64, len: usize, writable: bool, remote: bool) -> Option<&Mr> {
-        if self.ctx.progress_fd().is_none() || len == 0 {
-            // Not the embedded softhca (see the module doc), or nothing to register.
-            return None;
-        }
-        let end = addr + len as u64;
-        let covers = |m: &UserMr| m.addr <= addr && end <= m.addr + m.len as u64 && (m.writable || !writable) && (m.remote || !remote);
-        if let Some(i) = self.user_mrs.iter().position(covers) {
-            let m = self.user_mrs.remove(i);
-            self.user_mrs.push(m);
-            return self.user_mrs.last().map(|m| &m.mr);
-        }
-        if self.user_mrs.len() >= USER_MRS {
-            // Settled at the end of the call that used it: nothing in flight reads it,
-            // and no peer writes into it (its writes arrived before that call ended).
-            self.user_mrs.remove(0);
-        }
-        let mut access = if writable { Access::LOCAL_WRITE } else { Access::empty() };
-        if remote {
-            access |= Access::REMOTE_WRITE;
-        }
-        // SAFETY: the caller keeps the memory mapped until its writes are settled (and
-        // the peers' writes into it have arrived); on softhca a kept registration is a
-        // range of addresses, read afresh at every access (module doc), so it never
-        // outlives anything it points into.
-        match unsafe { self._pd.reg_mr_raw(addr as *mut u8, len, access) } {
-            Ok(mr) => {
-                self.user_mrs.push(UserMr { addr, len, writable, remote, mr });
-                self.user_mrs.last().map(|m| &m.mr)
-            }
-            Err(e) => {
-                // Memory the device will not take (a read-only shared mapping, say):
-                // the engine sends through its staging instead.
-                tracing::debug!(target: "collective::rdma", rank = self.rank, addr, len, error = %e, "user buffer not registered");
-                None
-            }
-        }
-    }
-}
-
 impl Transport for RdmaTransport {
     fn describe(&self) -> String {
         let g = self.gid;
         format!("rdma {} {}.{}.{}.{}", self.ctx.name(), g[12], g[13], g[14], g[15])
     }
 
-    unsafe fn register(&mut self, addr: u64, len: usize) -> Result<Keys> {
-        // SAFETY: forwarded contract: the caller keeps the memory mapped until the
-        // transport (which owns the MR) is dropped.
-        let mr = unsafe { self._pd.reg_mr_raw(addr as *mut u8, len, Access::LOCAL_WRITE | Access::REMOTE_WRITE)? };
+    fn register(&mut self, mem: Staging) -> Result<Keys> {
+        let mr = self._pd.reg_owned(mem, Access::LOCAL_WRITE | Access::REMOTE_WRITE).map_err(|e| e.error)?;
         let k = Keys { lkey: mr.lkey(), rkey: mr.rkey() };
         self.mrs.push(mr);
         Ok(k)
@@ -425,14 +362,49 @@ impl Transport for RdmaTransport {
         Ok(())
     }
 
-    unsafe fn user_lkey(&mut self, addr: u64, len: usize, writable: bool) -> Result<Option<u32>> {
-        // SAFETY: the caller's contract is the one user_mr needs.
-        Ok(unsafe { self.user_mr(addr, len, writable, false) }.map(|m| m.lkey()))
-    }
-
-    unsafe fn user_rkey(&mut self, addr: u64, len: usize) -> Result<Option<Keys>> {
-        // SAFETY: as above; abandon() drops the registration after a failure.
-        Ok(unsafe { self.user_mr(addr, len, true, true) }.map(|m| Keys { lkey: m.lkey(), rkey: m.rkey() }))
+    /// Only on the embedded softhca (module doc); for the call only.
+    fn reg_user<'a>(&mut self, mem: UserMem<'a>) -> std::result::Result<UserMr<'a>, UserMem<'a>> {
+        if self.ctx.progress_fd().is_none() {
+            return Err(mem);
+        }
+        let (rank, len) = (self.rank, mem.len());
+        let declined = |e: provider::Error| {
+            // Memory the device will not take (a mapping it cannot read, say): the
+            // engine sends through its staging instead.
+            tracing::debug!(target: "collective::rdma", rank, len, error = %e, "user buffer not registered");
+        };
+        match mem {
+            UserMem::Read(b) => match self._pd.reg_mr_shared(b, Access::empty()) {
+                Ok(m) => {
+                    let guard = Box::new(m);
+                    let ptr = guard.as_ptr().cast_mut();
+                    Ok(UserMr { keys: Keys { lkey: guard.lkey(), rkey: guard.rkey() }, ptr, len, guard })
+                }
+                Err(e) => {
+                    declined(e);
+                    Err(UserMem::Read(b))
+                }
+            },
+            UserMem::Write(b, remote) => {
+                let access = if remote { Access::LOCAL_WRITE | Access::REMOTE_WRITE } else { Access::LOCAL_WRITE };
+                let (p, n) = (b.as_mut_ptr(), b.len());
+                match self._pd.reg_mr(b, access) {
+                    Ok(m) => {
+                        let mut guard = Box::new(m);
+                        let ptr = guard.as_mut_ptr();
+                        Ok(UserMr { keys: Keys { lkey: guard.lkey(), rkey: guard.rkey() }, ptr, len, guard })
+                    }
+                    Err(e) => {
+                        declined(e);
+                        // SAFETY: `b` went into reg_mr, which failed and returned no
+                        // registration holding it: the exclusive borrow for 'a is ours
+                        // again, and this is the same slice (what the borrow checker
+                        // cannot yet see through a conditional return).
+                        Err(UserMem::Write(unsafe { std::slice::from_raw_parts_mut(p, n) }, remote))
+                    }
+                }
+            }
+        }
     }
 
     fn write_imm(&mut self, link: usize, src: u64, lkey: u32, len: u32, dst: u64, rkey: u32, imm: u32, user: bool) -> Result<()> {
@@ -456,8 +428,8 @@ impl Transport for RdmaTransport {
             }
             l.user_out = false;
         }
-        // Peers must not write into application memory handed back with the error.
-        self.user_mrs.retain(|m| !m.remote);
+        // The engine drops the call's registrations of application memory next: no
+        // peer can write into it after that.
     }
 
     /// Polls until no link that sent from application memory has a signaled send

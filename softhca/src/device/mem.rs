@@ -8,8 +8,8 @@
 //!   calls the device's destroy hook, which takes the engine lock, so no access is in
 //!   flight once the hook returns (see `super::Device`).
 //! - **MR memory** was checked mapped at REG_MR and the application promises (provider
-//!   `Pd::reg_mr_raw`'s contract, ibverbs' rule for `ibv_reg_mr`) to keep it until
-//!   DEREG_MR; the deregistration hook takes the engine lock the same way, and every
+//!   registrations own or borrow the memory for as long as the MR lives; ibverbs' rule
+//!   for `ibv_reg_mr`) to keep it until DEREG_MR; the deregistration hook takes the engine lock the same way, and every
 //!   access re-resolves the key under that lock, so a deregistered key is never used.
 //!   Only host MRs come here: a peer MR's addresses are device addresses, which the key
 //!   check marks as such (`Loc::Peer`) and `super::mkey` hands to the MR's

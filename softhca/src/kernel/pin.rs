@@ -48,23 +48,45 @@ fn parse_maps(maps: &str) -> impl Iterator<Item = Vma> + '_ {
             end: u64::from_str_radix(e, 16).ok()?,
             write: perms.get(1) == Some(&b'w'),
             private: perms.get(3) == Some(&b'p'),
-            // Device pages (UARs, clock) are VM_IO | VM_PFNMAP on a real HCA: get_user_pages
-            // refuses them. Here it also keeps the engine from ever writing through an
-            // application mapping of a UAR page it may have write-protected (its doorbell
-            // trap, crate::device::engine), which would block it on itself.
-            special: path == "[vvar]" || path == "[vsyscall]" || path == "[vvar_vclock]"
-                || path.strip_prefix("/memfd:").is_some_and(|n| n.starts_with(crate::pages::MEMFD_NAME)),
+            special: special(path),
         })
     })
 }
 
+/// Whether a mapping named `path` (as /proc/self/maps prints it) is device pages.
+fn special(path: &str) -> bool {
+    // Device pages (UARs, clock) are VM_IO | VM_PFNMAP on a real HCA: get_user_pages
+    // refuses them. Here it also keeps the engine from ever writing through an
+    // application mapping of a UAR page it may have write-protected (its doorbell
+    // trap, crate::device::engine), which would block it on itself.
+    path == "[vvar]" || path == "[vsyscall]" || path == "[vvar_vclock]"
+        || path.strip_prefix("/memfd:").is_some_and(|n| n.starts_with(crate::pages::MEMFD_NAME))
+}
+
 /// Checks that `[addr, addr + len)` could be pinned, `writable` if the HCA writes there.
 /// EINVAL for a bad range, EFAULT for unmapped or insufficiently permitted memory.
+///
+/// Asks the kernel for the mappings that cover the range one by one (`PROCMAP_QUERY`,
+/// Linux 6.11), or, where that ioctl is missing, reads all of /proc/self/maps. The
+/// first costs a few system calls; the second formats every mapping of the process,
+/// tens of microseconds, which a collective registering its buffers at every call
+/// would pay each time.
 pub(crate) fn pin(addr: u64, len: u64, writable: bool) -> Result<()> {
     let (start, end) = page_range(addr, len)?;
-    let maps = std::fs::read_to_string("/proc/self/maps").map_err(|_| Errno::EFAULT)?;
+    match query::covering(start, end) {
+        Some(vmas) => check(vmas?.into_iter(), start, end, writable),
+        None => {
+            let maps = std::fs::read_to_string("/proc/self/maps").map_err(|_| Errno::EFAULT)?;
+            check(parse_maps(&maps), start, end, writable)
+        }
+    }
+}
+
+/// Whether the mappings `vmas` (in address order) cover `[start, end)` with the
+/// permissions a pin needs.
+fn check(vmas: impl Iterator<Item = Vma>, start: u64, end: u64, writable: bool) -> Result<()> {
     let mut covered = start;
-    for vma in parse_maps(&maps) {
+    for vma in vmas {
         if vma.end <= covered {
             continue;
         }
@@ -80,6 +102,99 @@ pub(crate) fn pin(addr: u64, len: u64, writable: bool) -> Result<()> {
         }
     }
     Err(Errno::EFAULT)
+}
+
+/// `PROCMAP_QUERY` on /proc/self/maps (include/uapi/linux/fs.h).
+mod query {
+    use std::fs::File;
+    use std::os::fd::AsRawFd;
+    use std::sync::Mutex;
+
+    use nix::errno::Errno;
+
+    use super::{special, Vma};
+
+    /// `struct procmap_query` (104 bytes).
+    #[repr(C)]
+    #[derive(Default)]
+    pub(super) struct ProcmapQuery {
+        pub size: u64,
+        pub query_flags: u64,
+        pub query_addr: u64,
+        pub vma_start: u64,
+        pub vma_end: u64,
+        pub vma_flags: u64,
+        pub vma_page_size: u64,
+        pub vma_offset: u64,
+        pub inode: u64,
+        pub dev_major: u32,
+        pub dev_minor: u32,
+        pub vma_name_size: u32,
+        pub build_id_size: u32,
+        pub vma_name_addr: u64,
+        pub build_id_addr: u64,
+    }
+    const _: () = assert!(std::mem::size_of::<ProcmapQuery>() == 104);
+
+    /// `PROCMAP_QUERY_VMA_WRITABLE`, `PROCMAP_QUERY_VMA_SHARED`.
+    const VMA_WRITABLE: u64 = 0x02;
+    const VMA_SHARED: u64 = 0x08;
+
+    // _IOWR('f', 17, struct procmap_query) = 0xc0686611.
+    nix::ioctl_readwrite!(procmap_query, b'f', 17, ProcmapQuery);
+
+    /// The mappings that cover `[start, end)` from `start` on, up to the first gap
+    /// (ENOENT), in address order; `None` where the kernel has no PROCMAP_QUERY.
+    pub(super) fn covering(start: u64, end: u64) -> Option<Result<Vec<Vma>, Errno>> {
+        // Opening /proc/self/maps is a path walk in procfs, dearer than the queries:
+        // the file is kept, per process (a child of fork must not ask its parent's).
+        static MAPS: Mutex<Option<(u32, File)>> = Mutex::new(None);
+        let mut kept = MAPS.lock().unwrap_or_else(|e| e.into_inner());
+        let pid = std::process::id();
+        if kept.as_ref().is_none_or(|(p, _)| *p != pid) {
+            match File::open("/proc/self/maps") {
+                Ok(f) => *kept = Some((pid, f)),
+                Err(_) => return Some(Err(Errno::EFAULT)),
+            }
+        }
+        let maps = &kept.as_ref().expect("opened above").1;
+        let mut out = Vec::new();
+        let mut at = start;
+        let mut name = [0u8; 256];
+        while at < end {
+            let mut q = ProcmapQuery {
+                size: std::mem::size_of::<ProcmapQuery>() as u64,
+                query_addr: at,
+                vma_name_size: name.len() as u32,
+                vma_name_addr: name.as_mut_ptr() as u64,
+                ..ProcmapQuery::default()
+            };
+            // SAFETY: `q` is a valid procmap_query of the size it states, and its name
+            // buffer is `name`, writable for vma_name_size bytes, alive across the call.
+            match unsafe { procmap_query(maps.as_raw_fd(), &mut q) } {
+                Ok(_) => {}
+                // No mapping covers `at`: a gap (the check refuses it).
+                Err(Errno::ENOENT) => break,
+                Err(Errno::ENOTTY) | Err(Errno::EINVAL) if out.is_empty() && at == start => return None,
+                Err(_) => return Some(Err(Errno::EFAULT)),
+            }
+            // vma_name_size comes back with the name's length including its NUL (0: no name).
+            let n = (q.vma_name_size as usize).saturating_sub(1).min(name.len());
+            let path = std::str::from_utf8(&name[..n]).unwrap_or("");
+            out.push(Vma {
+                start: q.vma_start,
+                end: q.vma_end,
+                write: q.vma_flags & VMA_WRITABLE != 0,
+                private: q.vma_flags & VMA_SHARED == 0,
+                special: special(path),
+            });
+            if q.vma_end <= at {
+                break;
+            }
+            at = q.vma_end;
+        }
+        Some(Ok(out))
+    }
 }
 
 #[cfg(test)]
@@ -113,6 +228,39 @@ mod tests {
         let s: &'static [u8] = b"private read-only data";
         pin(s.as_ptr() as u64, s.len() as u64, false).unwrap();
         assert_eq!(pin(s.as_ptr() as u64, s.len() as u64, true), Err(Errno::EFAULT));
+    }
+
+    /// The kernel's PROCMAP_QUERY answers and the text of /proc/self/maps describe the
+    /// same mappings: every mapping of the text, queried at its start, comes back with the
+    /// same bounds, permissions and device-page verdict (where the kernel has the ioctl;
+    /// a kernel before 6.11 has only the text, which the other tests check).
+    #[test]
+    fn query_agrees_with_the_maps_text() {
+        let pages = crate::pages::DevicePages::new(1).unwrap();
+        let page = pages.alloc().unwrap();
+        let user = pages.map_to_user(page, 0, 4096, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED).unwrap();
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        let text: Vec<Vma> = parse_maps(&maps).filter(|v| v.start < 0xffff_ffff_ffff_0000).collect();
+        assert!(text.iter().any(|v| v.start == user && v.special), "the device page is in the text");
+        let mut compared = 0;
+        for v in &text {
+            let Some(q) = query::covering(v.start, v.start + 1) else {
+                eprintln!("SKIP [pin::query_agrees_with_the_maps_text]: no PROCMAP_QUERY in this kernel");
+                return;
+            };
+            let q = q.unwrap();
+            // A mapping may have changed between the read and the query (another
+            // thread's mmap); the ones that did not must agree.
+            let Some(q) = q.first() else { continue };
+            if q.start != v.start || q.end != v.end {
+                continue;
+            }
+            assert_eq!((q.write, q.private, q.special), (v.write, v.private, v.special), "mapping {:#x}-{:#x}", v.start, v.end);
+            compared += 1;
+        }
+        assert!(compared * 2 > text.len(), "only {compared} of {} mappings compared", text.len());
+        // SAFETY: unmapping the test's own mapping.
+        unsafe { libc::munmap(user as *mut libc::c_void, 4096) };
     }
 
     #[test]

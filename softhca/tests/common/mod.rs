@@ -17,7 +17,7 @@ use provider::opcode::FmCeSe;
 use provider::qp::attr::Remote;
 use provider::qp::QpCap;
 use provider::wqe::{Payload, SendOp, SendWr, Sge};
-use provider::{Access, CompChannel, Context, Cq, Mr, Pd, Qp, QpAttr, QpInit, QpState, QpType, Wc};
+use provider::{Access, CompChannel, Context, Cq, OwnedMr, Pd, Qp, QpAttr, QpInit, QpState, QpType, StableMemory, Wc};
 use softhca::device::link::Wire;
 use softhca::{Config, Hca};
 
@@ -88,14 +88,41 @@ pub fn hca() -> Arc<Hca> {
     }
 }
 
-/// Page-aligned, zeroed memory the device may access (freed on drop).
+/// Page-aligned, zeroed memory the device may access, freed when the last clone is
+/// dropped (an MR's [`OwnedMr`] holds one clone, the test another to read and write
+/// the bytes between operations).
+#[derive(Clone)]
 pub struct Buf {
+    ptr: *mut u8,
+    len: usize,
+    _alloc: std::sync::Arc<Alloc>,
+}
+
+/// The allocation behind [`Buf`]s.
+struct Alloc {
     ptr: *mut u8,
     len: usize,
 }
 
-// SAFETY: the buffer is plain memory owned by this value.
+// SAFETY: the buffer is plain memory owned by its clones; tests touch it from the
+// thread that runs the operations on it.
 unsafe impl Send for Buf {}
+// SAFETY: as above: an address only; the bytes are read and written by copies.
+unsafe impl Send for Alloc {}
+// SAFETY: as above.
+unsafe impl Sync for Alloc {}
+
+// SAFETY: the allocation stays at `ptr` (len bytes, zeroed at first) until the last clone
+// is dropped, so at least as long as this value; the other clones only read and write it
+// between the operations that use the MR, as a program does with registered memory.
+unsafe impl StableMemory for Buf {
+    fn stable_ptr(&mut self) -> *mut u8 {
+        self.ptr
+    }
+    fn stable_len(&self) -> usize {
+        self.len
+    }
+}
 
 impl Buf {
     pub fn new(len: usize) -> Buf {
@@ -103,7 +130,7 @@ impl Buf {
         // SAFETY: non-zero size.
         let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
         assert!(!ptr.is_null());
-        Buf { ptr, len }
+        Buf { ptr, len, _alloc: std::sync::Arc::new(Alloc { ptr, len }) }
     }
 
     pub fn addr(&self) -> u64 {
@@ -155,17 +182,18 @@ impl Buf {
     }
 }
 
-impl Drop for Buf {
+impl Drop for Alloc {
     fn drop(&mut self) {
         let layout = std::alloc::Layout::from_size_align(self.len.max(1), 4096).unwrap();
-        // SAFETY: allocated in `new` with this layout.
+        // SAFETY: allocated in Buf::new with this layout; the last clone is gone.
         unsafe { std::alloc::dealloc(self.ptr, layout) };
     }
 }
 
-/// Registered memory: the MR is dropped (deregistered) before its buffer.
+/// Registered memory: the MR owns a clone of the buffer, so it is deregistered before
+/// the memory is freed, whichever is dropped first.
 pub struct Mem {
-    pub mr: Mr,
+    pub mr: OwnedMr<Buf>,
     pub buf: Buf,
 }
 
@@ -248,8 +276,7 @@ impl Host {
 
     pub fn mem(&self, len: usize, access: Access) -> Mem {
         let buf = Buf::new(len);
-        // SAFETY: `buf` is kept next to the MR in `Mem`, which drops the MR first.
-        let mr = unsafe { self.pd.reg_mr_raw(buf.ptr, len, access) }.expect("reg_mr");
+        let mr = self.pd.reg_owned(buf.clone(), access).expect("reg_mr");
         Mem { mr, buf }
     }
 }
