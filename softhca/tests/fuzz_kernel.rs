@@ -990,7 +990,9 @@ fn fuzz_kernel_half() {
             // close() with whatever is alive.
             files[fi] = FileState::new(&h);
             let leaks = reap_fds(&baseline);
-            let live: Vec<String> = leaks.into_iter().filter(|l| !l.contains("socket:")).collect();
+            // The pin check keeps one /proc/self/maps open per process on purpose
+            // (softhca::kernel::pin): a cache, not an fd per object.
+            let live: Vec<String> = leaks.into_iter().filter(|l| !l.contains("socket:") && !l.ends_with("/maps")).collect();
             assert!(live.is_empty(), "non-socket fds leaked: {live:?}");
         }
         let fs = &mut files[fi];
