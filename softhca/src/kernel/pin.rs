@@ -245,7 +245,7 @@ mod tests {
         let mut compared = 0;
         for v in &text {
             let Some(q) = query::covering(v.start, v.start + 1) else {
-                eprintln!("SKIP [pin::query_agrees_with_the_maps_text]: no PROCMAP_QUERY in this kernel");
+                testkit::skip(testkit::Need::Kernel, "no PROCMAP_QUERY in this kernel (Linux 6.11 or later)");
                 return;
             };
             let q = q.unwrap();
