@@ -7,10 +7,12 @@
 //!   `pin`, and the application promises to keep them until DESTROY returns. DESTROY
 //!   calls the device's destroy hook, which takes the engine lock, so no access is in
 //!   flight once the hook returns (see `super::Device`).
-//! - **MR memory** was checked mapped at REG_MR and the application promises (provider
-//!   registrations own or borrow the memory for as long as the MR lives; ibverbs' rule
-//!   for `ibv_reg_mr`) to keep it until DEREG_MR; the deregistration hook takes the engine lock the same way, and every
-//!   access re-resolves the key under that lock, so a deregistered key is never used.
+//! - **MR memory** was checked mapped at REG_MR and the application promises to keep it
+//!   until DEREG_MR (ibverbs' rule for `ibv_reg_mr`; the provider's public registrations
+//!   keep that promise by owning or borrowing the memory for as long as the MR lives,
+//!   its one raw registration being private to it); the deregistration hook takes the
+//!   engine lock the same way, and every access re-resolves the key under that lock, so
+//!   a deregistered key is never used.
 //!   Only host MRs come here: a peer MR's addresses are device addresses, which the key
 //!   check marks as such (`Loc::Peer`) and `super::mkey` hands to the MR's
 //!   `PeerMemory` instead.

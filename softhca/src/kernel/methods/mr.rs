@@ -74,7 +74,7 @@ fn make_mr(hca: &Hca, pd: Arc<Pd>, addr: u64, length: u64, iova: u64, access: u3
     let key = hca.alloc_mkey().ok_or(Errno::ENOMEM)?;
     pd.usecnt.fetch_add(1, Ordering::SeqCst);
     let peer = backing.peer().is_some();
-    let by_ref = matches!(backing, MrBacking::User) && crate::device::link::copy::cma_readable(addr, length);
+    let by_ref = matches!(backing, MrBacking::User) && crate::kernel::pin::cma_readable(addr, length);
     let mr = Arc::new(Mr {
         span: KeySpan { pdn: pd.pdn, lkey: key, rkey: key, addr, length, iova, access, peer, by_ref },
         pd, backing,
