@@ -33,8 +33,12 @@ pub const DEFAULT_DOUBLING_MAX_BYTES: usize = 256 << 10;
 /// there (1.3 times) and the ring from 256 KiB to 64 MiB (1.04 to 1.4 times).
 pub const DEFAULT_HALVING_MIN_BYTES: usize = 64 << 10;
 
-/// Messages above this many bytes use the all-to-all on 4 or 8 ranks (when not forced).
-pub const DEFAULT_ALLTOALL_MIN_BYTES: usize = usize::MAX;
+/// Messages above this many bytes use the all-to-all on 4 or 8 ranks (when not forced):
+/// with 4 ranks on softhca's same-host path it took 0.91 to 0.98 times halving-doubling's
+/// time from 512 KiB to 32 MiB in a `collective/bench/run.sh` run (level at 64 MiB),
+/// 0.88 to 0.92 in interleaved pairs at 1 to 4 MiB, and 0.88 to 0.97 with 8 ranks at
+/// 1 and 4 MiB; at 256 KiB the ring was faster than both (docs/collectives.md).
+pub const DEFAULT_ALLTOALL_MIN_BYTES: usize = 256 << 10;
 
 /// An all-reduce algorithm.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -173,11 +177,13 @@ mod tests {
         assert_eq!(c.pick(8, 4, 4), Algo::Doubling);
         assert_eq!(c.pick(64 << 10, 4, 4), Algo::Doubling);
         assert_eq!(c.pick((64 << 10) + 1, 4, 4), Algo::Halving);
-        assert_eq!(c.pick(64 << 20, 8, 4), Algo::Halving);
+        assert_eq!(c.pick(256 << 10, 4, 4), Algo::Halving);
+        assert_eq!(c.pick((256 << 10) + 1, 4, 4), Algo::AllToAll);
+        assert_eq!(c.pick(64 << 20, 8, 4), Algo::AllToAll);
         assert_eq!(c.pick(8, 6, 4), Algo::Tree, "not a power of two");
         assert_eq!(c.pick(64 << 20, 6, 4), Algo::Ring);
         assert_eq!(c.pick(64 << 20, 16, 4), Algo::Ring, "sixteen ranks: no halving-doubling");
-        let wide = AlgoChoice { tree_max_bytes: 512 << 10, doubling_max_bytes: 64 << 10, halving_min_bytes: usize::MAX, ..c };
+        let wide = AlgoChoice { tree_max_bytes: 512 << 10, doubling_max_bytes: 64 << 10, halving_min_bytes: usize::MAX, alltoall_min_bytes: usize::MAX, ..c };
         assert_eq!(wide.pick(64 << 10, 4, 4), Algo::Doubling);
         assert_eq!(wide.pick((64 << 10) + 1, 4, 4), Algo::Tree, "between the thresholds");
         assert_eq!(wide.pick((512 << 10) + 1, 4, 4), Algo::Ring);
@@ -193,7 +199,9 @@ mod tests {
         assert_eq!(h.pick(8, 6, 4), Algo::Ring, "forced halving-doubling falls back to the ring");
         assert_eq!(h.pick(8, 8, 2), Algo::Ring, "forced, without the slots for a step");
         assert_eq!(c.pick(64 << 10, 8, 2), Algo::Doubling, "too few slots: the plain policy");
-        assert_eq!(c.pick(64 << 20, 8, 2), Algo::Ring);
+        assert_eq!(c.pick(64 << 20, 8, 2), Algo::AllToAll, "two slots are enough for the all-to-all");
+        let no_a2a = AlgoChoice { alltoall_min_bytes: usize::MAX, ..c };
+        assert_eq!(no_a2a.pick(64 << 20, 8, 2), Algo::Ring, "nor halving-doubling: the ring");
         assert_eq!("Rabenseifner".parse::<Algo>(), Ok(Algo::Halving));
         assert_eq!("Ring".parse::<Algo>(), Ok(Algo::Ring));
         assert_eq!("rd".parse::<Algo>(), Ok(Algo::Doubling));
