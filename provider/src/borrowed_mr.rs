@@ -5,12 +5,11 @@
 //! registration is dropped (deregistered), which is exactly `ibv_reg_mr`'s contract.
 //! The buffer is reached through the registration meanwhile (it derefs to the bytes).
 
-use std::ops::{Deref, DerefMut, RangeBounds};
+use std::ops::{Deref, DerefMut};
 
 use crate::error::Result;
 use crate::mr::{Access, Mr};
 use crate::pd::Pd;
-use crate::wqe::Sge;
 
 /// A registration of a borrowed buffer; derefs to it. Reading it while the device may
 /// write it gives the bytes there at that moment (see [`crate::MemoryRegion`]).
@@ -33,41 +32,13 @@ impl Pd {
 }
 
 impl BorrowedMr<'_> {
-    /// The registration (keys, address, length).
-    pub fn mr(&self) -> &Mr {
-        &self.mr
-    }
-
-    /// Local key, for SGEs.
-    pub fn lkey(&self) -> u32 {
-        self.mr.lkey()
-    }
-
-    /// Remote key, for peers' RDMA.
-    pub fn rkey(&self) -> u32 {
-        self.mr.rkey()
-    }
-
-    /// The buffer's address, as work requests and peers name it.
-    pub fn addr(&self) -> u64 {
-        self.mr.addr()
-    }
+    crate::mr::forward_mr!();
 
     /// The first byte, for raw reads while the device may be writing (volatile
     /// polls); valid for `len()` bytes while `self` is. Write through
     /// `DerefMut`.
     pub fn ptr(&self) -> *const u8 {
         self.buf.as_ptr()
-    }
-
-    /// The SGE for bytes `range` of the buffer; panics outside it ([`Mr::sge`]).
-    pub fn sge(&self, range: impl RangeBounds<usize>) -> Sge {
-        self.mr.sge(range)
-    }
-
-    /// [`BorrowedMr::sge`], `None` outside the buffer.
-    pub fn get_sge(&self, range: impl RangeBounds<usize>) -> Option<Sge> {
-        self.mr.get_sge(range)
     }
 }
 

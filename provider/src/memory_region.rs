@@ -7,13 +7,12 @@
 //! it, and deregisters before it frees it. It is the `ibverbs` crate's
 //! `MemoryRegion<T>` for bytes.
 
-use std::ops::{Deref, DerefMut, RangeBounds};
+use std::ops::{Deref, DerefMut};
 
 use crate::buf::DmaBuf;
 use crate::error::{Error, Result};
 use crate::mr::{check_access, Access, Mr};
 use crate::pd::Pd;
-use crate::wqe::Sge;
 
 /// Registered memory the region owns; derefs to its bytes.
 ///
@@ -44,40 +43,12 @@ impl Pd {
 }
 
 impl MemoryRegion {
-    /// The registration (keys, address, length).
-    pub fn mr(&self) -> &Mr {
-        &self.mr
-    }
-
-    /// Local key, for SGEs.
-    pub fn lkey(&self) -> u32 {
-        self.mr.lkey()
-    }
-
-    /// Remote key, for peers' RDMA.
-    pub fn rkey(&self) -> u32 {
-        self.mr.rkey()
-    }
-
-    /// The address work requests and peers name (the process address).
-    pub fn addr(&self) -> u64 {
-        self.mr.addr()
-    }
+    crate::mr::forward_mr!();
 
     /// The first byte, for raw access while the device may be writing (volatile polls,
     /// code that takes pointers); valid for `len()` bytes while `self` is.
     pub fn ptr(&self) -> *mut u8 {
         self.mem.as_ptr()
-    }
-
-    /// The SGE for bytes `range` of the region; panics outside it ([`Mr::sge`]).
-    pub fn sge(&self, range: impl RangeBounds<usize>) -> Sge {
-        self.mr.sge(range)
-    }
-
-    /// [`MemoryRegion::sge`], `None` outside the region.
-    pub fn get_sge(&self, range: impl RangeBounds<usize>) -> Option<Sge> {
-        self.mr.get_sge(range)
     }
 }
 

@@ -156,3 +156,42 @@ impl Drop for Mr {
         }
     }
 }
+
+/// The accessors of every registration type that keeps its [`Mr`] in a field `mr`
+/// (`MemoryRegion`, `OwnedMr`, `BorrowedMr`, `SharedMr`): the keys, the address and
+/// SGEs, forwarded to it; written once here.
+macro_rules! forward_mr {
+    () => {
+        /// The registration (keys, address, length).
+        pub fn mr(&self) -> &$crate::mr::Mr {
+            &self.mr
+        }
+
+        /// Local key, for SGEs.
+        pub fn lkey(&self) -> u32 {
+            self.mr.lkey()
+        }
+
+        /// Remote key, for peers' RDMA.
+        pub fn rkey(&self) -> u32 {
+            self.mr.rkey()
+        }
+
+        /// The first registered byte's address, as work requests and peers name it.
+        pub fn addr(&self) -> u64 {
+            self.mr.addr()
+        }
+
+        /// The SGE for bytes `range` of the registration; panics outside it
+        /// ([`Mr::sge`](crate::Mr::sge)).
+        pub fn sge(&self, range: impl std::ops::RangeBounds<usize>) -> $crate::wqe::Sge {
+            self.mr.sge(range)
+        }
+
+        /// Like `sge`, `None` outside the registration or over 4 GiB - 1.
+        pub fn get_sge(&self, range: impl std::ops::RangeBounds<usize>) -> Option<$crate::wqe::Sge> {
+            self.mr.get_sge(range)
+        }
+    };
+}
+pub(crate) use forward_mr;

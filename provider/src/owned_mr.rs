@@ -14,7 +14,6 @@ use crate::error::Error;
 use crate::mr::{bounds, Access, Mr};
 use crate::pd::Pd;
 use crate::stable_memory::StableMemory;
-use crate::wqe::Sge;
 
 /// Registered memory of type `M`, owned; derefs to the registered bytes. Reading them
 /// while the device may write them gives the bytes there at that moment (see
@@ -111,6 +110,8 @@ impl Pd {
 }
 
 impl<M: StableMemory> OwnedMr<M> {
+    crate::mr::forward_mr!();
+
     /// Deregisters and gives the memory back.
     pub fn into_inner(self) -> M {
         let OwnedMr { mr, mem, .. } = self;
@@ -124,40 +125,10 @@ impl<M: StableMemory> OwnedMr<M> {
         &self.mem
     }
 
-    /// The registration (keys, address, length).
-    pub fn mr(&self) -> &Mr {
-        &self.mr
-    }
-
-    /// Local key, for SGEs.
-    pub fn lkey(&self) -> u32 {
-        self.mr.lkey()
-    }
-
-    /// Remote key, for peers' RDMA.
-    pub fn rkey(&self) -> u32 {
-        self.mr.rkey()
-    }
-
-    /// The first registered byte's address, as work requests and peers name it.
-    pub fn addr(&self) -> u64 {
-        self.mr.addr()
-    }
-
     /// The first registered byte, for raw access while the device may be writing
     /// (volatile polls); valid for `len()` bytes while `self` is.
     pub fn ptr(&self) -> *mut u8 {
         self.ptr
-    }
-
-    /// The SGE for bytes `range` of the registration; panics outside it ([`Mr::sge`]).
-    pub fn sge(&self, range: impl RangeBounds<usize>) -> Sge {
-        self.mr.sge(range)
-    }
-
-    /// [`OwnedMr::sge`], `None` outside the registration.
-    pub fn get_sge(&self, range: impl RangeBounds<usize>) -> Option<Sge> {
-        self.mr.get_sge(range)
     }
 }
 

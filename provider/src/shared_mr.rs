@@ -6,12 +6,11 @@
 //! device sees the request; `REMOTE_READ` is allowed. It is the registration of a
 //! buffer that is only sent from (the send buffer of a collective).
 
-use std::ops::{Deref, RangeBounds};
+use std::ops::Deref;
 
 use crate::error::{invalid, Result};
 use crate::mr::{Access, Mr};
 use crate::pd::Pd;
-use crate::wqe::Sge;
 
 /// A read-only registration of a shared borrow; derefs to the bytes.
 pub struct SharedMr<'a> {
@@ -36,35 +35,7 @@ impl Pd {
 }
 
 impl SharedMr<'_> {
-    /// The registration (keys, address, length).
-    pub fn mr(&self) -> &Mr {
-        &self.mr
-    }
-
-    /// Local key, for SGEs.
-    pub fn lkey(&self) -> u32 {
-        self.mr.lkey()
-    }
-
-    /// Remote key, for peers' RDMA READ.
-    pub fn rkey(&self) -> u32 {
-        self.mr.rkey()
-    }
-
-    /// The buffer's address, as work requests and peers name it.
-    pub fn addr(&self) -> u64 {
-        self.mr.addr()
-    }
-
-    /// The SGE for bytes `range` of the buffer; panics outside it ([`Mr::sge`]).
-    pub fn sge(&self, range: impl RangeBounds<usize>) -> Sge {
-        self.mr.sge(range)
-    }
-
-    /// [`SharedMr::sge`], `None` outside the buffer.
-    pub fn get_sge(&self, range: impl RangeBounds<usize>) -> Option<Sge> {
-        self.mr.get_sge(range)
-    }
+    crate::mr::forward_mr!();
 }
 
 impl Deref for SharedMr<'_> {
