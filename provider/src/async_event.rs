@@ -15,7 +15,9 @@ use crate::error::{Error, Op, Result};
 /// (`uverbs::sys::verbs::event`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AsyncEvent {
+    /// The object the event is about: the CQ's, QP's or SRQ's user handle, or the port number.
     pub element: u64,
+    /// `ibv_event_type` (`enum ib_uverbs_async_event` numbering).
     pub event_type: u32,
 }
 

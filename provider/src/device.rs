@@ -9,7 +9,10 @@ use crate::error::{Error, Result};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DeviceEntry {
     /// This process's software HCA (created on first open).
-    Soft { name: String },
+    Soft {
+        /// Its name (`softhca0`).
+        name: String,
+    },
     /// A kernel uverbs device found in sysfs.
     Kernel(DeviceInfo),
 }

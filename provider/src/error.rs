@@ -7,10 +7,20 @@ use nix::errno::Errno;
 pub enum Error {
     /// The device (kernel or softhca) refused a command.
     #[error("{op}: {errno} ({})", errno.desc())]
-    Device { op: &'static str, errno: Errno },
+    Device {
+        /// The verb (`reg_mr`, `create_qp`...).
+        op: &'static str,
+        /// What the device answered.
+        errno: Errno,
+    },
     /// The request is invalid before anything reaches the device.
     #[error("{op}: {why}")]
-    Invalid { op: &'static str, why: String },
+    Invalid {
+        /// The verb.
+        op: &'static str,
+        /// What is wrong with the request.
+        why: String,
+    },
     /// A post verb refused a work request before it reached the device: which one
     /// (the ones before it were posted) and why.
     #[error(transparent)]

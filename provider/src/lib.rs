@@ -27,6 +27,8 @@
 //!   [`dbrec`] (doorbell records), [`doorbell`], [`uar`] (doorbell pages and BlueFlame
 //!   registers), [`barrier`] (fences); each also at its old path at the root.
 
+#![deny(missing_docs)]
+
 pub mod ah;
 pub mod async_event;
 pub mod borrowed_mr;

@@ -14,10 +14,16 @@ bitflags::bitflags! {
     /// `ibv_access_flags`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     pub struct Access: u32 {
+        /// The device may write the memory (receives, READ responses); needed with
+        /// remote write or atomic access.
         const LOCAL_WRITE = 1 << 0;
+        /// Peers may RDMA WRITE into it.
         const REMOTE_WRITE = 1 << 1;
+        /// Peers may RDMA READ it.
         const REMOTE_READ = 1 << 2;
+        /// Peers may run atomics on it.
         const REMOTE_ATOMIC = 1 << 3;
+        /// The device may reorder its writes to the memory (PCIe relaxed ordering).
         const RELAXED_ORDERING = 1 << 20;
     }
 }

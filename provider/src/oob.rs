@@ -13,9 +13,13 @@ pub const WIRE_LEN: usize = 52;
 /// One end's address as exchanged.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Dest {
+    /// The port's LID (0 on RoCE).
     pub lid: u16,
+    /// The QP number to connect to.
     pub qpn: u32,
+    /// The first packet sequence number the QP sends (the peer's `rq_psn`).
     pub psn: u32,
+    /// The GID to address (all zero: no GRH, InfiniBand by LID).
     pub gid: [u8; 16],
 }
 

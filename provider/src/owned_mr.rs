@@ -43,7 +43,9 @@ unsafe impl<M: StableMemory + Sync> Sync for OwnedMr<M> {}
 
 /// A refused registration: the error, and the memory back unchanged.
 pub struct RegError<M> {
+    /// Why the registration was refused.
     pub error: Error,
+    /// The memory, unchanged and no longer registered.
     pub mem: M,
 }
 

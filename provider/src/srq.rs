@@ -46,7 +46,9 @@ const SRQ_LIMIT: u32 = 1 << 1;
 /// What `ibv_create_srq` takes (`struct ibv_srq_attr`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SrqAttr {
+    /// Receive WQEs the SRQ holds.
     pub max_wr: u32,
+    /// Scatter entries per receive WQE.
     pub max_sge: u32,
     /// Fewer WQEs than this left raises SRQ_LIMIT_REACHED once (0: not armed).
     pub srq_limit: u32,

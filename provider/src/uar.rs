@@ -81,6 +81,7 @@ impl UarPage {
 /// A BlueFlame register: where one QP rings its doorbell.
 #[derive(Debug, Clone)]
 pub struct Bfreg {
+    /// The mapped UAR page the registers are in (kept alive by every user).
     pub page: Arc<UarPage>,
     /// Offset of the register in the page (0x800 + k * bf_reg_size).
     pub offset: usize,

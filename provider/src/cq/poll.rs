@@ -17,18 +17,26 @@ use crate::qp::QpShared;
 /// A work completion (`struct ibv_wc`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Wc {
+    /// The work request's id, as posted.
     pub wr_id: u64,
+    /// Success, or why the work request failed.
     pub status: WcStatus,
+    /// What completed (for a failed completion only `status`, `wr_id` and `qp_num` are meaningful, as in libibverbs).
     pub opcode: WcOpcode,
+    /// The CQE syndrome's vendor byte, for failed completions.
     pub vendor_err: u8,
+    /// Bytes received (receive completions) or transferred (READ, atomics).
     pub byte_len: u32,
     /// Immediate data (host order) when `flags` has WITH_IMM.
     pub imm: u32,
+    /// The local QP the work request belonged to.
     pub qp_num: u32,
+    /// The sender's QP number (UD receives).
     pub src_qp: u32,
     /// `flags_rqpn[27:24]`, which libmlx5 hands out as `ibv_wc.sl` as it is: on a RoCE
     /// port the packet type (`prm::cqe::RocePacketType`: 2 for RoCE v2 over IPv4).
     pub sl: u8,
+    /// GRH present, immediate data present, and the like.
     pub flags: WcFlags,
 }
 

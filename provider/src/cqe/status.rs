@@ -5,30 +5,55 @@ use core::fmt;
 
 #[repr(u32)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// `enum ibv_wc_status`: how a work request ended (values as libibverbs numbers them).
 pub enum WcStatus {
+    /// Completed.
     Success = 0,
+    /// Local length error (a receive buffer too small, a gather list too long).
     LocLenErr = 1,
+    /// Local QP operation error (an inconsistent WQE).
     LocQpOpErr = 2,
+    /// Local EE context operation error (RD only).
     LocEecOpErr = 3,
+    /// Local protection error: an lkey that does not cover the buffer or lacks access.
     LocProtErr = 4,
+    /// Flushed: the QP went to the error state before the work request ran.
     WrFlushErr = 5,
+    /// Memory window bind error.
     MwBindErr = 6,
+    /// Bad response from the responder (an unexpected opcode).
     BadRespErr = 7,
+    /// Local access error (a protection error on a responder's write).
     LocAccessErr = 8,
+    /// Remote invalid request: the responder refused the request (length, opcode).
     RemInvReqErr = 9,
+    /// Remote access error: a bad rkey, bounds or access at the responder.
     RemAccessErr = 10,
+    /// Remote operation error: the responder could not complete the request.
     RemOpErr = 11,
+    /// Transport retry counter exceeded: no ACK from the peer.
     RetryExcErr = 12,
+    /// RNR retry counter exceeded: the peer kept having no receive WQE.
     RnrRetryExcErr = 13,
+    /// Local RDD violation (RD only).
     LocRddViolErr = 14,
+    /// Remote invalid RD request (RD only).
     RemInvRdReqErr = 15,
+    /// Remote aborted: the responder aborted the operation.
     RemAbortErr = 16,
+    /// Invalid EE context number (RD only).
     InvEecnErr = 17,
+    /// Invalid EE context state (RD only).
     InvEecStateErr = 18,
+    /// Fatal error.
     FatalErr = 19,
+    /// Response timeout.
     RespTimeoutErr = 20,
+    /// General error (the catch-all libmlx5 maps unknown syndromes to).
     GeneralErr = 21,
+    /// Tag matching error.
     TmErr = 22,
+    /// Tag matching rendezvous incomplete.
     TmRndvIncomplete = 23,
 }
 
@@ -61,6 +86,7 @@ impl WcStatus {
         Self::TmRndvIncomplete,
     ];
 
+    /// The status of libibverbs number `v`, `None` for a number it does not define.
     pub const fn from_u32(v: u32) -> Option<Self> {
         if (v as usize) < Self::ALL.len() {
             Some(Self::ALL[v as usize])
@@ -69,6 +95,7 @@ impl WcStatus {
         }
     }
 
+    /// Whether the work request completed.
     pub const fn is_success(self) -> bool {
         matches!(self, Self::Success)
     }

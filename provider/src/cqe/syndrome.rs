@@ -8,6 +8,7 @@ pub use prm::cqe::syndrome::Syndrome;
 /// The `ibv_wc_status` of a syndrome (a trait because [`Syndrome`] is the `prm`
 /// crate's and the status vocabulary the provider's).
 pub trait SyndromeStatus {
+    /// The status libmlx5 reports for this syndrome (`mlx5_handle_error_cqe`).
     fn wc_status(self) -> WcStatus;
 }
 

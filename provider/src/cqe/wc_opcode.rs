@@ -12,17 +12,27 @@ use crate::opcode::{CqeOpcode, WqeOpcode};
 
 #[repr(u32)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// `enum ibv_wc_opcode`: what a completion completed (receive opcodes have bit 7 set).
 pub enum WcOpcode {
+    /// A SEND (with or without immediate) the requester posted.
     Send = 0,
+    /// An RDMA WRITE (with or without immediate).
     RdmaWrite = 1,
+    /// An RDMA READ.
     RdmaRead = 2,
+    /// An atomic compare and swap.
     CompSwap = 3,
+    /// An atomic fetch and add.
     FetchAdd = 4,
+    /// A memory window bind.
     BindMw = 5,
+    /// A local invalidate.
     LocalInv = 6,
+    /// A TCP segmentation offload send (raw packet QPs).
     Tso = 7,
     /// Receive completion; ibverbs sets bit 7 on every receive opcode.
     Recv = 1 << 7,
+    /// An RDMA WRITE WITH IMM that consumed a receive WQE here.
     RecvRdmaWithImm = (1 << 7) + 1,
 }
 
@@ -51,6 +61,7 @@ impl WcOpcode {
         })
     }
 
+    /// Whether this is a responder (receive) completion.
     pub const fn is_recv(self) -> bool {
         self as u32 & (1 << 7) != 0
     }
@@ -60,9 +71,13 @@ bitflags! {
     /// `ibv_wc.wc_flags`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct WcFlags: u32 {
+        /// The receive buffer starts with the 40-byte GRH (UD receives).
         const GRH = 1 << 0;
+        /// The completion carries immediate data.
         const WITH_IMM = 1 << 1;
+        /// The device checked the packet's IP checksum (raw packet QPs).
         const IP_CSUM_OK = 1 << 2;
+        /// The SEND invalidated an rkey here.
         const WITH_INV = 1 << 3;
     }
 }

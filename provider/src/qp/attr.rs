@@ -12,12 +12,19 @@ use crate::error::{Op, Result};
 /// `enum ibv_qp_state`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum QpState {
+    /// Just created, or reset: no work is processed.
     Reset,
+    /// Receives may be posted; port, P_Key and access set.
     Init,
+    /// Ready to receive: the path and the remote QP are known.
     Rtr,
+    /// Ready to send.
     Rts,
+    /// Send queue drained.
     Sqd,
+    /// Send queue error (UD and UC).
     Sqe,
+    /// Error: work requests are flushed.
     Err,
 }
 
@@ -52,35 +59,58 @@ impl QpState {
 /// An address vector: where the remote QP lives (RoCE: a GID and a source GID index).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Ah {
+    /// The destination GID (on RoCE, the IPv6 or IPv4-mapped address).
     pub dgid: [u8; 16],
+    /// Which entry of our GID table to send from.
     pub sgid_index: u8,
+    /// IPv6 hop limit / IPv4 TTL.
     pub hop_limit: u8,
+    /// IPv6 traffic class / IPv4 DSCP and ECN.
     pub traffic_class: u8,
+    /// IPv6 flow label (20 bits).
     pub flow_label: u32,
+    /// Service level (RoCE: the 802.1p priority).
     pub sl: u8,
+    /// The local port.
     pub port: u8,
 }
 
 /// Attributes to change; unset fields are left as they are.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct QpAttr {
+    /// The state to move to (`IBV_QP_STATE`).
     pub state: Option<QpState>,
+    /// The state the caller believes the QP is in (`IBV_QP_CUR_STATE`).
     pub cur_state: Option<QpState>,
+    /// Remote access the QP allows (`IBV_QP_ACCESS_FLAGS`).
     pub access: Option<crate::mr::Access>,
+    /// Which P_Key table entry (`IBV_QP_PKEY_INDEX`).
     pub pkey_index: Option<u16>,
+    /// The port (`IBV_QP_PORT`).
     pub port: Option<u8>,
+    /// The Q_Key UD datagrams must carry (`IBV_QP_QKEY`).
     pub qkey: Option<u32>,
+    /// The path to the remote QP (`IBV_QP_AV`).
     pub ah: Option<Ah>,
     /// `ibv_mtu` code: 1 = 256 .. 5 = 4096.
     pub path_mtu: Option<u8>,
+    /// ACK timeout exponent: 4.096 us x 2^timeout (`IBV_QP_TIMEOUT`).
     pub timeout: Option<u8>,
+    /// Retransmissions before RETRY_EXC_ERR (`IBV_QP_RETRY_CNT`).
     pub retry_cnt: Option<u8>,
+    /// RNR retries before RNR_RETRY_EXC_ERR; 7 is infinite (`IBV_QP_RNR_RETRY`).
     pub rnr_retry: Option<u8>,
+    /// The first PSN expected from the peer (`IBV_QP_RQ_PSN`).
     pub rq_psn: Option<u32>,
+    /// READs and atomics we may have outstanding (`IBV_QP_MAX_QP_RD_ATOMIC`).
     pub max_rd_atomic: Option<u8>,
+    /// The RNR NAK delay we ask senders to wait (`IBV_QP_MIN_RNR_TIMER`).
     pub min_rnr_timer: Option<u8>,
+    /// The first PSN we send (`IBV_QP_SQ_PSN`).
     pub sq_psn: Option<u32>,
+    /// READs and atomics the peer may have outstanding at us (`IBV_QP_MAX_DEST_RD_ATOMIC`).
     pub max_dest_rd_atomic: Option<u8>,
+    /// The remote QP number (`IBV_QP_DEST_QPN`).
     pub dest_qpn: Option<u32>,
 }
 
@@ -135,8 +165,11 @@ impl QpAttr {
 /// The remote side of an RC connection, as exchanged out of band.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Remote {
+    /// The remote QP number.
     pub qpn: u32,
+    /// The remote QP's first send PSN (our `rq_psn`).
     pub psn: u32,
+    /// The remote GID.
     pub gid: [u8; 16],
 }
 

@@ -14,10 +14,15 @@ use crate::error::{invalid, Result};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[repr(u8)]
 pub enum Mtu {
+    /// 256 bytes.
     M256 = 1,
+    /// 512 bytes.
     M512 = 2,
+    /// 1024 bytes (ibv_rc_pingpong's default).
     M1024 = 3,
+    /// 2048 bytes.
     M2048 = 4,
+    /// 4096 bytes.
     M4096 = 5,
 }
 

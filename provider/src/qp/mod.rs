@@ -47,9 +47,13 @@ pub enum QpType {
 /// What `ibv_create_qp` takes.
 #[derive(Clone, Copy)]
 pub struct QpInit<'a> {
+    /// The CQ send completions go to.
     pub send_cq: &'a Cq,
+    /// The CQ receive completions go to (may be the send CQ).
     pub recv_cq: &'a Cq,
+    /// Queue sizes asked for (the device may grant more: `Qp::cap`).
     pub cap: QpCap,
+    /// RC, UC, UD, raw packet.
     pub qp_type: QpType,
     /// Every send WR generates a CQE, whatever its flags.
     pub sq_sig_all: bool,

@@ -23,36 +23,70 @@ pub enum PostErrorKind {
     NoRecvQueue,
     /// The send queue has fewer free WQEBBs than the WQE needs: poll completions first.
     #[error("send queue full: the WQE needs {need} WQEBBs, {free} free")]
-    SendQueueFull { need: u16, free: u32 },
+    SendQueueFull {
+        /// WQEBBs the WQE needs.
+        need: u16,
+        /// WQEBBs free now.
+        free: u32,
+    },
     /// The receive queue has no free slot: poll completions first.
     #[error("receive queue full ({capacity} WQEs)")]
-    RecvQueueFull { capacity: u32 },
+    RecvQueueFull {
+        /// Receive WQEs the queue holds.
+        capacity: u32,
+    },
     /// More gather/scatter entries than the QP was created for (`max_send_sge` /
     /// `max_recv_sge`; libmlx5 counts every entry of the list, empty ones too).
     #[error("{sges} SGEs exceed the QP's limit of {max}")]
-    TooManySges { sges: usize, max: u32 },
+    TooManySges {
+        /// Entries in the work request.
+        sges: usize,
+        /// The QP's limit.
+        max: u32,
+    },
     /// An inline payload longer than the QP's granted `max_inline_data`.
     #[error("inline payload of {len} B exceeds the QP's max_inline_data {max}")]
-    InlineTooBig { len: usize, max: u32 },
+    InlineTooBig {
+        /// The payload's bytes.
+        len: usize,
+        /// The QP's limit.
+        max: u32,
+    },
     /// Inline data on an operation that has no outgoing payload (READ, atomics).
     #[error("{op:?} cannot carry inline data")]
-    InlineNotAllowed { op: WqeOpcode },
+    InlineNotAllowed {
+        /// The operation asked for.
+        op: WqeOpcode,
+    },
     /// The operation does not exist for the QP's transport (READ or atomics on UC,
     /// anything but SEND on UD, SEND with invalidate outside RC).
     #[error("{op:?} is not an operation of a {qp_type:?} QP")]
-    BadOpcode { op: WqeOpcode, qp_type: QpType },
+    BadOpcode {
+        /// The operation asked for.
+        op: WqeOpcode,
+        /// The QP's transport.
+        qp_type: QpType,
+    },
     /// A SEND on a UD QP without an address (`SendWr::to_ud`).
     #[error("a UD send needs a destination (SendWr::to_ud)")]
     NoDestination,
     /// A UD destination on a connected QP.
     #[error("a UD destination on a {qp_type:?} QP")]
-    DestinationOnConnected { qp_type: QpType },
+    DestinationOnConnected {
+        /// The QP's transport.
+        qp_type: QpType,
+    },
     /// The WQE would exceed 63 x 16 bytes, the most the control segment can describe.
     #[error("WQE larger than 63 x 16 bytes")]
     WqeTooLarge,
     /// The WQE is larger than the whole send queue.
     #[error("a WQE of {wqebbs} WQEBBs does not fit a send queue of {wqe_cnt}")]
-    LargerThanQueue { wqebbs: u16, wqe_cnt: u32 },
+    LargerThanQueue {
+        /// WQEBBs the WQE needs.
+        wqebbs: u16,
+        /// WQEBBs in the send queue.
+        wqe_cnt: u32,
+    },
 }
 
 impl PostErrorKind {
@@ -79,6 +113,7 @@ pub struct PostError {
     pub verb: &'static str,
     /// Position of the refused request in the list; also how many were posted.
     pub index: usize,
+    /// Why.
     pub kind: PostErrorKind,
 }
 

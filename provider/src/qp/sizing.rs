@@ -7,19 +7,28 @@ use crate::wqe::WQEBB_SIZE;
 /// What the user asked for (`ibv_qp_cap`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct QpCap {
+    /// Send work requests outstanding at once.
     pub max_send_wr: u32,
+    /// Receive work requests outstanding at once.
     pub max_recv_wr: u32,
+    /// Gather entries per send work request.
     pub max_send_sge: u32,
+    /// Scatter entries per receive work request.
     pub max_recv_sge: u32,
+    /// Inline payload bytes per send work request.
     pub max_inline_data: u32,
 }
 
 /// The device limits from GET_CONTEXT that bound a QP.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
+    /// Largest send WQE in bytes (the device's `max_desc_sz_sq`).
     pub max_sq_desc_sz: u32,
+    /// Largest receive WQE in bytes.
     pub max_rq_desc_sz: u32,
+    /// Most WQEBBs a send queue may have.
     pub max_send_wqebb: u32,
+    /// Receive work requests outstanding at once.
     pub max_recv_wr: u32,
 }
 
@@ -32,6 +41,7 @@ pub struct Geometry {
     pub sq_wqe_cnt: u32,
     /// Send WRs that fit (`wq_size / stride`).
     pub sq_max_post: u32,
+    /// Gather entries a send WQE has room for.
     pub sq_max_gs: u32,
     /// Inline bytes any WQE can carry (reported to the user and to the device).
     pub max_inline: u32,
@@ -39,6 +49,7 @@ pub struct Geometry {
     pub rq_wqe_cnt: u32,
     /// log2 of the receive WQE size.
     pub rq_wqe_shift: u32,
+    /// Scatter entries a receive WQE has room for.
     pub rq_max_gs: u32,
     /// Bytes of the RQ (the SQ starts here in the QP buffer).
     pub rq_size: u32,

@@ -11,12 +11,16 @@ pub use prm::wqe::data::{DataSeg, INVALID_LKEY};
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Sge {
+    /// The first byte's address, as the MR names it.
     pub addr: u64,
+    /// Bytes.
     pub length: u32,
+    /// The local key of the MR that covers the bytes.
     pub lkey: u32,
 }
 
 impl Sge {
+    /// An SGE of `length` bytes at `addr` under `lkey`.
     pub const fn new(addr: u64, length: u32, lkey: u32) -> Self {
         Self { addr, length, lkey }
     }

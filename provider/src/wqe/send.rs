@@ -23,39 +23,61 @@ use crate::opcode::{FmCeSe, WqeOpcode};
 /// (it is carried big-endian on the wire, as ibverbs' `__be32 imm_data` is).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SendOp {
+    /// A NOP WQE (completes, moves nothing).
     Nop,
+    /// SEND: the payload consumes a receive WQE at the peer.
     Send,
+    /// SEND with 32 bits of immediate data in the peer's completion.
     SendImm {
+        /// The immediate data (host order; the wire carries it big-endian).
         imm: u32,
     },
     /// SEND that invalidates `rkey` at the responder.
     SendInv {
+        /// The remote key.
         rkey: u32,
     },
+    /// RDMA WRITE of the payload to `raddr`.
     RdmaWrite {
+        /// The remote address.
         raddr: u64,
+        /// The remote key.
         rkey: u32,
     },
+    /// RDMA WRITE that also consumes a receive WQE at the peer, with immediate data.
     RdmaWriteImm {
+        /// The remote address.
         raddr: u64,
+        /// The remote key.
         rkey: u32,
+        /// The immediate data (host order; the wire carries it big-endian).
         imm: u32,
     },
+    /// RDMA READ from `raddr` into the local SGEs.
     RdmaRead {
+        /// The remote address.
         raddr: u64,
+        /// The remote key.
         rkey: u32,
     },
     /// 8-byte compare-and-swap at `raddr`; the old value lands in the local SGE.
     CompareSwap {
+        /// The remote address.
         raddr: u64,
+        /// The remote key.
         rkey: u32,
+        /// The value the remote word must hold.
         compare: u64,
+        /// The value it gets if it did.
         swap: u64,
     },
     /// 8-byte fetch-and-add at `raddr`; the old value lands in the local SGE.
     FetchAdd {
+        /// The remote address.
         raddr: u64,
+        /// The remote key.
         rkey: u32,
+        /// The value added to the remote word.
         add: u64,
     },
 }
@@ -104,21 +126,27 @@ pub enum Payload<'a> {
 }
 
 impl Payload<'_> {
+    /// No payload (zero-length operations).
     pub const NONE: Payload<'static> = Payload::Sgl(&[]);
 }
 
 /// Destination of a UD send: an address handle's AV template plus the remote QP.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct UdDest<'a> {
+    /// The address vector (from an address handle).
     pub av: &'a DatagramSeg,
+    /// The destination QP number.
     pub remote_qpn: u32,
+    /// The Q_Key the destination QP expects.
     pub qkey: u32,
 }
 
 /// A send work request, borrowed for the duration of one post.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SendWr<'a> {
+    /// The operation and its remote arguments.
     pub op: SendOp,
+    /// The bytes to send: SGEs or inline data.
     pub payload: Payload<'a>,
     /// CQ_UPDATE (signaled), SOLICITED, FENCE.
     pub flags: FmCeSe,
@@ -188,12 +216,21 @@ impl<'a> SendWr<'a> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum WqeError {
     #[error("WQE larger than 63 x 16 bytes")]
+    /// The WQE would exceed 63 x 16 bytes.
     TooLarge,
     #[error("WQE of {wqebbs} WQEBBs does not fit a ring of {wqe_cnt}")]
-    LargerThanRing { wqebbs: u16, wqe_cnt: u32 },
+    /// The WQE needs more WQEBBs than the ring has.
+    LargerThanRing {
+        /// WQEBBs the WQE needs.
+        wqebbs: u16,
+        /// WQEBBs in the ring.
+        wqe_cnt: u32,
+    },
     #[error("{0:?} cannot carry inline data")]
+    /// Inline data on an operation without an outgoing payload.
     InlineNotAllowed(WqeOpcode),
     #[error("{0:?} is not a UD operation")]
+    /// Not an operation of a UD QP.
     NotForUd(WqeOpcode),
 }
 

@@ -115,9 +115,13 @@ pub const fn send_wqe_info(
 /// QP transport, for the per-QP overhead.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum QpTransport {
+    /// Reliable connected.
     Rc,
+    /// Unreliable connected.
     Uc,
+    /// Unreliable datagram (a datagram segment in every send WQE).
     Ud,
+    /// XRC send side (an XRC segment naming the remote SRQ).
     XrcSend,
 }
 
@@ -126,13 +130,16 @@ pub enum QpTransport {
 /// [`SendOps::send_only`] for UD.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct SendOps {
+    /// The transport has RDMA READ/WRITE (a remote address segment).
     pub rdma: bool,
+    /// The transport has atomics (an atomic segment).
     pub atomic: bool,
     /// Memory-window bind, local invalidate or UMR.
     pub umr: bool,
 }
 
 impl SendOps {
+    /// RC and XRC: every segment kind.
     pub const fn all() -> Self {
         Self {
             rdma: true,
@@ -141,6 +148,7 @@ impl SendOps {
         }
     }
 
+    /// UD and raw packet: SENDs only.
     pub const fn send_only() -> Self {
         Self {
             rdma: false,
