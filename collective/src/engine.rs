@@ -717,15 +717,18 @@ impl Engine {
         // to the device; during those windows nothing else touches it. Slots are
         // 64-byte aligned inside page-aligned mappings, so any element type fits.
         let in_slot = |e: &Engine, k: usize| -> &[T] {
+            // SAFETY: a slot view: see "SAFETY (all slot views below)" above.
             unsafe { std::slice::from_raw_parts(e.ins[ins[k] as usize].head_addr() as *const T, n) }
         };
         if via != Source::Send {
             // The result: the receive buffer (no outputs, or Source::Recv), else the
             // first output's send slot.
             let dst: &mut [T] = match outs.first() {
+                // SAFETY: the first output's send slot, free between its credit and its post (above).
                 Some(&o) if via == Source::Slot => unsafe { std::slice::from_raw_parts_mut(self.outs[o as usize].next_local() as *mut T, n) },
                 _ => {
                     let off = a.store.expect("an action without outputs stores its result");
+                    // SAFETY: `off` is inside the receive buffer (plan extents, checked by run()), which nothing else views now.
                     unsafe { std::slice::from_raw_parts_mut(recv.add(off), n) }
                 }
             };
@@ -735,6 +738,7 @@ impl Engine {
             // viewed separately (that would alias dst). A slot never lies in the send
             // buffer, nor, out of place, does the receive buffer.
             let in_dst = a.local.is_some_and(|off| std::ptr::eq(send.wrapping_add(off), dst.as_ptr()));
+            // SAFETY: `off` is inside the send buffer (plan extents); in_dst is false, so it does not alias dst.
             let local: Option<&[T]> = if in_dst { None } else { a.local.map(|off| unsafe { std::slice::from_raw_parts(send.add(off), n) }) };
             if in_dst {
                 let mut slots: [&[T]; MAX_IO] = [&[]; MAX_IO];
@@ -772,8 +776,10 @@ impl Engine {
                         // The message is at recv[store]: nothing to do if that is dst,
                         // else (dst a send slot) it is copied from there. No partial
                         // overlap: a slot never lies in the receive buffer.
+                        // SAFETY: the store offset is inside the receive buffer (plan extents).
                         let at = unsafe { recv.add(a.store.expect("a direct receiver stores")) };
                         if !std::ptr::eq(at, dst.as_ptr()) {
+                            // SAFETY: `at` is the direct message's place in the receive buffer, complete (its arrival was seen).
                             dst.copy_from_slice(unsafe { std::slice::from_raw_parts(at as *const T, n) });
                         }
                     }
@@ -791,16 +797,20 @@ impl Engine {
         // other outputs' slots.
         // SAFETY (the two adds): offsets inside the plan's extents, checked by run().
         let user = match via {
+            // SAFETY: see "SAFETY (the two adds)" above.
             Source::Recv => Some((unsafe { recv.add(a.store.expect("a Recv source stores")) } as u64, bufs.recv_lkey.expect("a Recv source has a key"))),
+            // SAFETY: see "SAFETY (the two adds)" above.
             Source::Send => Some((unsafe { send.add(a.local.expect("a Send source is local")) } as u64, bufs.send_lkey.expect("a Send source has a key"))),
             Source::Slot => {
                 if let Some(&o0) = outs.first() {
                     let src = self.outs[o0 as usize].next_local() as *const T;
                     // (A placed input is there already: the slot was copied from it.)
                     if let Some(off) = a.store.filter(|_| !placed) {
+                        // SAFETY: `n` elements from our send slot into the receive buffer at a store offset inside it; a slot never lies in the receive buffer.
                         unsafe { std::ptr::copy_nonoverlapping(src, recv.add(off), n) };
                     }
                     for &o in &outs[1..] {
+                        // SAFETY: `n` elements between two distinct send slots, both free until their posts.
                         unsafe { std::ptr::copy_nonoverlapping(src, self.outs[o as usize].next_local() as *mut T, n) };
                     }
                 }

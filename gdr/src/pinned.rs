@@ -160,6 +160,7 @@ mod tests {
         }
         // SAFETY: a fresh allocation of n bytes, freed below.
         let d = unsafe { result::malloc_sync(n) }.unwrap();
+        // SAFETY: `d` is a device allocation of n bytes and `a` a host buffer of n bytes.
         unsafe {
             a.copy_to_device(d, n).unwrap();
             b.copy_from_device(d, n).unwrap();

@@ -62,11 +62,16 @@ pub fn query(addr: u64) -> Result<PtrInfo> {
     // SAFETY (each call): the types are the documented ones: MEMORY_TYPE an unsigned
     // int holding a CUmemorytype, RANGE_START_ADDR a CUdeviceptr (u64), RANGE_SIZE a
     // size_t, CONTEXT a CUcontext (a pointer, read as usize), DEVICE_ORDINAL an int.
+    // SAFETY: see "SAFETY (each call)" above.
     let mem_type: u32 = unsafe { get(addr, A::CU_POINTER_ATTRIBUTE_MEMORY_TYPE) }?;
+    // SAFETY: as above.
     let range_start: u64 = unsafe { get(addr, A::CU_POINTER_ATTRIBUTE_RANGE_START_ADDR) }?;
+    // SAFETY: as above.
     let range_size: usize = unsafe { get(addr, A::CU_POINTER_ATTRIBUTE_RANGE_SIZE) }?;
     // Not every kind of device memory has a context to report: treat a refusal as none.
+    // SAFETY: as above.
     let context: usize = unsafe { get(addr, A::CU_POINTER_ATTRIBUTE_CONTEXT) }.unwrap_or(0);
+    // SAFETY: as above.
     let ordinal: i32 = unsafe { get(addr, A::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL) }?;
     Ok(PtrInfo {
         device: mem_type == sys::CUmemorytype::CU_MEMORYTYPE_DEVICE as u32,

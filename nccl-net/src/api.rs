@@ -56,6 +56,7 @@ fn code(r: Result<(), Fail>) -> ncclResult_t {
 /// when its last communicator is destroyed, while softhca's device thread (started
 /// by the first open) still runs code from it.
 fn pin_library() {
+    // SAFETY: Dl_info is plain C data (pointers and a name): all-zero is a valid value.
     let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
     // SAFETY: dladdr only reads the address of one of our functions and fills `info`.
     let ok = unsafe { libc::dladdr(pin_library as *const c_void, &mut info) };

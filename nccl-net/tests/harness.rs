@@ -532,6 +532,7 @@ fn as_rank(test: &str) -> bool {
             let mut n = -1;
             // SAFETY: a writable int.
             let drc = unsafe { (v.devices)(&mut n) };
+            // SAFETY: ncclNetProperties_v11_t is plain C data: all-zero is a valid value.
             let mut props: ncclNetProperties_v11_t = unsafe { std::mem::zeroed() };
             // SAFETY: a writable v11 struct (device 0 may not exist: then an error).
             let prc = unsafe { (v.getProperties)(0, &mut props) };

@@ -222,6 +222,7 @@ impl DevicePages {
             // SAFETY: pwrite of 8 bytes from a live buffer into our own memfd, at byte 0
             // of the clock page.
             let at = CLOCK_PAGE as libc::off_t * PAGE_SIZE as libc::off_t;
+            // SAFETY: see above: 8 bytes from a live buffer into our own memfd.
             let n = unsafe { libc::pwrite(self.fd.as_raw_fd(), bytes.as_ptr().cast(), 8, at) };
             if n != 8 {
                 // Still punched: the next write tries again; readers keep waiting for it.

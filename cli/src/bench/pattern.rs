@@ -90,11 +90,16 @@ mod tests {
     #[test]
     fn poison_differs_everywhere_and_ends_differ() {
         let mut v = vec![0u8; 70000];
+        // SAFETY: `v` owns v.len() writable bytes.
         unsafe { poison(v.as_mut_ptr(), v.len(), End::Client, 1) };
         assert!(v.iter().enumerate().all(|(i, &b)| b != byte(End::Client, 1, i)));
+        // SAFETY: as above.
         unsafe { fill(v.as_mut_ptr(), v.len(), End::Client, 1) };
+        // SAFETY: `v` owns v.len() readable bytes.
         assert!(unsafe { verify(v.as_ptr(), v.len(), End::Client, 1) }.is_ok());
+        // SAFETY: as above.
         assert!(unsafe { verify(v.as_ptr(), v.len(), End::Server, 1) }.is_err());
+        // SAFETY: as above.
         assert!(unsafe { verify(v.as_ptr(), v.len(), End::Client, 2) }.is_err());
         // Not periodic at 256 or 4096: a misplaced page or packet is caught.
         assert!((0..4096).any(|i| byte(End::Client, 0, i) != byte(End::Client, 0, i + 4096)));

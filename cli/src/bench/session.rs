@@ -99,10 +99,12 @@ fn prepare(res: &Res, p: &Params, size: u64, end: End) -> Result<()> {
     for q in 0..res.qps.len() {
         if p.check {
             // SAFETY (both closures): the slice is `size` bytes, as the pattern is given.
+            // SAFETY: the closure gets `size` bytes, as the pattern is given.
             res.mem.fill(res.send_off(q), size, |b| unsafe { pattern::fill(b.as_mut_ptr(), size, end, q) })?;
             if p.test.verb() == Verb::Atomic {
                 res.mem.fill(res.recv_off(q), res.area, |b| b.fill(0xee))?;
             } else {
+                // SAFETY: as above.
                 res.mem.fill(res.recv_off(q), size, |b| unsafe { pattern::poison(b.as_mut_ptr(), size, peer, q) })?;
             }
         }

@@ -167,6 +167,7 @@ impl Mem {
                 // device may have written them from another thread (its completion was
                 // seen before this call, which orders the writes).
                 for (i, x) in v.iter_mut().enumerate() {
+                    // SAFETY: see the SAFETY comment before the loop.
                     *x = unsafe { std::ptr::read_volatile(b.ptr().add(i)) };
                 }
                 Ok(v)

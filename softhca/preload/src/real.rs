@@ -57,12 +57,14 @@ macro_rules! real_fn {
         // SAFETY: `$p` is libc's definition of this symbol, whose C prototype is the
         // signature spelled out here; the caller passes the arguments the C caller gave.
         let f: unsafe extern "C" fn($($t),*) -> $ret = unsafe { std::mem::transmute($p) };
+        // SAFETY: calling libc's function with its caller's arguments (see above).
         unsafe { f($($a),*) }
     }};
     (@call $p:ident, ($($a:ident : $t:ty),*), ($va:ident : $vt:ty) -> $ret:ty) => {{
         // SAFETY: as above, for a variadic C function called with its fixed arguments and
         // the one optional argument.
         let f: unsafe extern "C" fn($($t),*, ...) -> $ret = unsafe { std::mem::transmute($p) };
+        // SAFETY: as above.
         unsafe { f($($a),*, $va) }
     }};
 }
