@@ -26,6 +26,45 @@
 //!   [`cqe`] (CQE layout, ownership, syndromes), [`opcode`], [`buf`] (rings),
 //!   [`dbrec`] (doorbell records), [`doorbell`], [`uar`] (doorbell pages and BlueFlame
 //!   registers), [`barrier`] (fences); each also at its old path at the root.
+//!
+//! ## From opening a device to a completed RDMA WRITE
+//!
+//! One RC QP connected to itself on the embedded softhca (two processes or two hosts
+//! do the same with the other side's QP number, PSN and GID from [`oob`]): open the
+//! device, allocate a PD, register memory, create a CQ and a QP, move the QP to INIT and
+//! connect it (RTR and RTS with ibv_rc_pingpong's defaults), post a signaled RDMA WRITE
+//! and poll its completion. Each step is one call; [`Qp::post_send`] is where the verb
+//! becomes a WQE (`wqe::send`), the doorbell record and the BlueFlame write.
+//!
+//! ```
+//! use provider::{Access, ConnectOptions, Context, Payload, QpInit, QpType, Remote, SendOp, SendWr, Wc, WcStatus};
+//! use provider::qp::QpCap;
+//!
+//! let ctx = Context::open(None)?; // softhca0 unless DOORBELL_DEVICE names a kernel device
+//! let pd = ctx.alloc_pd()?;
+//! // 8 KiB the provider allocates and registers: the source in the first half,
+//! // the target (remote write allowed) in the second.
+//! let mut mem = pd.alloc_mr(8192, Access::LOCAL_WRITE | Access::REMOTE_WRITE)?;
+//! mem[..5].copy_from_slice(b"hello");
+//! let mut cq = ctx.create_cq(16, None)?;
+//! let cap = QpCap { max_send_wr: 4, max_recv_wr: 4, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
+//! let mut qp = pd.create_qp(&QpInit { send_cq: &cq, recv_cq: &cq, cap, qp_type: QpType::Rc, sq_sig_all: false, send_ops: None })?;
+//! qp.to_init(1, Access::REMOTE_WRITE)?;
+//! let gid = ctx.default_gid(1)?;
+//! qp.connect(&Remote { qpn: qp.qpn(), psn: 0, gid: gid.raw() }, &ConnectOptions::default())?;
+//!
+//! let sge = [mem.sge(..5)];
+//! let write = SendOp::RdmaWrite { raddr: mem.addr() + 4096, rkey: mem.rkey() };
+//! qp.post_send(1, &SendWr::new(write, Payload::Sgl(&sge)).signaled())?;
+//!
+//! let mut wc = [Wc::default(); 1];
+//! while cq.poll(&mut wc) == 0 {
+//!     ctx.progress(); // softhca in this thread (polled mode); a no-op on hardware
+//! }
+//! assert_eq!((wc[0].wr_id, wc[0].status), (1, WcStatus::Success));
+//! assert_eq!(&mem[4096..4101], b"hello");
+//! # Ok::<(), provider::Error>(())
+//! ```
 
 #![deny(missing_docs)]
 
