@@ -13,6 +13,7 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::barrier;
+use crate::uar_regs::{self, Lane, LANES};
 
 /// Publishes a 16-bit producer counter in a doorbell record word.
 ///
@@ -34,9 +35,9 @@ pub unsafe fn publish(word: *mut u32, counter: u32) {
 #[inline(always)]
 pub unsafe fn ring_db(reg: *mut u8, ctrl_first8: [u8; 8]) {
     barrier::wc_start();
-    // SAFETY: the caller promises a mapped aligned register. Device memory is
-    // written with a volatile store so the compiler neither drops nor splits it.
-    unsafe { std::ptr::write_volatile(reg.cast::<u64>(), u64::from_ne_bytes(ctrl_first8)) };
+    // SAFETY: the caller promises a mapped aligned register; `WO::write` is one volatile
+    // store, which the compiler neither drops nor splits.
+    unsafe { uar_regs::doorbell(reg).word.write(u64::from_ne_bytes(ctrl_first8)) };
     barrier::wc_flush();
 }
 
@@ -46,7 +47,7 @@ pub unsafe fn ring_db(reg: *mut u8, ctrl_first8: [u8; 8]) {
 ///
 /// # Safety
 /// `reg` must point at a mapped BlueFlame buffer of at least `64 * chunks.len()` bytes,
-/// 16-byte aligned (a BlueFlame half is 256 or more bytes at a multiple of 256 inside
+/// 64-byte aligned (a BlueFlame half is 256 or more bytes at a multiple of 256 inside
 /// the UAR page).
 #[inline(always)]
 pub unsafe fn ring_bf(reg: *mut u8, chunks: &[&[u8; 64]]) {
@@ -58,38 +59,43 @@ pub unsafe fn ring_bf(reg: *mut u8, chunks: &[&[u8; 64]]) {
     barrier::wc_flush();
 }
 
-/// One 64-byte block to the register, as 16-byte stores.
+/// One 64-byte block to the register, as the lanes of a [`uar_regs::BfBlock`] (16-byte
+/// stores on x86-64, 8-byte elsewhere), in address order.
 ///
 /// # Safety
-/// `dst` must be valid for 64 bytes of (volatile) writes and 16-byte aligned.
-#[cfg(target_arch = "x86_64")]
+/// `dst` must be a 64-byte aligned block of a mapped BlueFlame buffer.
 #[inline(always)]
 unsafe fn copy_block(dst: *mut u8, c: &[u8; 64]) {
-    use std::arch::x86_64::{__m128i, _mm_loadu_si128};
-    let dst = dst.cast::<__m128i>();
-    for i in 0..4 {
-        // SAFETY: `c` holds 64 readable bytes (an unaligned load needs no alignment);
-        // dst + i is inside the caller's 64 bytes and 16-byte aligned. Device memory is
-        // written with volatile stores so the compiler neither drops, merges nor splits
-        // them.
-        unsafe {
-            let v = _mm_loadu_si128(c.as_ptr().add(i * 16).cast());
-            std::ptr::write_volatile(dst.add(i), v);
-        }
+    // SAFETY: as the caller promises.
+    let block = unsafe { uar_regs::block(dst) };
+    let src = c.as_ptr().cast::<Lane>();
+    for i in 0..LANES {
+        // SAFETY: lane i of the 64 readable bytes of `c` (an unaligned read needs no
+        // alignment; every bit pattern is a valid Lane), then one volatile store to the
+        // matching register of the caller's block, which the compiler neither drops,
+        // merges nor splits.
+        unsafe { block.lanes[i].write(load_lane(src.add(i))) };
     }
 }
 
-/// One 64-byte block to the register, as 8-byte stores.
+/// One lane of a WQE block, from memory of any alignment.
 ///
 /// # Safety
-/// `dst` must be valid for 64 bytes of (volatile) writes and 8-byte aligned.
+/// `p` must be valid for reading one `Lane`.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn load_lane(p: *const Lane) -> Lane {
+    // SAFETY: as the caller promises; `movdqu` needs no alignment.
+    unsafe { std::arch::x86_64::_mm_loadu_si128(p) }
+}
+
+/// One lane of a WQE block, from memory of any alignment.
+///
+/// # Safety
+/// `p` must be valid for reading one `Lane`.
 #[cfg(not(target_arch = "x86_64"))]
 #[inline(always)]
-unsafe fn copy_block(dst: *mut u8, c: &[u8; 64]) {
-    let dst = dst.cast::<u64>();
-    for i in 0..8 {
-        let w = u64::from_ne_bytes(c[i * 8..i * 8 + 8].try_into().unwrap());
-        // SAFETY: inside the caller's 64 bytes; volatile as above.
-        unsafe { std::ptr::write_volatile(dst.add(i), w) };
-    }
+unsafe fn load_lane(p: *const Lane) -> Lane {
+    // SAFETY: as the caller promises.
+    unsafe { p.read_unaligned() }
 }

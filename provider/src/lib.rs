@@ -90,7 +90,7 @@ pub mod srq;
 pub mod stable_memory;
 
 // The raw modules' old paths (they live in `mlx5`).
-pub use mlx5::{barrier, buf, cqe, dbrec, doorbell, opcode, uar, wqe};
+pub use mlx5::{barrier, buf, cqe, dbrec, doorbell, opcode, uar, uar_regs, wqe};
 
 // The everyday types, at the root: open, register, create, connect, post, poll.
 pub use borrowed_mr::BorrowedMr;

@@ -7,8 +7,9 @@
 //! * [`wqe`]: send/receive WQE segments, the size rules and the SQ ring writer;
 //! * [`cqe`]: the 64-byte CQE layouts, ownership and syndromes;
 //! * [`opcode`]: WQE and CQE opcode numbers and the control segment's flags;
-//! * [`dbrec`], [`doorbell`], [`uar`], [`barrier`]: doorbell records, the two-step
-//!   doorbell, UAR/BlueFlame registers and the fences between them;
+//! * [`dbrec`], [`doorbell`], [`uar`], [`uar_regs`], [`barrier`]: doorbell records, the
+//!   two-step doorbell, UAR pages, their registers as a typed block, and the fences
+//!   between them;
 //! * [`buf`]: page-aligned memory the device reads and writes (rings).
 //!
 //! Each module is also reachable at the crate root under its old path
@@ -30,5 +31,7 @@ pub mod doorbell;
 pub mod opcode;
 #[path = "uar.rs"]
 pub mod uar;
+#[path = "uar_regs.rs"]
+pub mod uar_regs;
 #[path = "wqe/mod.rs"]
 pub mod wqe;

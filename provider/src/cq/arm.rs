@@ -4,6 +4,7 @@
 use prm::dbrec;
 
 use super::Cq;
+use crate::uar_regs::UarRegs;
 use crate::{barrier, doorbell};
 
 impl Cq {
@@ -15,9 +16,9 @@ impl Cq {
         unsafe { doorbell::publish(self.inner.dbrec.word(dbrec::CQ_ARM_DB), word) };
         let db = dbrec::cq_arm_doorbell(word, self.inner.cqn);
         barrier::wc_start();
-        // SAFETY: the arm register at +0x20 of the CQ's UAR page is mapped while the
-        // CQ holds the page.
-        unsafe { std::ptr::write_volatile(self.inner.uar.base().add(prm::uar::CQ_ARM_OFFSET).cast::<u64>(), db.to_be()) };
+        // SAFETY: the CQ's UAR page is mapped while the CQ holds it; `cq_arm` is its
+        // register at +0x20, written with one volatile store.
+        unsafe { UarRegs::at(self.inner.uar.base()).cq_arm.write(db.to_be()) };
         barrier::wc_flush();
     }
 
