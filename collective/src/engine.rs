@@ -106,13 +106,14 @@ pub enum Idle {
     Spin,
 }
 
-/// `t.reg_user(mem)` where wanted and there is something to register; the memory back
-/// otherwise.
-fn reg_if<'a>(t: &mut dyn Transport, mem: UserMem<'a>, want: bool) -> std::result::Result<UserMr<'a>, UserMem<'a>> {
-    if want && !mem.is_empty() {
-        t.reg_user(mem)
-    } else {
-        Err(mem)
+/// `t.reg_user(mem)` where wanted and there is something to register: the first byte
+/// (from the registration when there is one, else from the borrow given back) and the
+/// registration.
+fn reg_if<'a>(t: &mut dyn Transport, mem: UserMem<'a>, want: bool) -> (*mut u8, Option<UserMr<'a>>) {
+    let tried = if want && !mem.is_empty() { t.reg_user(mem) } else { Err(mem) };
+    match tried {
+        Ok(m) => (m.ptr, Some(m)),
+        Err(back) => (back.ptr(), None),
     }
 }
 
@@ -426,29 +427,20 @@ impl Engine {
         let mut reg = |mem, want| reg_if(t, mem, want);
         let (send, recv, send_lkey, recv_lkey, target) = match bufs {
             Bufs::OutOfPlace(s, r) => {
-                let (recv, rreg) = match reg(UserMem::Write(dtype::as_bytes_mut(r), remote), remote || local) {
-                    Ok(m) => (m.ptr.cast::<T>(), Some(m)),
-                    Err(back) => (back.ptr().cast::<T>(), None),
-                };
-                let (send, sreg) = match reg(UserMem::Read(dtype::as_bytes(s)), local) {
-                    Ok(m) => (m.ptr.cast_const().cast::<T>(), Some(m)),
-                    Err(back) => (back.ptr().cast_const().cast::<T>(), None),
-                };
+                let (recv, rreg) = reg(UserMem::Write(dtype::as_bytes_mut(r), remote), remote || local);
+                let (send, sreg) = reg(UserMem::Read(dtype::as_bytes(s)), local);
                 let target = rreg.as_ref().filter(|_| remote).map(|m| Target { addr: m.ptr as u64, len: m.len as u64, rkey: m.keys.rkey });
                 let recv_lkey = rreg.as_ref().filter(|_| local).map(|m| m.keys.lkey);
                 let send_lkey = sreg.as_ref().map(|m| m.keys.lkey);
                 regs.extend(rreg);
                 regs.extend(sreg);
-                (send, recv, send_lkey, recv_lkey, target)
+                (send.cast_const().cast::<T>(), recv.cast::<T>(), send_lkey, recv_lkey, target)
             }
             Bufs::InPlace(b) => {
-                let (p, r) = match reg(UserMem::Write(dtype::as_bytes_mut(b), false), local) {
-                    Ok(m) => (m.ptr.cast::<T>(), Some(m)),
-                    Err(back) => (back.ptr().cast::<T>(), None),
-                };
+                let (p, r) = reg(UserMem::Write(dtype::as_bytes_mut(b), false), local);
                 let lkey = r.as_ref().map(|m| m.keys.lkey);
                 regs.extend(r);
-                (p.cast_const(), p, lkey, lkey, None)
+                (p.cast_const().cast::<T>(), p.cast::<T>(), lkey, lkey, None)
             }
         };
         let mut bufs = UserBufs { send, recv, send_lkey, recv_lkey, placed: false };
@@ -720,6 +712,14 @@ impl Engine {
             // SAFETY: a slot view: see "SAFETY (all slot views below)" above.
             unsafe { std::slice::from_raw_parts(e.ins[ins[k] as usize].head_addr() as *const T, n) }
         };
+        // Every input's slot, for the combining passes of several messages.
+        let in_slots = |e: &Engine| -> [&[T]; MAX_IO] {
+            let mut v: [&[T]; MAX_IO] = [&[]; MAX_IO];
+            for (k, s) in v.iter_mut().enumerate().take(ins.len()) {
+                *s = in_slot(e, k);
+            }
+            v
+        };
         if via != Source::Send {
             // The result: the receive buffer (no outputs, or Source::Recv), else the
             // first output's send slot.
@@ -741,11 +741,7 @@ impl Engine {
             // SAFETY: `off` is inside the send buffer (plan extents); in_dst is false, so it does not alias dst.
             let local: Option<&[T]> = if in_dst { None } else { a.local.map(|off| unsafe { std::slice::from_raw_parts(send.add(off), n) }) };
             if in_dst {
-                let mut slots: [&[T]; MAX_IO] = [&[]; MAX_IO];
-                for (k, s) in slots.iter_mut().enumerate().take(ins.len()) {
-                    *s = in_slot(self, k);
-                }
-                reduce_fused(dst, None, &slots[..ins.len()], op);
+                reduce_fused(dst, None, &in_slots(self)[..ins.len()], op);
             } else if a.acc {
                 // The partial result stored earlier at recv[store]: combined into the
                 // send slot, or, without outputs, in place (dst is that very range).
@@ -766,11 +762,7 @@ impl Engine {
                     (0, Some(l)) => dst.copy_from_slice(l),
                     (1, Some(l)) => T::reduce(dst, in_slot(self, 0), l, op),
                     (k, Some(l)) if k >= 2 => {
-                        let mut slots: [&[T]; MAX_IO] = [&[]; MAX_IO];
-                        for (i, s) in slots.iter_mut().enumerate().take(k) {
-                            *s = in_slot(self, i);
-                        }
-                        reduce_fused(dst, Some(l), &slots[..k], op);
+                        reduce_fused(dst, Some(l), &in_slots(self)[..k], op);
                     }
                     (1, None) if placed => {
                         // The message is at recv[store]: nothing to do if that is dst,

@@ -26,11 +26,6 @@ impl Staging {
         self.map.as_ptr() as u64
     }
 
-    /// Start pointer.
-    pub fn ptr(&mut self) -> *mut u8 {
-        self.map.as_mut_ptr()
-    }
-
     /// Length in bytes.
     pub fn len(&self) -> usize {
         self.map.len()
