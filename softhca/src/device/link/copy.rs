@@ -85,20 +85,6 @@ impl<'a> Payload<'a> {
     }
 }
 
-/// Whether `[addr, addr + len)` of this process can be read with `process_vm_readv`, as a
-/// same-host peer would read it: tried on its first, middle and last byte, through this
-/// process's own pid (the same page walk another process's call makes). Memory the
-/// kernel will not hand to another process (`VM_IO`/`VM_PFNMAP` mappings: some drivers'
-/// pinned host memory, dma-buf mappings) fails, and its packets travel inline.
-pub fn cma_readable(addr: u64, len: u64) -> bool {
-    if len == 0 {
-        return true;
-    }
-    let mut c = Copies::new();
-    let mut b = [0u8; 1];
-    [addr, addr + len / 2, addr + len - 1].iter().all(|&a| c.read_now_from(std::process::id(), a, &mut b))
-}
-
 /// Most pieces one `process_vm_readv` takes (`UIO_MAXIOV`).
 const IOV_MAX: usize = 1024;
 
@@ -199,15 +185,6 @@ impl Copies {
         ok
     }
 
-    /// Reads `out.len()` bytes at `addr` of process `pid` with the system call, even when
-    /// `pid` is this process (the probe of [`cma_readable`]).
-    fn read_now_from(&mut self, pid: u32, addr: u64, out: &mut [u8]) -> bool {
-        let own = std::mem::replace(&mut self.own_pid, 0);
-        let ok = self.read_now(RemoteRef { pid, addr, len: out.len() }, out);
-        self.own_pid = own;
-        ok
-    }
-
     /// Reads `src` into `out` (`src.len` bytes) at once, after what is queued.
     pub fn read_now(&mut self, src: RemoteRef, out: &mut [u8]) -> bool {
         let queued = self.flush();
@@ -244,23 +221,6 @@ mod tests {
         assert_eq!(&dst[..16384], &src[..16384]);
         assert_eq!(&dst[18_000..19_000], &src[17_000..18_000]);
         assert!(dst[16384..18_000].iter().all(|&b| b == 0));
-    }
-
-    /// Ordinary memory is readable by reference; a range that is not mapped (at its start,
-    /// middle or end) is not.
-    #[test]
-    fn cma_probe_tells_mapped_from_unmapped() {
-        let v = vec![7u8; 3 * 4096];
-        assert!(cma_readable(v.as_ptr() as u64, v.len() as u64));
-        let m = memmap2::MmapMut::map_anon(3 * 4096).unwrap();
-        let base = m.as_ptr() as u64;
-        assert!(cma_readable(base, 3 * 4096));
-        // SAFETY: unmaps the middle page of our own anonymous mapping, which nothing else
-        // uses; `m` unmaps the rest (munmap of an already unmapped page is harmless).
-        unsafe { libc::munmap((base + 4096) as *mut libc::c_void, 4096) };
-        assert!(!cma_readable(base, 3 * 4096), "middle page gone");
-        assert!(cma_readable(base, 4096));
-        assert!(!cma_readable(base + 8192, 8192), "runs past the mapping");
     }
 
     /// Through the system call: the parent reads a forked child's copy of a buffer it then
