@@ -892,9 +892,7 @@ fn reap_fds(baseline: &HashSet<i32>) -> Vec<String> {
         }
         let Ok(link) = std::fs::read_link(format!("/proc/self/fd/{fd}")) else { continue };
         let link = link.to_string_lossy().to_string();
-        if link.starts_with("/proc/") && link.ends_with("/maps") {
-            // The pin check keeps one /proc/self/maps open per process on purpose
-            // (softhca::kernel::pin): a cache, not an fd per object.
+        if is_pin_cache(&link) {
             continue;
         }
         if link.starts_with("socket:") {
@@ -912,11 +910,17 @@ fn reap_fds(baseline: &HashSet<i32>) -> Vec<String> {
     leaks
 }
 
-/// Open fds, but for the pin check's kept /proc/self/maps (see `reap_fds`).
+/// The pin check keeps one /proc/self/maps open per process on purpose
+/// (softhca::kernel::pin): a cache, not an fd per object.
+fn is_pin_cache(link: &str) -> bool {
+    link.starts_with("/proc/") && link.ends_with("/maps")
+}
+
+/// Open fds, but for the pin check's kept /proc/self/maps.
 fn open_fds() -> HashSet<i32> {
     std::fs::read_dir("/proc/self/fd").unwrap()
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-        .filter(|fd| !std::fs::read_link(format!("/proc/self/fd/{fd}")).is_ok_and(|l| l.to_string_lossy().ends_with("/maps")))
+        .filter(|fd| !std::fs::read_link(format!("/proc/self/fd/{fd}")).is_ok_and(|l| is_pin_cache(&l.to_string_lossy())))
         .collect()
 }
 
