@@ -45,6 +45,11 @@ counters! {
     local_tx_inline_bytes,
     /// Packets dropped because the peer's lane was full (the transport retransmits).
     local_tx_full,
+    /// Runs of packets handed over as one record (burst records, see
+    /// [`super::link::burst`]; their packets are in `local_tx_packets`), and bursts dropped
+    /// because the peer had no same-host path by the flush (the transport resends them).
+    local_bursts,
+    local_burst_dropped,
     /// Zero-length datagrams sent to wake a sleeping same-host peer.
     local_wakes,
     /// Packets taken from this instance's inbox.

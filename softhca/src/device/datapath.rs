@@ -163,6 +163,26 @@ pub(crate) fn step(hca: &Hca, st: &mut State, counters: &Counters, now: Instant,
                 env.copies.flush();
                 return;
             };
+            if rec.head.kind == link::inbox::kind::BURST {
+                // A run of packets: handed over one by one, as they would have come.
+                match link::burst::Run::parse(&rec.head, rec.bytes) {
+                    Ok(run) => {
+                        step_add(&counters.local_rx_packets, run.count() as u64);
+                        let ep = Endpoints::new(src, local);
+                        for i in 0..run.count() {
+                            let (pkt, payload) = run.packet(i);
+                            env.remote = Some(payload);
+                            deliver(qps, env, &pkt, &ep, pkt.header_len() + payload.len);
+                            env.remote = None;
+                        }
+                    }
+                    Err(e) => {
+                        counters.rx_malformed.fetch_add(1, Ordering::Relaxed);
+                        tracing::debug!(target: "softhca::link", src = %src, "malformed: {e}");
+                    }
+                }
+                return;
+            }
             step_add(&counters.local_rx_packets, 1);
             let remote = (rec.head.kind == link::inbox::kind::REMOTE)
                 .then(|| RemoteRef { pid: rec.head.pid, addr: rec.head.addr, len: rec.head.remote_len as usize });

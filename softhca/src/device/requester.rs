@@ -467,10 +467,10 @@ impl QpCtx {
             if inflight as u32 >= r.cwnd {
                 break;
             }
-            let window_full = inflight as u32 + 1 >= r.cwnd;
+            let room = r.cwnd - inflight as u32;
             let k = r.tx_pkt;
             let idx = r.tx_idx;
-            match emit_request(w, k, p, window_full, self, peer, env, &mut out_stage) {
+            match emit_request(w, k, p, room, self, peer, env, &mut out_stage) {
                 Ok(adv) => {
                     let r = &mut self.req;
                     let next = psn::add(p, adv);
@@ -615,7 +615,7 @@ impl QpCtx {
         let k = psn::diff(last, w.first_psn) as u32;
         tracing::debug!(target: "softhca::ack", qpn = self.qp.qpn, psn = last, "tail probe");
         let mut out_stage = std::mem::take(&mut self.req.out_stage);
-        if emit_request(w, k, last, true, self, peer, env, &mut out_stage).is_ok() {
+        if emit_request(w, k, last, 1, self, peer, env, &mut out_stage).is_ok() {
             env.counters.tail_probes.fetch_add(1, Relaxed);
             env.work = true;
         }
@@ -911,9 +911,6 @@ enum Emit {
     Later,
 }
 
-/// Builds and queues request packet `k` of `w` at PSN `p`; returns the PSNs it covers.
-/// A payload in peer memory comes from `out_stage` (see [`super::stage`]).
-#[allow(clippy::too_many_arguments)]
 /// The payload of a [`Data::Mixed`] WQE: its inline bytes and the bytes its pointers name
 /// (checked for local read), in order.
 fn gather_mixed(env: &mut Env<'_>, pd: &crate::objects::Pd, pieces: &[wqe::Piece]) -> Result<Vec<u8>, crate::hca::KeyError> {
@@ -931,7 +928,12 @@ fn gather_mixed(env: &mut Env<'_>, pd: &crate::objects::Pd, pieces: &[wqe::Piece
     Ok(out)
 }
 
-fn emit_request(w: &SqWqe, k: u32, p: u32, window_full: bool, q: &QpCtx, peer: SocketAddr, env: &mut Env<'_>,
+/// Builds and queues request packet `k` of `w` at PSN `p`, with `room` PSNs left in the
+/// window (at least 1); returns the PSNs it covers: 1, or for a run sent as one burst to
+/// a same-host peer ([`burst_len`]), the run's packets. A payload in peer memory comes
+/// from `out_stage` (see [`super::stage`]).
+#[allow(clippy::too_many_arguments)]
+fn emit_request(w: &SqWqe, k: u32, p: u32, room: u32, q: &QpCtx, peer: SocketAddr, env: &mut Env<'_>,
                 out_stage: &mut OutStage) -> Result<u32, Emit> {
     let mtu = q.mtu as u64;
     let dqpn = q.attrs.dest_qpn;
@@ -972,8 +974,15 @@ fn emit_request(w: &SqWqe, k: u32, p: u32, window_full: bool, q: &QpCtx, peer: S
                 // Gathered into `Inline` when the WQE was fetched.
                 Data::Mixed(_) => return Err(Emit::Fail(syndrome::LOCAL_QP_OP)),
             }
+            if let Some((addr, true)) = in_place.filter(|_| !uc && !w.peer) {
+                let m = burst_len(w, k, room, q, peer, env);
+                if m >= 2 {
+                    return emit_burst(w, k, p, m, room, addr, q, peer, env);
+                }
+            }
             step_add(&env.counters.dma_read_bytes, len as u64);
             let last = k + 1 == n;
+            let window_full = room <= 1;
             let rc_op = send_opcode(n, k, imm.is_some(), write);
             let op = if uc { rc_op.to_uc().unwrap_or(rc_op) } else { rc_op };
             let mut bth = BthRepr::new(op, dqpn, p);
@@ -1030,6 +1039,62 @@ fn emit_request(w: &SqWqe, k: u32, p: u32, window_full: bool, q: &QpCtx, peer: S
         }
         Op::Nop => Ok(0),
     }
+}
+
+/// How many packets of `w` from packet `k` on go as one burst to a same-host peer
+/// ([`super::link::burst`]): all that the window has room for, up to the end of the
+/// message, when the peer takes bursts and the run's payload is one contiguous piece of
+/// ordinary registered memory (checked for local read as one range); 1 otherwise (an
+/// ordinary packet; so is a run whose range check fails, which then fails at the packet
+/// where it would have, as before).
+fn burst_len(w: &SqWqe, k: u32, room: u32, q: &QpCtx, peer: SocketAddr, env: &mut Env<'_>) -> u32 {
+    let m = (w.npsn - k).min(room).min(super::link::burst::MAX_PACKETS);
+    if m < 2 || !env.tx.bursts_to(peer) {
+        return 1;
+    }
+    let Data::Sgl(s) = &w.data else { return 1 };
+    let off = k as u64 * q.mtu as u64;
+    let total = (w.len - off).min(m as u64 * q.mtu as u64) as usize;
+    match mkey::contiguous(env.hca, env.keys, &q.qp.pd, s, off, total) {
+        Ok(Some((_, true))) => m,
+        _ => 1,
+    }
+}
+
+/// Queues packets `k .. k + m` of `w` (PSNs from `p`) as one burst whose payload is at
+/// `addr` (ordinary registered memory, checked by [`burst_len`]). The run's last packet
+/// asks for an ACK where any packet of the run would have (ACKs are cumulative).
+#[allow(clippy::too_many_arguments)]
+fn emit_burst(w: &SqWqe, k: u32, p: u32, m: u32, room: u32, addr: u64, q: &QpCtx, peer: SocketAddr, env: &mut Env<'_>) -> Result<u32, Emit> {
+    let (Op::Send { imm } | Op::Write { imm, .. }) = w.op else { unreachable!("bursts are SEND or WRITE") };
+    let write = matches!(w.op, Op::Write { .. });
+    let (n, mtu) = (w.npsn, q.mtu as u64);
+    let off = k as u64 * mtu;
+    let total = (w.len - off).min(m as u64 * mtu) as usize;
+    step_add(&env.counters.dma_read_bytes, total as u64);
+    let dqpn = q.attrs.dest_qpn;
+    let mut first = RocePacket::new(BthRepr::new(send_opcode(n, k, imm.is_some(), write), dqpn, p), &[]);
+    if let (Op::Write { raddr, rkey, .. }, 0) = (w.op, k) {
+        first.reth = Some(RethRepr { va: raddr, rkey, dma_len: w.len as u32 });
+    }
+    xrc(&mut first, w.xrc_srqn);
+    let lk = k + m - 1;
+    let lp = psn::add(p, m - 1);
+    let ends = lk + 1 == n;
+    let mut last = RocePacket::new(BthRepr::new(send_opcode(n, lk, imm.is_some(), write), dqpn, lp), &[]);
+    // A PSN ≡ ACK_EVERY - 1 inside the run (offsets from p: the first such one).
+    let asks = (ACK_EVERY - 1 + ACK_EVERY - p % ACK_EVERY) % ACK_EVERY < m;
+    last.bth.ack_req = ends || room <= m || asks;
+    last.bth.solicited = ends && w.solicited;
+    if ends {
+        last.immdt = imm.map(|imm| ImmDtRepr { imm });
+    }
+    xrc(&mut last, w.xrc_srqn);
+    // SAFETY: `burst_len` checked [addr, addr + total) inside one live MR of this QP's PD
+    // (ordinary memory) for local read, under the engine lock our caller holds; the
+    // application keeps it until the WQE completes, which needs the run acknowledged.
+    unsafe { env.tx.send_burst(&first, &last, m, mtu as usize, MemRef { addr, len: total, app: true }, peer, q.sport(), env.counters) };
+    Ok(m)
 }
 
 /// An XRC initiator's request: the XRC opcode of the RC one and the XRCETH naming the

@@ -88,6 +88,17 @@ pub struct OutPkt {
     pub dst: SocketAddr,
     /// The UDP source port it leaves from (the ICRC was computed for it).
     pub src: u16,
+    /// A run of packets for a same-host peer ([`super::link::burst`]): `buf` holds the
+    /// first packet's headers and then the last's, `mem` the run's payload.
+    burst: Option<BurstShape>,
+}
+
+/// How a burst's bytes are cut ([`super::link::inbox::RecordHead`]'s fields of the same names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct BurstShape {
+    split: u16,
+    count: u16,
+    seg: u32,
 }
 
 impl OutPkt {
@@ -127,7 +138,7 @@ impl OutPkt {
     fn duplicate(&self) -> OutPkt {
         let mut buf = self.buf.clone();
         buf.extend_from_slice(self.mem_bytes());
-        OutPkt { buf, mem: None, tail: self.tail, tail_len: self.tail_len, sealed: self.sealed, dst: self.dst, src: self.src }
+        OutPkt { buf, mem: None, tail: self.tail, tail_len: self.tail_len, sealed: self.sealed, dst: self.dst, src: self.src, burst: None }
     }
 }
 
@@ -302,7 +313,7 @@ impl Tx {
                 tracing::trace!(target: "softhca::tx", opcode = ?pkt.bth.opcode, qpn = pkt.bth.dest_qpn, psn = pkt.bth.psn,
                                 len = pkt.payload.len(), ack_req = pkt.bth.ack_req, %dst, "tx");
                 let tail_len = if local { crate::wire::icrc::ICRC_LEN as u8 } else { 0 };
-                self.queue.push(OutPkt { buf, mem: None, tail: [0; 8], tail_len, sealed: !local, dst, src: src.port() });
+                self.queue.push(OutPkt { buf, mem: None, tail: [0; 8], tail_len, sealed: !local, dst, src: src.port(), burst: None });
             }
             Err(e) => {
                 counters.tx_errors.fetch_add(1, Relaxed);
@@ -339,11 +350,54 @@ impl Tx {
                 }
                 tracing::trace!(target: "softhca::tx", opcode = ?pkt.bth.opcode, qpn = pkt.bth.dest_qpn, psn = pkt.bth.psn,
                                 len = data.len, ack_req = pkt.bth.ack_req, %dst, "tx");
-                self.queue.push(OutPkt { buf, mem: Some(data), tail, tail_len: (pad + 4) as u8, sealed: !local, dst, src: src.port() });
+                self.queue.push(OutPkt { buf, mem: Some(data), tail, tail_len: (pad + 4) as u8, sealed: !local, dst, src: src.port(), burst: None });
             }
             Err(e) => {
                 counters.tx_errors.fetch_add(1, Relaxed);
                 tracing::warn!(target: "softhca::tx", opcode = ?pkt.bth.opcode, "cannot build packet: {e}");
+                self.recycle(buf);
+            }
+        }
+    }
+
+    /// Whether a run of packets to `dst` may go as one burst record: `dst` is a known
+    /// same-host peer that reads our memory by reference (capture and fault injection
+    /// turn the same-host path off, so neither sees bursts).
+    pub fn bursts_to(&self, dst: SocketAddr) -> bool {
+        self.fault.is_none() && self.peers.as_ref().is_some_and(|p| p.known_by_ref(dst))
+    }
+
+    /// Queues a run of `count` request packets (at least 2) as one burst for `dst`
+    /// ([`super::link::burst`]): `first` and `last` are the run's first and last packets
+    /// (their `payload` fields ignored), every packet but the last carries `seg` bytes of
+    /// `data`, which must be application memory (`data.app`). Only after
+    /// [`Tx::bursts_to`] said yes for `dst`; a burst that finds no same-host path at the
+    /// flush is dropped (the transport retransmits it).
+    ///
+    /// # Safety
+    /// As [`Tx::send_mem`]: `data` lies inside a registered MR checked under the engine lock.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn send_burst(&mut self, first: &RocePacket<'_>, last: &RocePacket<'_>, count: u32, seg: usize, data: MemRef,
+                             dst: SocketAddr, sport: u16, counters: &Counters) {
+        debug_assert!(data.app && count >= 2 && count <= super::link::burst::MAX_PACKETS);
+        let (a, b) = (first.header_len(), last.header_len());
+        let mut buf = self.take_buf(a + b);
+        let built = first.emit_headers(&mut buf[..a], seg).and_then(|n| {
+            let last_len = data.len - (count as usize - 1) * seg;
+            last.emit_headers(&mut buf[n..n + b], last_len).map(|m| (n, n + m))
+        });
+        match built {
+            Ok((split, end)) => {
+                buf.truncate(end);
+                tracing::trace!(target: "softhca::tx", opcode = ?first.bth.opcode, qpn = first.bth.dest_qpn, psn = first.bth.psn, count,
+                                len = data.len, ack_req = last.bth.ack_req, %dst, "tx burst");
+                let src = self.source(sport).port();
+                let shape = BurstShape { split: split as u16, count: count as u16, seg: seg as u32 };
+                self.queue.push(OutPkt { buf, mem: Some(data), tail: [0; 8], tail_len: 0, sealed: true, dst, src, burst: Some(shape) });
+            }
+            Err(e) => {
+                counters.tx_errors.fetch_add(1, Relaxed);
+                tracing::warn!(target: "softhca::tx", opcode = ?first.bth.opcode, "cannot build burst: {e}");
                 self.recycle(buf);
             }
         }
@@ -481,7 +535,11 @@ impl Tx {
             // Order per peer: nothing overtakes a packet still waiting for room.
             if waiting.contains(&p.dst) {
                 if self_backlog.len() < BACKLOG {
-                    p.own();
+                    // A burst keeps its reference: application memory, which stays put
+                    // until the run is acknowledged (only the peer reads it).
+                    if p.burst.is_none() {
+                        p.own();
+                    }
                     self_backlog.push_back(p);
                 } else {
                     counters.local_tx_full.fetch_add(1, Relaxed);
@@ -489,7 +547,34 @@ impl Tx {
                 }
                 continue;
             }
-            let Some(refs) = peers.route(p.dst, now) else {
+            let route = peers.route(p.dst, now);
+            if let Some(b) = p.burst {
+                let m = p.mem.expect("a burst's payload");
+                let r = match route {
+                    Some(true) => peers.push_burst(p.dst, &p.buf, b.split, b.count, b.seg, RemoteRef { pid, addr: m.addr, len: m.len }),
+                    _ => Pushed::NoPath,
+                };
+                match r {
+                    Pushed::Done => {
+                        step_add(&counters.local_tx_packets, b.count as u64);
+                        step_add(&counters.local_bursts, 1);
+                        step_add(&counters.local_tx_ref_bytes, m.len as u64);
+                        recycle(p.buf);
+                    }
+                    Pushed::Full if self_backlog.len() < BACKLOG => {
+                        waiting.push(p.dst);
+                        self_backlog.push_back(p);
+                    }
+                    _ => {
+                        // Lost, as on a wire: the requester's timer sends it again.
+                        counters.local_burst_dropped.fetch_add(1, Relaxed);
+                        tracing::debug!(target: "softhca::link", dst = %p.dst, count = b.count, "burst without a same-host path: dropped");
+                        recycle(p.buf);
+                    }
+                }
+                continue;
+            }
+            let Some(refs) = route else {
                 if forced {
                     counters.tx_errors.fetch_add(1, Relaxed);
                     tracing::warn!(target: "softhca::link", dst = %p.dst, "{}=local and no same-host path to the peer: dropped", super::link::WIRE_ENV);

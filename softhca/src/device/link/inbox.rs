@@ -28,8 +28,9 @@ use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 /// "doorbell" "link" "v1", as a magic number.
 pub const MAGIC: u64 = 0x6462_6c6e_6b76_3031;
-/// Bumped on any layout change: a peer with another version is not used.
-pub const VERSION: u32 = 1;
+/// Bumped on any layout change: a peer with another version is not used. (2: burst
+/// records, and the record head's `seg`, `split` and `count`.)
+pub const VERSION: u32 = 2;
 pub const PAGE: usize = 4096;
 /// Peers that can send to one instance at once (one lane each); more fall back to UDP.
 pub const LANES: usize = 16;
@@ -81,6 +82,13 @@ pub mod kind {
     /// The headers of a packet whose payload is `remote_len` bytes at `addr` in process
     /// `pid` (the sender's registered memory), to be copied from there.
     pub const REMOTE: u32 = 3;
+    /// A run of `count` (at least 2) consecutive request packets of one SEND or RDMA WRITE
+    /// message, as REMOTE but for the whole run: the packet bytes are the headers of the
+    /// run's first packet (`split` bytes) and then those of its last; the packets between
+    /// are the message's middle packets (no extension headers but the XRCETH, AckReq
+    /// clear), every packet but the last carries `seg` bytes (the path MTU), the last
+    /// the rest of `remote_len`. See `super::burst`.
+    pub const BURST: u32 = 4;
 }
 
 /// The fixed front of every record; `bytes` bytes of packet follow it, and the record is
@@ -96,6 +104,12 @@ pub struct RecordHead {
     pub pid: u32,
     pub addr: u64,
     pub remote_len: u64,
+    /// BURST: payload bytes of every packet but the last.
+    pub seg: u32,
+    /// BURST: bytes of the first packet's headers (the last packet's follow).
+    pub split: u16,
+    /// BURST: packets in the run.
+    pub count: u16,
 }
 
 pub const HEAD: usize = std::mem::size_of::<RecordHead>();
@@ -150,7 +164,7 @@ impl std::fmt::Debug for Mapped {
 const _: () = assert!(std::mem::size_of::<InboxHeader>() <= PAGE);
 const _: () = assert!(std::mem::size_of::<LaneHeader>() <= PAGE);
 const _: () = assert!(std::mem::offset_of!(LaneHeader, head) % 64 == 0);
-const _: () = assert!(HEAD == 32 && RING % 8 == 0 && LANES <= 64);
+const _: () = assert!(HEAD == 40 && RING % 8 == 0 && LANES <= 64);
 // `sweep` reads the magic and the owner with `pread`, at these offsets.
 const _: () = assert!(std::mem::offset_of!(InboxHeader, magic) == 0 && std::mem::offset_of!(InboxHeader, owner_pid) == 12);
 

@@ -14,7 +14,10 @@
 //!   registered memory carries a reference to it, and the receiver copies it straight
 //!   into the destination MR after its key checks ([`copy`], `process_vm_readv`). Small
 //!   payloads (at most [`INLINE_MAX`] bytes), UD payloads and staged (peer memory)
-//!   payloads travel inline in the record.
+//!   payloads travel inline in the record;
+//! - most of the per-packet bookkeeping: a run of packets of one long SEND or WRITE goes
+//!   as one record ([`burst`]), which the receiver hands to the QP as the packets it
+//!   stands for.
 //!
 //! When: `DOORBELL_WIRE` (or [`crate::Config::wire`]): `udp` never, `local` for every
 //! peer (a packet to a peer without an inbox is dropped and counted: forced means
@@ -32,6 +35,7 @@
 //! other (no record slept through). In polled mode the application, not the engine,
 //! sleeps on the socket; the word stays clear then, and every flush wakes.
 
+pub mod burst;
 pub mod copy;
 pub mod inbox;
 
@@ -394,6 +398,12 @@ impl Peers {
         self.peers.get(dst).is_some_and(|l| l.peer.is_some())
     }
 
+    /// Whether `dst` was found to have a same-host path on which payloads go by reference
+    /// (no lookup, as [`Peers::known`]): where runs of packets may go as bursts.
+    pub fn known_by_ref(&self, dst: SocketAddr) -> bool {
+        self.peers.get(dst).and_then(|l| l.peer.as_ref()).is_some_and(|p| p.refs)
+    }
+
     /// Whether packets to `dst` take the same-host path, and if so whether large
     /// payloads may go as references.
     pub fn route(&mut self, dst: SocketAddr, now: Instant) -> Option<bool> {
@@ -466,6 +476,23 @@ impl Peers {
     /// Puts one packet into `dst`'s inbox: `bytes` (the whole UDP payload, or only the
     /// headers when `remote` carries the payload).
     pub fn push(&mut self, dst: SocketAddr, parts: &[&[u8]], remote: Option<RemoteRef>) -> Pushed {
+        let head = match remote {
+            Some(r) => RecordHead { kind: kind::REMOTE, pid: r.pid, addr: r.addr, remote_len: r.len as u64, ..Default::default() },
+            None => RecordHead { kind: kind::INLINE, ..Default::default() },
+        };
+        self.push_record(dst, head, parts)
+    }
+
+    /// Puts a run of `count` packets into `dst`'s inbox as one burst record ([`burst`]):
+    /// `headers` holds the first packet's headers (`split` bytes) and the last's, every
+    /// packet but the last carries `seg` bytes of `payload`.
+    pub fn push_burst(&mut self, dst: SocketAddr, headers: &[u8], split: u16, count: u16, seg: u32, payload: RemoteRef) -> Pushed {
+        let head = RecordHead { kind: kind::BURST, pid: payload.pid, addr: payload.addr, remote_len: payload.len as u64, seg, split, count,
+                                ..Default::default() };
+        self.push_record(dst, head, &[headers])
+    }
+
+    fn push_record(&mut self, dst: SocketAddr, head: RecordHead, parts: &[&[u8]]) -> Pushed {
         let me = self.me;
         let local = self.local;
         let Some(p) = self.peers.get_mut(dst).and_then(|l| l.peer.as_mut()) else { return Pushed::NoPath };
@@ -476,10 +503,6 @@ impl Peers {
                 return Pushed::NoPath;
             }
         }
-        let head = match remote {
-            Some(r) => RecordHead { kind: kind::REMOTE, pid: r.pid, addr: r.addr, remote_len: r.len as u64, ..Default::default() },
-            None => RecordHead { kind: kind::INLINE, ..Default::default() },
-        };
         let lane = p.lane.as_mut().expect("claimed");
         if lane.push(&p.map, head, parts) {
             p.pushed = true;
