@@ -135,7 +135,6 @@ impl<'a> Run<'a> {
 mod tests {
     use super::*;
     use crate::wire::{BthRepr, ImmDtRepr, RethRepr};
-    use zerocopy::IntoBytes;
 
     fn headers(p: &RocePacket<'_>) -> Vec<u8> {
         let mut b = vec![0u8; p.header_len()];
@@ -204,7 +203,8 @@ mod tests {
     fn inconsistent_runs_are_refused() {
         let f = RocePacket::new(BthRepr::new(Opcode::RcSendMiddle, 3, 100), &[]);
         let l = RocePacket::new(BthRepr::new(Opcode::RcSendLast, 3, 103), &[]);
-        assert!(Run::parse(&record(&f, &l, 4, 4096, 3 * 4096 + 1).0, &record(&f, &l, 4, 4096, 3 * 4096 + 1).1).is_ok());
+        let (h, b) = record(&f, &l, 4, 4096, 3 * 4096 + 1);
+        assert!(Run::parse(&h, &b).is_ok());
         let bad = |f: &RocePacket<'_>, l: &RocePacket<'_>, count, seg, total| {
             let (h, b) = record(f, l, count, seg, total);
             Run::parse(&h, &b).unwrap_err()
@@ -220,7 +220,6 @@ mod tests {
         let (mut h, b) = record(&f, &l, 4, 4096, 4 * 4096);
         h.split = b.len() as u16 + 1;
         Run::parse(&h, &b).unwrap_err();
-        let _ = h.as_bytes();
     }
 
     #[test]
