@@ -276,24 +276,45 @@ impl QpCtx {
     /// the RQ consumer counter, if one is posted; on an SRQ the one taken for the message
     /// in progress, or else the SRQ's next (taken now).
     pub fn peek_recv(&mut self) -> Option<Vec<Sge>> {
-        if let Some(srq) = self.srq() {
-            if self.srq_wqe.is_none() {
-                self.srq_wqe = Some(super::srq::take(srq)?);
-            }
-            return self.srq_wqe.as_ref().map(|w| w.1.clone());
-        }
-        if self.rq_posted() == 0 {
+        if !self.has_recv() {
             return None;
+        }
+        if let Some(w) = &self.srq_wqe {
+            return Some(w.1.clone());
         }
         let q = &self.qp;
         let size = 1usize << q.rq_wqe_shift;
         let slot = q.buf_addr + ((self.rq_ci as u64 & (q.rq_wqe_count as u64 - 1)) << q.rq_wqe_shift);
-        let mut b = vec![0u8; size];
+        // Receive WQEs are a few data segments: read into the stack when they fit.
+        let mut small = [0u8; 512];
+        let mut big = Vec::new();
+        let b: &mut [u8] = if size <= small.len() {
+            &mut small[..size]
+        } else {
+            big.resize(size, 0);
+            &mut big
+        };
         // SAFETY: the slot lies inside the RQ at the start of the QP buffer given at
         // CREATE_QP; the WQE was published by the RQ counter read with acquire.
-        unsafe { mem::read(slot, &mut b) };
+        unsafe { mem::read(slot, b) };
         let max = (q.rq_max_gs as usize).max(1).min(size / 16);
-        Some(super::wqe::parse_recv(&b, max))
+        Some(super::wqe::parse_recv(b, max))
+    }
+
+    /// Whether a receive WQE is there for the next receive completion ([`QpCtx::peek_recv`]
+    /// without reading its scatter list: a WRITE with immediate only consumes one). On an
+    /// SRQ the WQE is taken for the message now, as `peek_recv` does.
+    pub fn has_recv(&mut self) -> bool {
+        if let Some(srq) = self.srq() {
+            if self.srq_wqe.is_none() {
+                match super::srq::take(srq) {
+                    Some(w) => self.srq_wqe = Some(w),
+                    None => return false,
+                }
+            }
+            return true;
+        }
+        self.rq_posted() > 0
     }
 
     /// Writes a CQE to the QP's send (`send` true) or receive CQ. A full CQ is an overrun:

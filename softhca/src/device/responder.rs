@@ -415,11 +415,11 @@ impl QpCtx {
                     return self.nak_fatal(env, NakCode::RemoteAccessError, &why);
                 }
             }
-            if op.is_only() && imm.is_some() && self.peek_recv().is_none() {
+            if op.is_only() && imm.is_some() && !self.has_recv() {
                 return self.rnr(env);
             }
             self.resp.cur = Some(InMsg::Write { rkey: reth.rkey, va: reth.va, remaining: total, total });
-        } else if op.ends_message() && imm.is_some() && self.peek_recv().is_none() {
+        } else if op.ends_message() && imm.is_some() && !self.has_recv() {
             return self.rnr(env);
         }
         let Some(InMsg::Write { rkey, va, remaining, total }) = &mut self.resp.cur else {
