@@ -361,10 +361,17 @@ impl Device {
     }
 
     /// See [`Device::mr_registered`]. Returns once no engine step that might still use
-    /// the MR's memory is running (the MR is already out of the key table).
+    /// the MR's memory is running (the MR is already out of the key table), and once
+    /// every same-host peer has taken the records that refer to our memory, which it
+    /// copies when it takes them (at most [`link::DEREG_WAIT`]; see
+    /// [`link::wait_consumed`]).
     pub fn mr_deregistered(&self, mr: &Arc<Mr>) {
         tracing::trace!(target: "softhca::device", lkey = %format_args!("{:#x}", mr.span.lkey), "mr deregistered");
-        drop(self.shared.lock());
+        let marks = {
+            let mut st = self.shared.lock();
+            st.dp.as_mut().map(|dp| dp.tx.ref_marks(&self.shared.counters)).unwrap_or_default()
+        };
+        link::wait_consumed(&marks, link::DEREG_WAIT);
     }
 }
 

@@ -403,6 +403,19 @@ impl Tx {
         }
     }
 
+    /// What deregistering memory must wait for: the same-host peers that have not taken
+    /// our records referring to it yet. Bursts still in the backlog (they keep their
+    /// reference) are dropped, as packets lost on the wire: the memory is going away.
+    pub fn ref_marks(&mut self, counters: &Counters) -> Vec<super::link::RefMark> {
+        let before = self.backlog.len();
+        self.backlog.retain(|p| p.burst.is_none());
+        let dropped = before - self.backlog.len();
+        if dropped > 0 {
+            counters.local_burst_dropped.fetch_add(dropped as u64, Relaxed);
+        }
+        self.peers.as_ref().map(Peers::ref_marks).unwrap_or_default()
+    }
+
     /// Drops everything queued (a step that panicked half-way: its references into
     /// application memory must not outlive the engine lock).
     pub fn abandon(&mut self) {

@@ -61,6 +61,10 @@ pub const WIRE_ENV: &str = "DOORBELL_WIRE";
 const RECHECK: Duration = Duration::from_millis(10);
 /// Records taken from one lane per step (bounds a step's length).
 pub const LANE_BUDGET: usize = 256;
+/// The longest a deregistration waits for peers to take records that refer to our
+/// memory ([`wait_consumed`]): a live peer's engine takes them within a step; a peer
+/// stepped only by a thread that is itself waiting here never does.
+pub const DEREG_WAIT: Duration = Duration::from_millis(200);
 
 /// Which path packets take to same-host peers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -278,13 +282,61 @@ impl Awake {
 
 /// A peer's inbox, as a sender sees it.
 struct Peer {
-    map: Mapped,
+    /// Shared with [`RefMark`]s, which outlive the engine lock.
+    map: Arc<Mapped>,
     ino: u64,
     lane: Option<Producer>,
     /// Large payloads may go as references (the peer can read our memory).
     refs: bool,
     /// Records pushed since the last wake check.
     pushed: bool,
+    /// The lane's tail just after the last record that refers to our memory (REMOTE or
+    /// BURST): the peer has copied every such payload once its head is there.
+    ref_tail: u64,
+}
+
+/// Where a peer's consumption must reach before memory our records referred to may go
+/// ([`Peers::ref_marks`], [`wait_consumed`]).
+#[derive(Debug, Clone)]
+pub struct RefMark {
+    map: Arc<Mapped>,
+    lane: usize,
+    upto: u64,
+}
+
+/// Waits (at most `limit`) until every peer of `marks` has taken the records up to its
+/// mark, or is gone. Why: a record that refers to a payload is copied by the receiver
+/// when it takes it, which may be after the sending WQE was flushed (its QP destroyed)
+/// and the application deregistered and freed the buffer; a ConnectX never reads a
+/// flushed WQE's memory again, so neither may a peer. Deregistration waits here
+/// (`Device::mr_deregistered`); a peer that does not take its records in time (asleep
+/// in the same thread, or stuck) is logged and not waited for longer.
+pub fn wait_consumed(marks: &[RefMark], limit: Duration) {
+    if marks.is_empty() {
+        return;
+    }
+    let start = Instant::now();
+    let mut spins = 0u32;
+    loop {
+        let pending = marks.iter().filter(|m| {
+            let h = m.map.header();
+            let owner = h.owner_pid.load(Ordering::Acquire);
+            alive(owner) && m.map.lane(m.lane).head.load(Ordering::Acquire) < m.upto
+        }).count();
+        if pending == 0 {
+            return;
+        }
+        if start.elapsed() >= limit {
+            tracing::debug!(target: "softhca::link", pending, "peers did not take records that refer to memory being deregistered");
+            return;
+        }
+        spins += 1;
+        if spins < 64 {
+            std::thread::yield_now();
+        } else {
+            std::thread::sleep(Duration::from_micros(50));
+        }
+    }
 }
 
 /// What a push did.
@@ -443,7 +495,7 @@ impl Peers {
         if file.metadata()?.len() < inbox::FILE_LEN as u64 {
             return Ok(None);
         }
-        let map = Mapped::new(&file)?;
+        let map = Arc::new(Mapped::new(&file)?);
         let h = map.header();
         if h.magic.load(Ordering::Acquire) != inbox::MAGIC || h.version.load(Ordering::Relaxed) != inbox::VERSION {
             return Ok(None);
@@ -461,7 +513,7 @@ impl Peers {
                 && word == inbox::MAGIC
         };
         tracing::debug!(target: "softhca::link", path = %path.display(), pid, refs, "same-host peer");
-        Ok(Some(Peer { map, ino, lane: None, refs, pushed: false }))
+        Ok(Some(Peer { map, ino, lane: None, refs, pushed: false, ref_tail: 0 }))
     }
 
     /// Gives up our lane in `dst`'s inbox.
@@ -504,12 +556,27 @@ impl Peers {
             }
         }
         let lane = p.lane.as_mut().expect("claimed");
+        let by_ref = head.kind == kind::REMOTE || head.kind == kind::BURST;
         if lane.push(&p.map, head, parts) {
             p.pushed = true;
+            if by_ref {
+                // Only we move the tail.
+                p.ref_tail = p.map.lane(lane.lane).tail.load(Ordering::Relaxed);
+            }
             Pushed::Done
         } else {
             Pushed::Full
         }
+    }
+
+    /// The peers that have not yet taken every record of ours that refers to our memory,
+    /// and how far they must get ([`wait_consumed`]).
+    pub fn ref_marks(&self) -> Vec<RefMark> {
+        self.peers.0.iter().filter_map(|(_, l)| {
+            let p = l.peer.as_ref()?;
+            let lane = p.lane.as_ref()?.lane;
+            (p.map.lane(lane).head.load(Ordering::Acquire) < p.ref_tail).then(|| RefMark { map: p.map.clone(), lane, upto: p.ref_tail })
+        }).collect()
     }
 
     /// After a batch of pushes: the peers that were sent records and may be asleep.
@@ -639,6 +706,47 @@ mod tests {
         let (n, from) = dst_sock.recv_from(&mut b).unwrap();
         let p = RocePacket::parse(&b[..n], &crate::wire::Endpoints::new(from, dst)).expect("a valid ICRC");
         assert_eq!((p.bth.psn, p.payload), (2, &b"second!"[..]));
+    }
+
+    /// A record that refers to our memory leaves a mark until the peer has taken it; an
+    /// inline one none. `wait_consumed` returns at once when the peer is past the mark,
+    /// and gives up after its limit when the peer never takes the record.
+    #[test]
+    fn records_by_reference_leave_marks_until_taken() {
+        let src = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let dst = UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        let local = src.local_addr().unwrap();
+        let mut inbox = Inbox::create(dst).unwrap();
+        let mut tx = Tx::new(local, None, false, Some(Peers::new(Wire::Local, local)));
+        let counters = Counters::default();
+        // A first packet makes the peer known (and claims the lane): inline, no mark.
+        tx.send(&RocePacket::new(BthRepr::new(Opcode::RcSendOnly, 0x11, 1), b"hello"), dst, local.port(), &counters);
+        tx.flush(&src, &counters, None);
+        assert!(tx.ref_marks(&counters).is_empty(), "an inline record refers to nothing");
+        let payload = vec![0x5au8; 4096];
+        let pkt = RocePacket::new(BthRepr::new(Opcode::RcSendOnly, 0x11, 2), &[]);
+        let mem = crate::device::tx::MemRef { addr: payload.as_ptr() as u64, len: payload.len(), app: true };
+        // SAFETY: `payload` outlives the flush below and the peer's copy of it (this test
+        // never copies: it only takes the record).
+        unsafe { tx.send_mem(&pkt, mem, dst, local.port(), &counters) };
+        tx.flush(&src, &counters, None);
+        assert_eq!(counters.snapshot().local_tx_ref_bytes, 4096);
+        let marks = tx.ref_marks(&counters);
+        assert_eq!(marks.len(), 1, "the by-reference record is not taken yet");
+        let t0 = Instant::now();
+        wait_consumed(&marks, Duration::from_millis(50));
+        assert!(t0.elapsed() >= Duration::from_millis(50), "nobody took it: waited the whole limit");
+        let mut kinds = Vec::new();
+        inbox.drain(|r| {
+            if let Some((_, rec)) = r {
+                kinds.push(rec.head.kind);
+            }
+        });
+        assert_eq!(kinds, [inbox::kind::INLINE, inbox::kind::REMOTE]);
+        assert!(tx.ref_marks(&counters).is_empty(), "taken: no mark left");
+        let t0 = Instant::now();
+        wait_consumed(&marks, Duration::from_secs(10));
+        assert!(t0.elapsed() < Duration::from_secs(5), "the old mark is passed: no wait");
     }
 
     /// The set bits of a mask, lowest first, only those below `LANES`.
