@@ -369,7 +369,7 @@ impl Device {
         tracing::trace!(target: "softhca::device", lkey = %format_args!("{:#x}", mr.span.lkey), "mr deregistered");
         let marks = {
             let mut st = self.shared.lock();
-            st.dp.as_mut().map(|dp| dp.tx.ref_marks(&self.shared.counters)).unwrap_or_default()
+            st.dp.as_mut().map(|dp| dp.tx.deregistering(&self.shared.counters)).unwrap_or_default()
         };
         link::wait_consumed(&marks, link::DEREG_WAIT);
     }

@@ -939,8 +939,7 @@ fn emit_request(w: &SqWqe, k: u32, p: u32, room: u32, q: &QpCtx, peer: SocketAdd
     let dqpn = q.attrs.dest_qpn;
     let sport = q.sport();
     match w.op {
-        Op::Send { imm } | Op::Write { imm, .. } => {
-            let write = matches!(w.op, Op::Write { .. });
+        Op::Send { .. } | Op::Write { .. } => {
             let n = w.npsn;
             let off = k as u64 * mtu;
             let len = w.len.saturating_sub(off).min(mtu) as usize;
@@ -975,31 +974,17 @@ fn emit_request(w: &SqWqe, k: u32, p: u32, room: u32, q: &QpCtx, peer: SocketAdd
                 Data::Mixed(_) => return Err(Emit::Fail(syndrome::LOCAL_QP_OP)),
             }
             if let Some((addr, true)) = in_place.filter(|_| !uc && !w.peer) {
-                let m = burst_len(w, k, room, q, peer, env);
-                if m >= 2 {
-                    return emit_burst(w, k, p, m, room, addr, q, peer, env);
+                if let Some((m, total)) = burst_len(w, k, room, q, peer, env) {
+                    return emit_burst(w, k, p, m, total, room, addr, q, peer, env);
                 }
             }
             step_add(&env.counters.dma_read_bytes, len as u64);
             let last = k + 1 == n;
             let window_full = room <= 1;
-            let rc_op = send_opcode(n, k, imm.is_some(), write);
-            let op = if uc { rc_op.to_uc().unwrap_or(rc_op) } else { rc_op };
-            let mut bth = BthRepr::new(op, dqpn, p);
+            let mut pkt = request_packet(w, k, p, dqpn, uc);
             // UC is never acknowledged (its AckReq bit is sent as 0).
-            bth.ack_req = !uc && (last || window_full || p % ACK_EVERY == ACK_EVERY - 1);
-            bth.solicited = last && w.solicited;
-            let payload: &[u8] = if in_place.is_some() { &[] } else { &env.scratch[..len] };
-            let mut pkt = RocePacket::new(bth, payload);
-            if let Op::Write { raddr, rkey, .. } = w.op {
-                if k == 0 {
-                    pkt.reth = Some(RethRepr { va: raddr, rkey, dma_len: w.len as u32 });
-                }
-            }
-            if last {
-                pkt.immdt = imm.map(|imm| ImmDtRepr { imm });
-            }
-            xrc(&mut pkt, w.xrc_srqn);
+            pkt.bth.ack_req = !uc && (last || window_full || p % ACK_EVERY == ACK_EVERY - 1);
+            pkt.payload = if in_place.is_some() { &[] } else { &env.scratch[..len] };
             match in_place {
                 // SAFETY: `contiguous` checked the range inside a live MR of this QP's PD
                 // under the engine lock, which our caller (the engine step) holds until
@@ -1041,59 +1026,66 @@ fn emit_request(w: &SqWqe, k: u32, p: u32, room: u32, q: &QpCtx, peer: SocketAdd
     }
 }
 
-/// How many packets of `w` from packet `k` on go as one burst to a same-host peer
-/// ([`super::link::burst`]): all that the window has room for, up to the end of the
-/// message, when the peer takes bursts and the run's payload is one contiguous piece of
-/// ordinary registered memory (checked for local read as one range); 1 otherwise (an
-/// ordinary packet; so is a run whose range check fails, which then fails at the packet
-/// where it would have, as before).
-fn burst_len(w: &SqWqe, k: u32, room: u32, q: &QpCtx, peer: SocketAddr, env: &mut Env<'_>) -> u32 {
+/// Request packet `k` of the SEND or WRITE `w` at PSN `p`, without payload: its opcode
+/// (UC's when `uc`), the RETH on a WRITE's first packet, the immediate and Solicited (as
+/// the WQE asks) on the last, the XRCETH of an XRC initiator; AckReq clear.
+fn request_packet(w: &SqWqe, k: u32, p: u32, dqpn: u32, uc: bool) -> RocePacket<'static> {
+    let (Op::Send { imm } | Op::Write { imm, .. }) = w.op else { unreachable!("request_packet is for SEND and WRITE") };
+    let write = matches!(w.op, Op::Write { .. });
+    let last = k + 1 == w.npsn;
+    let rc_op = send_opcode(w.npsn, k, imm.is_some(), write);
+    let op = if uc { rc_op.to_uc().unwrap_or(rc_op) } else { rc_op };
+    let mut pkt = RocePacket::new(BthRepr::new(op, dqpn, p), &[]);
+    pkt.bth.solicited = last && w.solicited;
+    if let (Op::Write { raddr, rkey, .. }, 0) = (w.op, k) {
+        pkt.reth = Some(RethRepr { va: raddr, rkey, dma_len: w.len as u32 });
+    }
+    if last {
+        pkt.immdt = imm.map(|imm| ImmDtRepr { imm });
+    }
+    xrc(&mut pkt, w.xrc_srqn);
+    pkt
+}
+
+/// Whether packets of `w` from packet `k` on go as one burst to a same-host peer
+/// ([`super::link::burst`]), and if so how many and their payload bytes: all that the
+/// window has room for (at least 2), up to the end of the message, when the peer takes
+/// bursts and the run's payload is one contiguous piece of ordinary registered memory
+/// (checked for local read as one range). None otherwise: an ordinary packet, as for a
+/// run whose range check fails, which then fails at the packet where it would have.
+fn burst_len(w: &SqWqe, k: u32, room: u32, q: &QpCtx, peer: SocketAddr, env: &mut Env<'_>) -> Option<(u32, usize)> {
     let m = (w.npsn - k).min(room).min(super::link::burst::MAX_PACKETS);
     if m < 2 || !env.tx.bursts_to(peer) {
-        return 1;
+        return None;
     }
-    let Data::Sgl(s) = &w.data else { return 1 };
+    let Data::Sgl(s) = &w.data else { return None };
     let off = k as u64 * q.mtu as u64;
     let total = (w.len - off).min(m as u64 * q.mtu as u64) as usize;
     match mkey::contiguous(env.hca, env.keys, &q.qp.pd, s, off, total) {
-        Ok(Some((_, true))) => m,
-        _ => 1,
+        Ok(Some((_, true))) => Some((m, total)),
+        _ => None,
     }
 }
 
-/// Queues packets `k .. k + m` of `w` (PSNs from `p`) as one burst whose payload is at
-/// `addr` (ordinary registered memory, checked by [`burst_len`]). The run's last packet
-/// asks for an ACK where any packet of the run would have (ACKs are cumulative).
+/// Queues packets `k .. k + m` of `w` (PSNs from `p`) as one burst whose `total` payload
+/// bytes are at `addr` (ordinary registered memory, checked by [`burst_len`]). The run's
+/// last packet asks for an ACK where any packet of the run would have (ACKs are
+/// cumulative).
 #[allow(clippy::too_many_arguments)]
-fn emit_burst(w: &SqWqe, k: u32, p: u32, m: u32, room: u32, addr: u64, q: &QpCtx, peer: SocketAddr, env: &mut Env<'_>) -> Result<u32, Emit> {
-    let (Op::Send { imm } | Op::Write { imm, .. }) = w.op else { unreachable!("bursts are SEND or WRITE") };
-    let write = matches!(w.op, Op::Write { .. });
-    let (n, mtu) = (w.npsn, q.mtu as u64);
-    let off = k as u64 * mtu;
-    let total = (w.len - off).min(m as u64 * mtu) as usize;
+fn emit_burst(w: &SqWqe, k: u32, p: u32, m: u32, total: usize, room: u32, addr: u64, q: &QpCtx, peer: SocketAddr,
+              env: &mut Env<'_>) -> Result<u32, Emit> {
     step_add(&env.counters.dma_read_bytes, total as u64);
     let dqpn = q.attrs.dest_qpn;
-    let mut first = RocePacket::new(BthRepr::new(send_opcode(n, k, imm.is_some(), write), dqpn, p), &[]);
-    if let (Op::Write { raddr, rkey, .. }, 0) = (w.op, k) {
-        first.reth = Some(RethRepr { va: raddr, rkey, dma_len: w.len as u32 });
-    }
-    xrc(&mut first, w.xrc_srqn);
+    let first = request_packet(w, k, p, dqpn, false);
     let lk = k + m - 1;
-    let lp = psn::add(p, m - 1);
-    let ends = lk + 1 == n;
-    let mut last = RocePacket::new(BthRepr::new(send_opcode(n, lk, imm.is_some(), write), dqpn, lp), &[]);
+    let mut last = request_packet(w, lk, psn::add(p, m - 1), dqpn, false);
     // A PSN ≡ ACK_EVERY - 1 inside the run (offsets from p: the first such one).
     let asks = (ACK_EVERY - 1 + ACK_EVERY - p % ACK_EVERY) % ACK_EVERY < m;
-    last.bth.ack_req = ends || room <= m || asks;
-    last.bth.solicited = ends && w.solicited;
-    if ends {
-        last.immdt = imm.map(|imm| ImmDtRepr { imm });
-    }
-    xrc(&mut last, w.xrc_srqn);
+    last.bth.ack_req = lk + 1 == w.npsn || room <= m || asks;
     // SAFETY: `burst_len` checked [addr, addr + total) inside one live MR of this QP's PD
     // (ordinary memory) for local read, under the engine lock our caller holds; the
     // application keeps it until the WQE completes, which needs the run acknowledged.
-    unsafe { env.tx.send_burst(&first, &last, m, mtu as usize, MemRef { addr, len: total, app: true }, peer, q.sport(), env.counters) };
+    unsafe { env.tx.send_burst(&first, &last, m, q.mtu as usize, MemRef { addr, len: total, app: true }, peer, q.sport(), env.counters) };
     Ok(m)
 }
 

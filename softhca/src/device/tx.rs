@@ -403,10 +403,11 @@ impl Tx {
         }
     }
 
-    /// What deregistering memory must wait for: the same-host peers that have not taken
-    /// our records referring to it yet. Bursts still in the backlog (they keep their
-    /// reference) are dropped, as packets lost on the wire: the memory is going away.
-    pub fn ref_marks(&mut self, counters: &Counters) -> Vec<super::link::RefMark> {
+    /// Memory is being deregistered: drops the bursts still in the backlog (they keep
+    /// their reference), as packets lost on the wire, and returns what the deregistration
+    /// must wait for: the same-host peers that have not taken our records referring to
+    /// our memory yet.
+    pub fn deregistering(&mut self, counters: &Counters) -> Vec<super::link::RefMark> {
         let before = self.backlog.len();
         self.backlog.retain(|p| p.burst.is_none());
         let dropped = before - self.backlog.len();

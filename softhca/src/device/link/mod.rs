@@ -722,7 +722,7 @@ mod tests {
         // A first packet makes the peer known (and claims the lane): inline, no mark.
         tx.send(&RocePacket::new(BthRepr::new(Opcode::RcSendOnly, 0x11, 1), b"hello"), dst, local.port(), &counters);
         tx.flush(&src, &counters, None);
-        assert!(tx.ref_marks(&counters).is_empty(), "an inline record refers to nothing");
+        assert!(tx.deregistering(&counters).is_empty(), "an inline record refers to nothing");
         let payload = vec![0x5au8; 4096];
         let pkt = RocePacket::new(BthRepr::new(Opcode::RcSendOnly, 0x11, 2), &[]);
         let mem = crate::device::tx::MemRef { addr: payload.as_ptr() as u64, len: payload.len(), app: true };
@@ -731,7 +731,7 @@ mod tests {
         unsafe { tx.send_mem(&pkt, mem, dst, local.port(), &counters) };
         tx.flush(&src, &counters, None);
         assert_eq!(counters.snapshot().local_tx_ref_bytes, 4096);
-        let marks = tx.ref_marks(&counters);
+        let marks = tx.deregistering(&counters);
         assert_eq!(marks.len(), 1, "the by-reference record is not taken yet");
         let t0 = Instant::now();
         wait_consumed(&marks, Duration::from_millis(50));
@@ -743,7 +743,7 @@ mod tests {
             }
         });
         assert_eq!(kinds, [inbox::kind::INLINE, inbox::kind::REMOTE]);
-        assert!(tx.ref_marks(&counters).is_empty(), "taken: no mark left");
+        assert!(tx.deregistering(&counters).is_empty(), "taken: no mark left");
         let t0 = Instant::now();
         wait_consumed(&marks, Duration::from_secs(10));
         assert!(t0.elapsed() < Duration::from_secs(5), "the old mark is passed: no wait");
