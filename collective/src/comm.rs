@@ -42,13 +42,16 @@ use crate::tree;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Tuning {
     /// Bytes per staging slot: the largest message (`DOORBELL_CHUNK_BYTES`). The
-    /// default, 188 352 (46 packets of a 4096-byte MTU, the last 64 bytes short), is
+    /// default, 311 232 (76 packets of a 4096-byte MTU, the last 64 bytes short), is
     /// sized for softhca's segmentation offload: a datagram carries up to 15 packets of
     /// one length, the last may be shorter, and a WRITE's first packet (RETH) and a full
     /// last one (immediate) are longer than the middles and go alone. A message of
-    /// 1 + 3 x 15 packets with a short last one takes 4 datagrams; 128 KiB took 4 for
-    /// 70 % of the bytes. Halving-doubling got 2 to 6 % faster from 2 MiB up, the ring
-    /// stayed level (docs/benchmarks-history.md, "Message size").
+    /// 1 + 5 x 15 packets with a short last one takes 6 datagrams (128 KiB took 4 for
+    /// 70 % of the bytes: docs/benchmarks-history.md, "Message size"). 76 packets rather
+    /// than the earlier 46 (188 352): the all-to-all all-reduce cuts each round into
+    /// blocks of a slot, and on the same-host path fewer, larger rounds were 1 to 7 %
+    /// faster from 2 to 16 MiB, level on the UDP path (docs/benchmarks-history.md,
+    /// "Larger slots for the all-to-all").
     pub slot_bytes: usize,
     /// Slots per stream: messages in flight before the sender needs a credit
     /// (`DOORBELL_SLOTS`); the ring lanes have [`Tuning::ring_slots`].
@@ -83,7 +86,7 @@ pub struct Tuning {
 impl Default for Tuning {
     fn default() -> Self {
         Tuning {
-            slot_bytes: 188_352,
+            slot_bytes: 311_232,
             nslots: 4,
             ring_slots: 2,
             ring_lanes: 2,
