@@ -7,7 +7,8 @@
 //   /tmp/cma_readers READERS SAME [BLOCK_KIB [CHUNK_KIB]]
 //
 // READERS child processes, pinned round-robin to CPUs 0 and 1, each copy BLOCK_KIB (1024)
-// from the parent 300 times, CHUNK_KIB (188, the collective's slot) per call, into their
+// from the parent 300 times, CHUNK_KIB (188: the collective's slot when the history's
+// measurements were made; 304 since 2026-12-03) per call, into their
 // own buffer; SAME=1: all of them the same block, SAME=0: each its own (block r of the
 // parent's READERS blocks, adjacent). Prints each reader's GB/s and their sum.
 #define _GNU_SOURCE
