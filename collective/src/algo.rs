@@ -6,12 +6,18 @@
 //! through each inner node, while halving-doubling and the ring move the minimum
 //! `2 (n - 1) / n` of the data per rank. So small messages take recursive doubling
 //! (when the rank count is a power of two), larger ones halving-doubling where it runs
-//! (4 or 8 ranks), and elsewhere the tree, then the ring. The crossovers
-//! ([`DEFAULT_DOUBLING_MAX_BYTES`], [`DEFAULT_HALVING_MIN_BYTES`],
-//! [`DEFAULT_TREE_MAX_BYTES`]) were measured with `doorbell allreduce` on softhca
-//! (docs/benchmarks-history.md, docs/collectives.md); `DOORBELL_DOUBLING_MAX_BYTES`,
-//! `DOORBELL_HALVING_MIN_BYTES` and `DOORBELL_TREE_MAX_BYTES` override them and
-//! `DOORBELL_ALGO=ring|tree|doubling|halving` (or `--algo`) forces one.
+//! (4 or 8 ranks), and elsewhere the tree, then the ring. Between recursive doubling and
+//! halving-doubling sits the tree: its messages carry the whole buffer too, but no rank
+//! sends it more than twice, where recursive doubling sends it `log2 n` times. Two ranks
+//! are the exception: recursive doubling is then one exchange, which nothing beats until
+//! the ring's halved bytes do. The crossovers ([`DEFAULT_DOUBLING_MAX_BYTES`],
+//! [`DEFAULT_PAIR_DOUBLING_MAX_BYTES`], [`DEFAULT_HALVING_MIN_BYTES`],
+//! [`DEFAULT_TREE_MAX_BYTES`], [`DEFAULT_ALLTOALL_MIN_BYTES`]) were measured with
+//! `doorbell allreduce` on softhca (docs/benchmarks-history.md, docs/collectives.md);
+//! `DOORBELL_DOUBLING_MAX_BYTES`, `DOORBELL_PAIR_DOUBLING_MAX_BYTES`,
+//! `DOORBELL_HALVING_MIN_BYTES`, `DOORBELL_TREE_MAX_BYTES` and
+//! `DOORBELL_ALLTOALL_MIN_BYTES` override them and
+//! `DOORBELL_ALGO=ring|tree|doubling|halving|alltoall` (or `--algo`) forces one.
 
 use std::fmt;
 use std::str::FromStr;
@@ -22,10 +28,19 @@ use std::str::FromStr;
 pub const DEFAULT_TREE_MAX_BYTES: usize = 128 << 10;
 
 /// Messages up to this many bytes use recursive doubling when the rank count is a
-/// power of two (when not forced): with 4 ranks on softhca, four of five runs of three
-/// interleaved rounds each had it ahead of (or level with) the ring at 256 KiB, and the
-/// ring took over between 256 KiB and 1 MiB (docs/benchmarks-history.md).
-pub const DEFAULT_DOUBLING_MAX_BYTES: usize = 256 << 10;
+/// power of two above 2 (when not forced); larger ones the tree until another policy
+/// takes over. With 4 ranks on softhca's same-host path the tree took 0.80 times
+/// recursive doubling's time at 64 KiB and 0.99 at 32 KiB (8 interleaved pairs), and it
+/// was ahead at 64 KiB in each of five `collective/bench/run.sh` runs; with 8 ranks
+/// 0.66 at 32 and 64 KiB (docs/benchmarks-history.md, "Recursive doubling hands over to
+/// the tree at 32 KiB").
+pub const DEFAULT_DOUBLING_MAX_BYTES: usize = 32 << 10;
+
+/// Messages up to this many bytes use recursive doubling with two ranks (one exchange of
+/// the whole buffer), the ring above: on softhca's same-host path the ring took 1.14
+/// times recursive doubling's time at 128 KiB and 0.41 times at 256 KiB (4 interleaved
+/// pairs).
+pub const DEFAULT_PAIR_DOUBLING_MAX_BYTES: usize = 128 << 10;
 
 /// Messages above this many bytes use halving-doubling on 4 or 8 ranks (when not
 /// forced): with 4 ranks on softhca, in interleaved pairs, recursive doubling was 1.2
@@ -93,8 +108,10 @@ pub struct AlgoChoice {
     pub forced: Option<Algo>,
     /// Largest message (bytes) for the tree when not forced.
     pub tree_max_bytes: usize,
-    /// Largest message (bytes) for recursive doubling when not forced.
+    /// Largest message (bytes) for recursive doubling when not forced, above 2 ranks.
     pub doubling_max_bytes: usize,
+    /// Largest message (bytes) for recursive doubling when not forced, with 2 ranks.
+    pub pair_doubling_max_bytes: usize,
     /// Messages above this (bytes) take halving-doubling where it runs, when not forced.
     pub halving_min_bytes: usize,
     /// Messages above this (bytes) take the all-to-all where it runs, when not forced.
@@ -107,6 +124,7 @@ impl Default for AlgoChoice {
             forced: None,
             tree_max_bytes: DEFAULT_TREE_MAX_BYTES,
             doubling_max_bytes: DEFAULT_DOUBLING_MAX_BYTES,
+            pair_doubling_max_bytes: DEFAULT_PAIR_DOUBLING_MAX_BYTES,
             halving_min_bytes: DEFAULT_HALVING_MIN_BYTES,
             alltoall_min_bytes: DEFAULT_ALLTOALL_MIN_BYTES,
         }
@@ -114,8 +132,9 @@ impl Default for AlgoChoice {
 }
 
 impl AlgoChoice {
-    /// From `DOORBELL_ALGO`, `DOORBELL_TREE_MAX_BYTES`, `DOORBELL_DOUBLING_MAX_BYTES` and
-    /// `DOORBELL_HALVING_MIN_BYTES`.
+    /// From `DOORBELL_ALGO` and the threshold variables (`DOORBELL_TREE_MAX_BYTES`,
+    /// `DOORBELL_DOUBLING_MAX_BYTES`, `DOORBELL_PAIR_DOUBLING_MAX_BYTES`,
+    /// `DOORBELL_HALVING_MIN_BYTES`, `DOORBELL_ALLTOALL_MIN_BYTES`).
     pub fn from_env() -> Result<AlgoChoice, String> {
         let mut c = AlgoChoice::default();
         if let Ok(v) = std::env::var("DOORBELL_ALGO") {
@@ -128,6 +147,9 @@ impl AlgoChoice {
         }
         if let Ok(v) = std::env::var("DOORBELL_DOUBLING_MAX_BYTES") {
             c.doubling_max_bytes = v.parse().map_err(|_| format!("DOORBELL_DOUBLING_MAX_BYTES={v:?} is not a number"))?;
+        }
+        if let Ok(v) = std::env::var("DOORBELL_PAIR_DOUBLING_MAX_BYTES") {
+            c.pair_doubling_max_bytes = v.parse().map_err(|_| format!("DOORBELL_PAIR_DOUBLING_MAX_BYTES={v:?} is not a number"))?;
         }
         if let Ok(v) = std::env::var("DOORBELL_HALVING_MIN_BYTES") {
             c.halving_min_bytes = v.parse().map_err(|_| format!("DOORBELL_HALVING_MIN_BYTES={v:?} is not a number"))?;
@@ -157,7 +179,7 @@ impl AlgoChoice {
             Algo::AllToAll
         } else if halving && bytes > self.halving_min_bytes {
             Algo::Halving
-        } else if doubling && bytes <= self.doubling_max_bytes {
+        } else if doubling && bytes <= if nranks == 2 { self.pair_doubling_max_bytes } else { self.doubling_max_bytes } {
             Algo::Doubling
         } else if nranks <= 2 || bytes > self.tree_max_bytes {
             Algo::Ring
@@ -175,7 +197,9 @@ mod tests {
     fn by_size_and_forced() {
         let c = AlgoChoice::default();
         assert_eq!(c.pick(8, 4, 4), Algo::Doubling);
-        assert_eq!(c.pick(64 << 10, 4, 4), Algo::Doubling);
+        assert_eq!(c.pick(32 << 10, 4, 4), Algo::Doubling);
+        assert_eq!(c.pick((32 << 10) + 1, 4, 4), Algo::Tree, "between doubling and halving-doubling");
+        assert_eq!(c.pick(64 << 10, 4, 4), Algo::Tree);
         assert_eq!(c.pick((64 << 10) + 1, 4, 4), Algo::Halving);
         assert_eq!(c.pick(256 << 10, 4, 4), Algo::Halving);
         assert_eq!(c.pick((256 << 10) + 1, 4, 4), Algo::AllToAll);
@@ -188,7 +212,10 @@ mod tests {
         assert_eq!(wide.pick((64 << 10) + 1, 4, 4), Algo::Tree, "between the thresholds");
         assert_eq!(wide.pick((512 << 10) + 1, 4, 4), Algo::Ring);
         assert_eq!(c.pick(8, 2, 4), Algo::Doubling, "two ranks: one exchange");
-        assert_eq!(c.pick(1 << 20, 2, 4), Algo::Ring, "two ranks: the ring halves the bytes");
+        assert_eq!(c.pick(128 << 10, 2, 4), Algo::Doubling, "two ranks: one exchange, not the tree");
+        assert_eq!(c.pick((128 << 10) + 1, 2, 4), Algo::Ring, "two ranks: the ring halves the bytes");
+        assert_eq!(c.pick(64 << 10, 16, 4), Algo::Tree, "sixteen ranks: the tree above doubling's limit");
+        assert_eq!(c.pick(256 << 10, 16, 4), Algo::Ring);
         let f = AlgoChoice { forced: Some(Algo::Tree), ..c };
         assert_eq!(f.pick(64 << 20, 4, 4), Algo::Tree);
         let d = AlgoChoice { forced: Some(Algo::Doubling), ..c };
@@ -198,7 +225,8 @@ mod tests {
         assert_eq!(h.pick(8, 4, 4), Algo::Halving);
         assert_eq!(h.pick(8, 6, 4), Algo::Ring, "forced halving-doubling falls back to the ring");
         assert_eq!(h.pick(8, 8, 2), Algo::Ring, "forced, without the slots for a step");
-        assert_eq!(c.pick(64 << 10, 8, 2), Algo::Doubling, "too few slots: the plain policy");
+        assert_eq!(c.pick(64 << 10, 8, 2), Algo::Tree, "too few slots: the plain policy");
+        assert_eq!(c.pick(256 << 10, 8, 2), Algo::Ring, "too few slots, above the tree's limit");
         assert_eq!(c.pick(64 << 20, 8, 2), Algo::AllToAll, "two slots are enough for the all-to-all");
         let no_a2a = AlgoChoice { alltoall_min_bytes: usize::MAX, ..c };
         assert_eq!(no_a2a.pick(64 << 20, 8, 2), Algo::Ring, "nor halving-doubling: the ring");
