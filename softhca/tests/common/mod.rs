@@ -88,9 +88,23 @@ pub fn hca() -> Arc<Hca> {
     }
 }
 
-/// Page-aligned, zeroed memory the device may access, freed when the last clone is
-/// dropped (an MR's [`OwnedMr`] holds one clone, the test another to read and write
-/// the bytes between operations).
+/// Page-aligned, zeroed memory the device may access, shared by its clones (an MR's
+/// [`OwnedMr`] holds one, the test another to read and write the bytes between
+/// operations) and never given back to the allocator.
+///
+/// Why never: the device half reads a CQ's or QP's ring and doorbell record (and a DevX
+/// UMEM) until that object's destroy, and a test's objects are destroyed when its device
+/// file closes, which can come after the test's other locals have dropped (locals drop
+/// in reverse order of declaration, and on a panic). Freed there, a ring would be a use
+/// after free in the device half: its reads see the allocator's free-list pointers as
+/// producer counters and WQEs, and its writes (CQEs, doorbell records) land in whatever
+/// the allocator handed out next, possibly to another test's thread. CI saw a SIGSEGV
+/// once each in a kernel_half and a flow_verbs test, both of which dropped rings before
+/// their file: a read at a kernel-range address inside libc's memcpy, what a clobbered
+/// heap pointer gives; neither reproduced in 80 reruns, so the cause is inferred. A real
+/// kernel pins such pages (`ib_umem_get`), so the device never writes to memory the
+/// program has reused; leaking the few hundred KiB a test binary allocates is the
+/// in-process equivalent.
 #[derive(Clone)]
 pub struct Buf(Arc<Alloc>);
 
@@ -107,8 +121,8 @@ unsafe impl Send for Alloc {}
 // SAFETY: as above.
 unsafe impl Sync for Alloc {}
 
-// SAFETY: the allocation stays at `ptr` (len bytes, zeroed at first) until the last clone
-// is dropped, so at least as long as this value; the other clones only read and write it
+// SAFETY: the allocation stays at `ptr` (len bytes, zeroed at first) for the rest of the
+// process, so at least as long as this value; the other clones only read and write it
 // between the operations that use the MR, as a program does with registered memory.
 unsafe impl StableMemory for Buf {
     fn stable_ptr(&mut self) -> *mut u8 {
@@ -177,16 +191,8 @@ impl Buf {
     }
 }
 
-impl Drop for Alloc {
-    fn drop(&mut self) {
-        let layout = std::alloc::Layout::from_size_align(self.len.max(1), 4096).unwrap();
-        // SAFETY: allocated in Buf::new with this layout; the last clone is gone.
-        unsafe { std::alloc::dealloc(self.ptr, layout) };
-    }
-}
-
-/// Registered memory: the MR owns a clone of the buffer, so it is deregistered before
-/// the memory is freed, whichever is dropped first.
+/// Registered memory: the MR and the test each hold a clone of the buffer, and either may
+/// be dropped first.
 pub struct Mem {
     pub mr: OwnedMr<Buf>,
     pub buf: Buf,
