@@ -105,31 +105,29 @@ pub fn hca() -> Arc<Hca> {
 /// kernel pins such pages (`ib_umem_get`), so the device never writes to memory the
 /// program has reused; leaking the few hundred KiB a test binary allocates is the
 /// in-process equivalent.
+/// Being never freed, a clone is just a second copy of the address: no count of owners.
 #[derive(Clone)]
-pub struct Buf(Arc<Alloc>);
-
-/// The allocation behind [`Buf`]s.
-struct Alloc {
+pub struct Buf {
     ptr: *mut u8,
     len: usize,
 }
 
-// SAFETY: the buffer is plain memory owned by its clones (an address only; the bytes
-// are read and written by copies); tests touch it from the thread that runs the
-// operations on it.
-unsafe impl Send for Alloc {}
+// SAFETY: the buffer is plain memory that lives for the rest of the process (an address
+// only; the bytes are read and written by copies); tests touch it from the thread that
+// runs the operations on it.
+unsafe impl Send for Buf {}
 // SAFETY: as above.
-unsafe impl Sync for Alloc {}
+unsafe impl Sync for Buf {}
 
 // SAFETY: the allocation stays at `ptr` (len bytes, zeroed at first) for the rest of the
 // process, so at least as long as this value; the other clones only read and write it
 // between the operations that use the MR, as a program does with registered memory.
 unsafe impl StableMemory for Buf {
     fn stable_ptr(&mut self) -> *mut u8 {
-        self.0.ptr
+        self.ptr
     }
     fn stable_len(&self) -> usize {
-        self.0.len
+        self.len
     }
 }
 
@@ -139,49 +137,49 @@ impl Buf {
         // SAFETY: non-zero size.
         let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
         assert!(!ptr.is_null());
-        Buf(Arc::new(Alloc { ptr, len }))
+        Buf { ptr, len }
     }
 
     pub fn addr(&self) -> u64 {
-        self.0.ptr as u64
+        self.ptr as u64
     }
 
     pub fn len(&self) -> usize {
-        self.0.len
+        self.len
     }
 
     /// The bytes now (the device writes them concurrently only while an operation on them
     /// is outstanding; tests read after its completion).
     pub fn read(&self) -> Vec<u8> {
-        let mut v = vec![0u8; self.0.len];
+        let mut v = vec![0u8; self.len];
         // SAFETY: our allocation of `len` bytes; volatile-free copy is fine after the CQE's
         // acquire ordering.
-        unsafe { std::ptr::copy_nonoverlapping(self.0.ptr, v.as_mut_ptr(), self.0.len) };
+        unsafe { std::ptr::copy_nonoverlapping(self.ptr, v.as_mut_ptr(), self.len) };
         v
     }
 
     pub fn write(&self, off: usize, data: &[u8]) {
-        assert!(off + data.len() <= self.0.len);
+        assert!(off + data.len() <= self.len);
         // SAFETY: inside our allocation.
-        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.0.ptr.add(off), data.len()) };
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr.add(off), data.len()) };
     }
 
     /// Fills the buffer with a seed-dependent pseudo-random pattern (8 bytes per step,
     /// fast enough in debug builds for hundreds of MiB).
     pub fn fill_pattern(&self, seed: u64) {
         let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-        let words = self.0.len / 8;
+        let words = self.len / 8;
         // SAFETY: our allocation is page aligned and holds `words` whole u64s.
-        let w = unsafe { std::slice::from_raw_parts_mut(self.0.ptr.cast::<u64>(), words) };
+        let w = unsafe { std::slice::from_raw_parts_mut(self.ptr.cast::<u64>(), words) };
         for v in w.iter_mut() {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
             *v = x;
         }
-        for i in words * 8..self.0.len {
+        for i in words * 8..self.len {
             // SAFETY: inside our allocation.
-            unsafe { *self.0.ptr.add(i) = (x >> (i % 8)) as u8 };
+            unsafe { *self.ptr.add(i) = (x >> (i % 8)) as u8 };
         }
     }
 
