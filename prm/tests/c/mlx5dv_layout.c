@@ -204,14 +204,20 @@ int main(void)
 				    htobe32(0xdeadbeef));
 		hex("ctrlseg", &c, sizeof(c));
 		/* a GRH with source GID index 0x23 and flow label 0x45678, as libmlx5's
-		 * mlx5_create_ah composes grh_gid_fl: flow_label | 1 << 30 | sgid_index << 20 */
+		 * mlx5_create_ah composes grh_gid_fl: flow_label | 1 << 30 | sgid_index << 20.
+		 * The setter leaves the address vector's reserved bytes (16 to 19) as they
+		 * were, so each segment starts zeroed: from the stack they were whatever the
+		 * last call left there, and the comparison failed now and then. */
+		memset(&d, 0, sizeof(d));
 		mlx5dv_set_dgram_seg(&d, 0x1111222233334444ull, 0xabcdef, 1, 0x35, 0x80, 0x1234, mac,
 				     0x60, 64, 0x45678 | 1u << 30 | 0x23u << 20, gid);
 		hex("dgramseg1", &d, sizeof(d));
 		/* bit 31 of dqp_dct given by the caller too: the setter ORs the extension in */
+		memset(&d, 0, sizeof(d));
 		mlx5dv_set_dgram_seg(&d, 0, 0x80000002, 1, 0, 0, 0, mac, 0, 0, 0, gid);
 		hex("dgramseg2", &d, sizeof(d));
 		/* no GRH, no extension */
+		memset(&d, 0, sizeof(d));
 		mlx5dv_set_dgram_seg(&d, 0, 3, 0, 0, 0, 0, mac, 0, 0, 0x1u << 20 | 0xfffff, gid);
 		hex("dgramseg3", &d, sizeof(d));
 		mlx5dv_set_data_seg(&ds, 0, MLX5_INVALID_LKEY, 0);
